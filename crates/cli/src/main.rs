@@ -1,0 +1,219 @@
+//! `apiary`: the command-line shell, the TPC-H demo and the benchmark driver.
+//!
+//! ```text
+//! apiary [DBPATH] [-c SQL] [-f FILE] [--format table|csv|json] [--timer]
+//! apiary demo [--sf 0.1]                  generate TPC-H in memory, run the 22 queries
+//! apiary tpch-gen --sf 0.1 --dir DIR      write TPC-H .tbl files
+//! ```
+
+mod format;
+mod shell;
+mod split;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use apiary::{Connection, Database};
+use clap::{Parser, Subcommand};
+
+use crate::format::{render, Format};
+
+#[derive(Parser)]
+#[command(name = "apiary", version, about = "Apiary: an analytical SQL database", args_conflicts_with_subcommands = true)]
+struct Cli {
+    /// Database file to open (in memory when omitted).
+    dbpath: Option<PathBuf>,
+    /// Run these SQL statements and exit.
+    #[arg(short = 'c', long = "command")]
+    command: Vec<String>,
+    /// Run the SQL statements in this file and exit.
+    #[arg(short = 'f', long = "file")]
+    file: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Report each statement's elapsed time on standard error.
+    #[arg(long)]
+    timer: bool,
+    #[command(subcommand)]
+    subcommand: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate TPC-H data in memory and run the 22 queries, checking the answers.
+    Demo {
+        #[arg(long, default_value_t = 0.1)]
+        sf: f64,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Write TPC-H `.tbl` files (dbgen format) into a directory.
+    TpchGen {
+        #[arg(long, default_value_t = 0.1)]
+        sf: f64,
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.subcommand {
+        Some(Command::Demo { sf, threads }) => return demo(sf, threads),
+        Some(Command::TpchGen { sf, dir }) => {
+            return match apiary::tpch::write_tbl(&dir, sf) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        None => {}
+    }
+    let db = match &cli.dbpath {
+        Some(path) => Database::open(path),
+        None => Database::open_in_memory(),
+    };
+    let db = match db {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut conn = db.connect();
+    let interrupt = conn.interrupt_flag();
+    let _ = ctrlc::set_handler(move || interrupt.store(true, std::sync::atomic::Ordering::Relaxed));
+
+    let mut ran_something = false;
+    for sql in &cli.command {
+        ran_something = true;
+        if !run_script(&mut conn, sql, cli.format, cli.timer) {
+            return ExitCode::FAILURE;
+        }
+    }
+    for path in &cli.file {
+        ran_something = true;
+        let sql = match std::fs::read_to_string(path) {
+            Ok(sql) => sql,
+            Err(e) => {
+                eprintln!("Error: cannot read \"{}\": {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        if !run_script(&mut conn, &sql, cli.format, cli.timer) {
+            return ExitCode::FAILURE;
+        }
+    }
+    if ran_something {
+        return ExitCode::SUCCESS;
+    }
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        shell::run(&mut conn, cli.format, cli.timer);
+        return ExitCode::SUCCESS;
+    }
+    let mut sql = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut sql) {
+        eprintln!("Error: cannot read standard input: {e}");
+        return ExitCode::FAILURE;
+    }
+    if run_script(&mut conn, &sql, cli.format, cli.timer) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs each statement of `sql` in order, printing results; stops at the first error.
+pub fn run_script(conn: &mut Connection, sql: &str, format: Format, timer: bool) -> bool {
+    let (pieces, _) = split::split_statements(sql);
+    for piece in pieces {
+        if !run_one(conn, &piece.positioned(), format, timer) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Runs one statement; prints its result or the error. Returns success.
+pub fn run_one(conn: &mut Connection, sql: &str, format: Format, timer: bool) -> bool {
+    let started = Instant::now();
+    let outcome = conn.execute(sql);
+    let elapsed = started.elapsed();
+    let ok = match outcome {
+        Ok(results) => {
+            let mut out = String::new();
+            for result in &results {
+                out.push_str(&render(result, format));
+            }
+            print!("{out}");
+            true
+        }
+        Err(e) => {
+            eprintln!("Error: {e}");
+            false
+        }
+    };
+    if timer {
+        eprintln!("Run Time: {:.3} s", elapsed.as_secs_f64());
+    }
+    ok
+}
+
+fn demo(sf: f64, threads: Option<usize>) -> ExitCode {
+    let db = match Database::open_in_memory() {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut conn = db.connect();
+    if let Some(threads) = threads {
+        if let Err(e) = conn.execute(&format!("SET threads = {threads}")) {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    println!("Generating TPC-H SF{sf} in memory on {} threads...", db.threads());
+    let started = Instant::now();
+    if let Err(e) = apiary::tpch::load(&mut conn, sf) {
+        eprintln!("Error: {e}");
+        return ExitCode::FAILURE;
+    }
+    println!("Generated in {:.2} s", started.elapsed().as_secs_f64());
+    let mut total = 0.0;
+    let mut failures = 0;
+    for q in 1..=22 {
+        let sql = apiary::tpch::query(q).unwrap_or_default();
+        let started = Instant::now();
+        let result = conn.query(sql);
+        let seconds = started.elapsed().as_secs_f64();
+        total += seconds;
+        let status = match (&result, apiary::tpch::answer(sf, q)) {
+            (Err(e), _) => {
+                failures += 1;
+                format!("ERROR {e}")
+            }
+            (Ok(r), Some(expected)) => match apiary::tpch::check_answer(r, expected) {
+                Ok(()) => format!("{} rows, correct", r.row_count()),
+                Err(why) => {
+                    failures += 1;
+                    format!("WRONG: {why}")
+                }
+            },
+            (Ok(r), None) => format!("{} rows (no reference answer at this scale)", r.row_count()),
+        };
+        println!("Q{q:02} {:>9.3} ms  {status}", seconds * 1e3);
+    }
+    println!("Total {:.3} s, {failures} failures", total);
+    if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,203 @@
+//! A growable bit vector.
+//!
+//! Used as the validity mask of vectors and column stripes (bit set = value present,
+//! i.e. NOT NULL) and as match flags in outer joins.
+
+/// Bits packed in 64-bit words; bit `i` lives in word `i / 64` at position `i % 64`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bitmap {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Bitmap {
+    /// A bitmap of `len` bits, all set to `value`.
+    pub fn new(len: usize, value: bool) -> Self {
+        let word = if value { u64::MAX } else { 0 };
+        let mut bitmap = Bitmap { words: vec![word; len.div_ceil(64)], len };
+        bitmap.clear_tail();
+        bitmap
+    }
+
+    pub fn with_capacity(capacity: usize) -> Self {
+        Bitmap { words: Vec::with_capacity(capacity.div_ceil(64)), len: 0 }
+    }
+
+    pub fn from_bools(bits: impl IntoIterator<Item = bool>) -> Self {
+        let mut bitmap = Bitmap::default();
+        for bit in bits {
+            bitmap.push(bit);
+        }
+        bitmap
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    pub fn get(&self, idx: usize) -> bool {
+        debug_assert!(idx < self.len, "bit {idx} out of {}", self.len);
+        (self.words[idx >> 6] >> (idx & 63)) & 1 == 1
+    }
+
+    #[inline(always)]
+    pub fn set(&mut self, idx: usize, value: bool) {
+        debug_assert!(idx < self.len);
+        let mask = 1u64 << (idx & 63);
+        if value {
+            self.words[idx >> 6] |= mask;
+        } else {
+            self.words[idx >> 6] &= !mask;
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, value: bool) {
+        if self.len % 64 == 0 {
+            self.words.push(0);
+        }
+        if value {
+            self.words[self.len >> 6] |= 1u64 << (self.len & 63);
+        }
+        self.len += 1;
+    }
+
+    /// Appends `count` copies of `value`.
+    pub fn push_n(&mut self, value: bool, count: usize) {
+        // Simple and fast enough: fill whole words where possible.
+        let mut remaining = count;
+        while remaining > 0 && self.len % 64 != 0 {
+            self.push(value);
+            remaining -= 1;
+        }
+        let word = if value { u64::MAX } else { 0 };
+        while remaining >= 64 {
+            self.words.push(word);
+            self.len += 64;
+            remaining -= 64;
+        }
+        for _ in 0..remaining {
+            self.push(value);
+        }
+    }
+
+    /// Appends bits `[offset, offset + count)` of `other`.
+    pub fn extend_from(&mut self, other: &Bitmap, offset: usize, count: usize) {
+        for idx in offset..offset + count {
+            self.push(other.get(idx));
+        }
+    }
+
+    pub fn count_ones(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn count_zeros(&self) -> usize {
+        self.len - self.count_ones()
+    }
+
+    pub fn all_set(&self) -> bool {
+        self.count_ones() == self.len
+    }
+
+    /// The raw words (the bits past `len` are zero).
+    #[inline]
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    #[inline]
+    pub fn words_mut(&mut self) -> &mut [u64] {
+        &mut self.words
+    }
+
+    /// Bitwise AND with another bitmap of the same length.
+    pub fn and_inplace(&mut self, other: &Bitmap) {
+        debug_assert_eq!(self.len, other.len);
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a &= *b;
+        }
+    }
+
+    /// Bits `[offset, offset + len)` as a new bitmap.
+    pub fn slice(&self, offset: usize, len: usize) -> Bitmap {
+        if offset % 64 == 0 {
+            let first = offset / 64;
+            let last = (offset + len).div_ceil(64);
+            let mut bitmap = Bitmap { words: self.words[first..last].to_vec(), len };
+            bitmap.clear_tail();
+            return bitmap;
+        }
+        let mut bitmap = Bitmap::with_capacity(len);
+        bitmap.extend_from(self, offset, len);
+        bitmap
+    }
+
+    /// Iterates over the indices of set bits.
+    pub fn iter_ones(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(word_idx, &word)| {
+            let mut w = word;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let bit = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(word_idx * 64 + bit)
+            })
+        })
+    }
+
+    fn clear_tail(&mut self) {
+        let tail = self.len % 64;
+        if tail != 0 {
+            if let Some(last) = self.words.last_mut() {
+                *last &= (1u64 << tail) - 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_get_slice() {
+        let bits: Vec<bool> = (0..200).map(|i| i % 3 == 0).collect();
+        let bitmap = Bitmap::from_bools(bits.iter().copied());
+        for (i, b) in bits.iter().enumerate() {
+            assert_eq!(bitmap.get(i), *b);
+        }
+        assert_eq!(bitmap.count_ones(), bits.iter().filter(|b| **b).count());
+        let slice = bitmap.slice(5, 100);
+        for i in 0..100 {
+            assert_eq!(slice.get(i), bits[i + 5]);
+        }
+        let aligned = bitmap.slice(64, 70);
+        for i in 0..70 {
+            assert_eq!(aligned.get(i), bits[i + 64]);
+        }
+        let ones: Vec<usize> = bitmap.iter_ones().collect();
+        let expected: Vec<usize> = (0..200).filter(|i| i % 3 == 0).collect();
+        assert_eq!(ones, expected);
+    }
+
+    #[test]
+    fn push_n_mixed() {
+        let mut bitmap = Bitmap::default();
+        bitmap.push(true);
+        bitmap.push_n(false, 130);
+        bitmap.push_n(true, 3);
+        assert_eq!(bitmap.len(), 134);
+        assert_eq!(bitmap.count_ones(), 4);
+        assert!(bitmap.get(0) && bitmap.get(131) && !bitmap.get(130));
+    }
+}

@@ -1,0 +1,179 @@
+//! Errors.
+//!
+//! User errors and bugs are different things. Everything a user can cause (a typo in SQL,
+//! an unknown table, a malformed CSV line, an overflow) is a typed variant with a message
+//! that says what went wrong and where. [`ApiaryError::Internal`] is reserved for broken
+//! invariants inside the engine; its message asks the user to report it.
+
+use std::fmt;
+
+/// The engine-wide result type.
+pub type Result<T, E = ApiaryError> = std::result::Result<T, E>;
+
+/// A position in the SQL text (1-based line and column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SqlPosition {
+    pub line: u64,
+    pub column: u64,
+}
+
+impl fmt::Display for SqlPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.column)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiaryError {
+    /// The SQL text could not be parsed.
+    #[error("syntax error: {0}")]
+    Parse(String),
+
+    /// A name could not be resolved (table, column, function) or a statement is malformed.
+    #[error("{0}")]
+    Bind(String),
+
+    /// Operands have types an operator or function does not accept.
+    #[error("type error: {0}")]
+    Type(String),
+
+    /// An error while evaluating a query: overflow, division by zero, failed cast, ...
+    #[error("{0}")]
+    Execution(String),
+
+    /// A constraint was violated (NOT NULL, value too long for CHAR(n), ...).
+    #[error("constraint violation: {0}")]
+    Constraint(String),
+
+    /// A table or object already exists / does not exist.
+    #[error("{0}")]
+    Catalog(String),
+
+    /// Reading an input file failed: names the file, the line and the column.
+    #[error("{file}:{line}: {message}")]
+    Load { file: String, line: u64, message: String },
+
+    /// An operating-system I/O error.
+    #[error("I/O error: {0}")]
+    Io(String),
+
+    /// The statement would exceed a resource limit (memory budget, ...).
+    #[error("out of memory: {0}")]
+    Resource(String),
+
+    /// Stored data is damaged (checksum mismatch, truncated file, ...).
+    #[error("corrupt database: {0}")]
+    Corruption(String),
+
+    /// The feature exists in SQL but Apiary does not implement it (yet).
+    #[error("not implemented: {0}")]
+    NotImplemented(String),
+
+    /// The query was cancelled by the user.
+    #[error("query interrupted")]
+    Interrupted,
+
+    /// A bug in Apiary: an invariant did not hold.
+    #[error("internal error: {0}. This is a bug in Apiary; please report it")]
+    Internal(String),
+}
+
+impl ApiaryError {
+    /// The SQLSTATE code for this error class (PostgreSQL's codes, used by the wire protocol).
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            ApiaryError::Parse(_) => "42601",
+            ApiaryError::Bind(_) => "42703",
+            ApiaryError::Type(_) => "42804",
+            ApiaryError::Execution(_) => "22000",
+            ApiaryError::Constraint(_) => "23000",
+            ApiaryError::Catalog(_) => "42P01",
+            ApiaryError::Load { .. } => "22P04",
+            ApiaryError::Io(_) => "58030",
+            ApiaryError::Resource(_) => "53200",
+            ApiaryError::Corruption(_) => "XX001",
+            ApiaryError::NotImplemented(_) => "0A000",
+            ApiaryError::Interrupted => "57014",
+            ApiaryError::Internal(_) => "XX000",
+        }
+    }
+}
+
+impl From<std::io::Error> for ApiaryError {
+    fn from(err: std::io::Error) -> Self {
+        ApiaryError::Io(err.to_string())
+    }
+}
+
+/// `bind_err!("unknown column {}", name)` builds an [`ApiaryError::Bind`].
+#[macro_export]
+macro_rules! bind_err {
+    ($($arg:tt)*) => { $crate::error::ApiaryError::Bind(format!($($arg)*)) };
+}
+
+/// `type_err!(...)` builds an [`ApiaryError::Type`].
+#[macro_export]
+macro_rules! type_err {
+    ($($arg:tt)*) => { $crate::error::ApiaryError::Type(format!($($arg)*)) };
+}
+
+/// `exec_err!(...)` builds an [`ApiaryError::Execution`].
+#[macro_export]
+macro_rules! exec_err {
+    ($($arg:tt)*) => { $crate::error::ApiaryError::Execution(format!($($arg)*)) };
+}
+
+/// `internal_err!(...)` builds an [`ApiaryError::Internal`].
+#[macro_export]
+macro_rules! internal_err {
+    ($($arg:tt)*) => { $crate::error::ApiaryError::Internal(format!($($arg)*)) };
+}
+
+/// `not_impl_err!(...)` builds an [`ApiaryError::NotImplemented`].
+#[macro_export]
+macro_rules! not_impl_err {
+    ($($arg:tt)*) => { $crate::error::ApiaryError::NotImplemented(format!($($arg)*)) };
+}
+
+/// The closest candidate to `name` by edit distance, if it is close enough to be a
+/// plausible typo (used for "did you mean ...?" hints).
+pub fn closest_name<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let name = name.to_ascii_lowercase();
+    let mut best: Option<(usize, &str)> = None;
+    for candidate in candidates {
+        let distance = edit_distance(&name, &candidate.to_ascii_lowercase());
+        let limit = (name.len().max(candidate.len()) / 3).max(2);
+        if distance <= limit && best.is_none_or(|(d, _)| distance < d) {
+            best = Some((distance, candidate));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    let mut current = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        current[0] = i;
+        for j in 1..=b.len() {
+            let substitution = previous[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            current[j] = substitution.min(previous[j] + 1).min(current[j - 1] + 1);
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names() {
+        assert_eq!(closest_name("lineitme", ["orders", "lineitem"]), Some("lineitem"));
+        assert_eq!(closest_name("l_quantit", ["l_quantity", "l_tax"]), Some("l_quantity"));
+        assert_eq!(closest_name("zzz", ["orders", "lineitem"]), None);
+    }
+}

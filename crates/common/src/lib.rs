@@ -1,0 +1,18 @@
+//! # apiary-common
+//!
+//! The bottom of the dependency stack: what every other crate needs and nothing that
+//! knows about SQL types.
+//!
+//! ```text
+//! error   ApiaryError / Result: typed user errors (parse, bind, type, execution, resource)
+//!         and Internal for bugs; every variant maps to a SQLSTATE.
+//! hash    the engine's hash functions (u64/u128 keys, byte strings) and hash combining.
+//! bitmap  a growable bit vector used for validity (NULL) masks and match flags.
+//! ```
+
+pub mod bitmap;
+pub mod error;
+pub mod hash;
+
+pub use bitmap::Bitmap;
+pub use error::{ApiaryError, Result};

@@ -1,0 +1,216 @@
+//! Conversion between Apiary vectors and Arrow arrays (interchange: results, Parquet).
+
+use std::sync::Arc;
+
+use apiary_common::{not_impl_err, Bitmap, Result};
+use apiary_types::{DataChunk, DataType, Interval, StrColumnBuilder, Vector, VectorData};
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
+    IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, TimestampMicrosecondArray,
+};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, IntervalMonthDayNano, Schema as ArrowSchema, TimeUnit};
+use arrow::record_batch::RecordBatch;
+
+use crate::result::QueryResult;
+
+/// The Arrow type that represents `data_type`.
+pub fn to_arrow_type(data_type: DataType) -> ArrowType {
+    match data_type {
+        DataType::Null | DataType::Boolean => ArrowType::Boolean,
+        DataType::SmallInt => ArrowType::Int16,
+        DataType::Integer => ArrowType::Int32,
+        DataType::BigInt => ArrowType::Int64,
+        DataType::Real => ArrowType::Float32,
+        DataType::Double => ArrowType::Float64,
+        DataType::Decimal { precision, scale } => ArrowType::Decimal128(precision, scale as i8),
+        DataType::Char(_) | DataType::Varchar(_) => ArrowType::Utf8,
+        DataType::Date => ArrowType::Date32,
+        DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
+        DataType::Interval => ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
+    }
+}
+
+/// The Apiary type for an Arrow type (for reading Parquet files).
+pub fn from_arrow_type(arrow_type: &ArrowType) -> Result<DataType> {
+    Ok(match arrow_type {
+        ArrowType::Boolean => DataType::Boolean,
+        ArrowType::Int8 | ArrowType::Int16 | ArrowType::UInt8 => DataType::SmallInt,
+        ArrowType::Int32 | ArrowType::UInt16 => DataType::Integer,
+        ArrowType::Int64 | ArrowType::UInt32 => DataType::BigInt,
+        ArrowType::UInt64 => DataType::decimal(20, 0),
+        ArrowType::Float16 | ArrowType::Float32 => DataType::Real,
+        ArrowType::Float64 => DataType::Double,
+        ArrowType::Decimal32(p, s) | ArrowType::Decimal64(p, s) | ArrowType::Decimal128(p, s) if *s >= 0 && *p <= 38 => {
+            DataType::decimal(*p, *s as u8)
+        }
+        ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::Varchar(None),
+        ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
+        ArrowType::Timestamp(_, None) => DataType::Timestamp,
+        other => return Err(not_impl_err!("Arrow/Parquet type {other}")),
+    })
+}
+
+fn nulls(vector: &Vector) -> Option<NullBuffer> {
+    vector.validity.as_ref().map(|v| NullBuffer::from((0..v.len()).map(|i| v.get(i)).collect::<Vec<bool>>()))
+}
+
+/// Converts one vector to an Arrow array.
+pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
+    let n = nulls(vector);
+    Ok(match (&vector.data, vector.data_type) {
+        (VectorData::Bool(b), _) => Arc::new(BooleanArray::new(b.iter().copied().collect(), n)),
+        (VectorData::I16(b), _) => Arc::new(Int16Array::new(b.to_vec().into(), n)),
+        (VectorData::I32(b), DataType::Date) => Arc::new(Date32Array::new(b.to_vec().into(), n)),
+        (VectorData::I32(b), _) => Arc::new(Int32Array::new(b.to_vec().into(), n)),
+        (VectorData::I64(b), DataType::Timestamp) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n)),
+        (VectorData::I64(b), DataType::Decimal { precision, scale }) => Arc::new(
+            Decimal128Array::new(b.iter().map(|&x| x as i128).collect::<Vec<_>>().into(), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?,
+        ),
+        (VectorData::I64(b), _) => Arc::new(Int64Array::new(b.to_vec().into(), n)),
+        (VectorData::I128(b), DataType::Decimal { precision, scale }) => {
+            Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?)
+        }
+        (VectorData::I128(b), _) => Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(38, 0).map_err(arrow_error)?),
+        (VectorData::F32(b), _) => Arc::new(Float32Array::new(b.to_vec().into(), n)),
+        (VectorData::F64(b), _) => Arc::new(Float64Array::new(b.to_vec().into(), n)),
+        (VectorData::Str(s), _) => {
+            let values: Vec<Option<&str>> = (0..s.len()).map(|i| vector.is_valid(i).then(|| s.get(i))).collect();
+            Arc::new(StringArray::from(values))
+        }
+        (VectorData::Interval(b), _) => Arc::new(IntervalMonthDayNanoArray::new(
+            b.iter().map(|i| IntervalMonthDayNano::new(i.months, i.days, i.micros * 1000)).collect::<Vec<_>>().into(),
+            n,
+        )),
+    })
+}
+
+fn arrow_error(e: arrow::error::ArrowError) -> apiary_common::ApiaryError {
+    apiary_common::ApiaryError::Execution(format!("Arrow conversion: {e}"))
+}
+
+/// The Arrow schema of a result.
+pub fn arrow_schema(names: &[String], types: &[DataType]) -> Arc<ArrowSchema> {
+    Arc::new(ArrowSchema::new(
+        names.iter().zip(types).map(|(n, t)| ArrowField::new(n, to_arrow_type(*t), true)).collect::<Vec<_>>(),
+    ))
+}
+
+/// Converts a chunk to a record batch with `schema`.
+pub fn chunk_to_batch(chunk: &DataChunk, schema: Arc<ArrowSchema>) -> Result<RecordBatch> {
+    let chunk = chunk.clone().compact();
+    let arrays = chunk.columns.iter().map(vector_to_array).collect::<Result<Vec<_>>>()?;
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(chunk.row_count()));
+    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(arrow_error)
+}
+
+pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
+    let schema = arrow_schema(&result.columns, &result.types);
+    result.chunks.iter().map(|c| chunk_to_batch(c, Arc::clone(&schema))).collect()
+}
+
+fn validity_of(array: &dyn Array) -> Option<Bitmap> {
+    array.nulls().map(|n| Bitmap::from_bools((0..array.len()).map(|i| n.is_valid(i))))
+}
+
+/// Converts an Arrow array to a vector of type `target` (as read from the array's type).
+pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
+    let validity = validity_of(array.as_ref());
+    let bad = || not_impl_err!("reading Arrow type {} as {target}", array.data_type());
+    macro_rules! prim {
+        ($t:ty) => {
+            array.as_any().downcast_ref::<$t>().ok_or_else(bad)?.values()
+        };
+    }
+    let data = match (array.data_type(), target) {
+        (ArrowType::Boolean, _) => {
+            let a = array.as_any().downcast_ref::<BooleanArray>().ok_or_else(bad)?;
+            VectorData::Bool((0..a.len()).map(|i| a.value(i)).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Int8, _) => {
+            VectorData::I16(array.as_any().downcast_ref::<arrow::array::Int8Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i16).collect::<Vec<_>>().into())
+        }
+        (ArrowType::UInt8, _) => {
+            VectorData::I16(array.as_any().downcast_ref::<arrow::array::UInt8Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i16).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Int16, _) => VectorData::I16(prim!(Int16Array).to_vec().into()),
+        (ArrowType::UInt16, _) => {
+            VectorData::I32(array.as_any().downcast_ref::<arrow::array::UInt16Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i32).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Int32, _) => VectorData::I32(prim!(Int32Array).to_vec().into()),
+        (ArrowType::UInt32, _) => {
+            VectorData::I64(array.as_any().downcast_ref::<arrow::array::UInt32Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i64).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Int64, _) => VectorData::I64(prim!(Int64Array).to_vec().into()),
+        (ArrowType::UInt64, _) => {
+            VectorData::I128(array.as_any().downcast_ref::<arrow::array::UInt64Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i128).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Float16, _) => {
+            VectorData::F32(array.as_any().downcast_ref::<arrow::array::Float16Array>().ok_or_else(bad)?.values().iter().map(|x| x.to_f32()).collect::<Vec<_>>().into())
+        }
+        (ArrowType::Float32, _) => VectorData::F32(prim!(Float32Array).to_vec().into()),
+        (ArrowType::Float64, _) => VectorData::F64(prim!(Float64Array).to_vec().into()),
+        (ArrowType::Date32, _) => VectorData::I32(prim!(Date32Array).to_vec().into()),
+        (ArrowType::Date64, _) => VectorData::I32(
+            array.as_any().downcast_ref::<arrow::array::Date64Array>().ok_or_else(bad)?.values().iter().map(|&ms| (ms / 86_400_000) as i32).collect::<Vec<_>>().into(),
+        ),
+        (ArrowType::Timestamp(unit, None), _) => {
+            let a = array.as_any().downcast_ref::<arrow::array::PrimitiveArray<arrow::datatypes::TimestampMicrosecondType>>();
+            let values: Vec<i64> = match (a, unit) {
+                (Some(a), _) => a.values().to_vec(),
+                (None, TimeUnit::Millisecond) => prim!(arrow::array::TimestampMillisecondArray).iter().map(|&x| x * 1000).collect(),
+                (None, TimeUnit::Nanosecond) => prim!(arrow::array::TimestampNanosecondArray).iter().map(|&x| x / 1000).collect(),
+                (None, TimeUnit::Second) => prim!(arrow::array::TimestampSecondArray).iter().map(|&x| x * 1_000_000).collect(),
+                _ => return Err(bad()),
+            };
+            VectorData::I64(values.into())
+        }
+        (ArrowType::Decimal128(..), DataType::Decimal { precision, .. }) => {
+            let values = prim!(Decimal128Array);
+            if precision <= 18 {
+                VectorData::I64(values.iter().map(|&x| x as i64).collect::<Vec<_>>().into())
+            } else {
+                VectorData::I128(values.to_vec().into())
+            }
+        }
+        (ArrowType::Decimal64(..), DataType::Decimal { precision, .. }) => {
+            let values = prim!(arrow::array::Decimal64Array);
+            if precision <= 18 {
+                VectorData::I64(values.to_vec().into())
+            } else {
+                VectorData::I128(values.iter().map(|&x| x as i128).collect::<Vec<_>>().into())
+            }
+        }
+        (ArrowType::Decimal32(..), DataType::Decimal { precision, .. }) => {
+            let values = prim!(arrow::array::Decimal32Array);
+            if precision <= 18 {
+                VectorData::I64(values.iter().map(|&x| x as i64).collect::<Vec<_>>().into())
+            } else {
+                VectorData::I128(values.iter().map(|&x| x as i128).collect::<Vec<_>>().into())
+            }
+        }
+        (ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View, _) => {
+            let mut builder = StrColumnBuilder::with_capacity(array.len());
+            let mut push = |value: Option<&str>| match value {
+                Some(v) => builder.push(v),
+                None => builder.push_empty(),
+            };
+            if let Some(a) = array.as_any().downcast_ref::<StringArray>() {
+                a.iter().for_each(&mut push);
+            } else if let Some(a) = array.as_any().downcast_ref::<LargeStringArray>() {
+                a.iter().for_each(&mut push);
+            } else if let Some(a) = array.as_any().downcast_ref::<StringViewArray>() {
+                a.iter().for_each(&mut push);
+            } else {
+                return Err(bad());
+            }
+            VectorData::Str(builder.finish())
+        }
+        (ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano), _) => VectorData::Interval(
+            prim!(IntervalMonthDayNanoArray).iter().map(|v| Interval::new(v.months, v.days, v.nanoseconds / 1000)).collect::<Vec<_>>().into(),
+        ),
+        _ => return Err(bad()),
+    };
+    let data_type = from_arrow_type(array.data_type()).unwrap_or(target);
+    Ok(Vector::new(data_type, data, validity.filter(|v| !v.all_set())))
+}

@@ -1,0 +1,408 @@
+//! Connections: run SQL statements.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
+use apiary_execution::{execute, plan_physical, KernelEvaluator};
+use apiary_optimizer::{optimize, OptimizerContext};
+use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
+use apiary_sql::parser::parse_sql;
+use apiary_sql::{Binder, BoundStatement, LogicalPlan};
+use apiary_storage::Table;
+use apiary_types::{DataChunk, DataType, Field, Schema, StrColumnBuilder, Vector, VectorData};
+use sqlparser::ast;
+
+use crate::database::DatabaseInner;
+use crate::result::QueryResult;
+use crate::settings::Settings;
+use crate::table_functions::EngineTableFunctions;
+
+/// Largest accepted `SET threads`.
+const MAX_THREADS: usize = 1024;
+
+/// A session: runs statements with its own settings against the shared database.
+pub struct Connection {
+    pub(crate) db: Arc<DatabaseInner>,
+    pub(crate) settings: Settings,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Connection {
+    pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
+        Connection { db, settings: Settings::default(), interrupted: Arc::new(AtomicBool::new(false)) }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// A flag that cancels the running statement when set (e.g. from a Ctrl-C handler).
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.interrupted)
+    }
+
+    /// Runs every statement in `sql`, stopping at the first error.
+    pub fn execute(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
+        let statements = parse_sql(sql)?;
+        let mut results = Vec::with_capacity(statements.len());
+        for statement in &statements {
+            results.push(self.execute_statement(statement)?);
+        }
+        Ok(results)
+    }
+
+    /// Runs `sql` and returns the result of its last statement.
+    pub fn query(&mut self, sql: &str) -> Result<QueryResult> {
+        self.execute(sql)?.pop().ok_or_else(|| ApiaryError::Parse("empty statement".to_string()))
+    }
+
+    /// Runs one parsed statement.
+    pub fn execute_statement(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
+        self.interrupted.store(false, Ordering::Relaxed);
+        use ast::Statement as S;
+        match statement {
+            S::Query(query) => self.run_query(query),
+            S::Explain { analyze, statement, .. } => self.explain(statement, *analyze),
+            S::CreateTable(create) => self.create_table(create),
+            S::Insert(insert) => self.insert(insert),
+            S::Copy { source, to, target, options, legacy_options, values } => {
+                if !values.is_empty() || !legacy_options.is_empty() {
+                    return Err(not_impl_err!("COPY with inline data or legacy options"));
+                }
+                crate::copy::copy(self, source, *to, target, options)
+            }
+            S::Drop { object_type, if_exists, names, .. } => self.drop(*object_type, *if_exists, names),
+            S::Set(set) => self.set(set),
+            S::ShowTables { .. } => self.show_tables(),
+            S::ExplainTable { table_name, .. } => self.describe(table_name),
+            S::ShowVariable { variable } => self.show_variable(variable),
+            other => Err(not_impl_err!("statement {}", other.to_string().split_whitespace().take(3).collect::<Vec<_>>().join(" "))),
+        }
+    }
+
+    fn table_functions(&self) -> EngineTableFunctions {
+        EngineTableFunctions { threads: self.db.scheduler.threads(), block_rows: self.settings.block_rows }
+    }
+
+    /// Binds, optimizes: the plan ready for execution.
+    pub(crate) fn plan_query(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan)> {
+        let functions = self.table_functions();
+        let mut binder = Binder::new(&self.db.catalog, &functions);
+        binder.block_rows = self.settings.block_rows;
+        let bound = binder.bind_query(query)?;
+        let plan = self.optimize_plan(bound.plan.clone(), bound.next_column_id)?;
+        Ok((bound, plan))
+    }
+
+    fn optimize_plan(&self, plan: LogicalPlan, next_column_id: u32) -> Result<LogicalPlan> {
+        let evaluator = KernelEvaluator;
+        let mut ctx = OptimizerContext::new(next_column_id, &evaluator);
+        ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
+        let (plan, _) = optimize(plan, &mut ctx)?;
+        Ok(plan)
+    }
+
+    /// Runs an optimized plan; returns its result chunks.
+    pub(crate) fn run_plan(&self, plan: &LogicalPlan) -> Result<Vec<DataChunk>> {
+        let (chunks, _) = execute(&self.db.scheduler, plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
+        Ok(chunks)
+    }
+
+    fn run_query(&mut self, query: &ast::Query) -> Result<QueryResult> {
+        let (bound, plan) = self.plan_query(query)?;
+        let types = plan.output().iter().map(|c| c.data_type).collect();
+        let chunks = self.run_plan(&plan)?;
+        Ok(QueryResult::rows_result(bound.names, types, chunks))
+    }
+
+    fn explain(&mut self, statement: &ast::Statement, analyze: bool) -> Result<QueryResult> {
+        let ast::Statement::Query(query) = statement else {
+            return Err(not_impl_err!("EXPLAIN of statements other than queries"));
+        };
+        let (_, plan) = self.plan_query(query)?;
+        let mut lines: Vec<String> = Vec::new();
+        if analyze {
+            let started = std::time::Instant::now();
+            let (_, executed) = execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
+            let elapsed = started.elapsed();
+            lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
+            for (idx, (pipeline, text)) in executed.pipelines.iter().zip(executed.explain.split("\n\nPipeline ")).enumerate() {
+                let _ = text;
+                let stats = &pipeline.stats;
+                lines.push(format!(
+                    "Pipeline {idx}: {} work orders, {} rows from source, {} rows into sink, busy {:.3} ms",
+                    stats.morsels.load(Ordering::Relaxed),
+                    stats.source_rows.load(Ordering::Relaxed),
+                    stats.sink_rows.load(Ordering::Relaxed),
+                    stats.busy_nanos.load(Ordering::Relaxed) as f64 / 1e6
+                ));
+                lines.push(format!("    {}", pipeline.source.name()));
+                for (op, rows) in pipeline.operators.iter().zip(&stats.operator_rows) {
+                    lines.push(format!("    -> {} ({} rows)", op.name(), rows.load(Ordering::Relaxed)));
+                }
+                lines.push(format!("    -> {}", pipeline.sink.name()));
+            }
+        } else {
+            let physical = plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads())?;
+            lines.extend(physical.explain.lines().map(str::to_string));
+        }
+        Ok(text_result("explain", lines))
+    }
+
+    fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryResult> {
+        let name = object_name_to_table(&create.name)?;
+        if self.db.catalog.get_table(&name).is_some() {
+            if create.if_not_exists {
+                return Ok(QueryResult::statement(None));
+            }
+            return Err(ApiaryError::Catalog(format!("table \"{name}\" already exists")));
+        }
+        if let Some(query) = &create.query {
+            if !create.columns.is_empty() {
+                return Err(not_impl_err!("CREATE TABLE with both columns and AS query"));
+            }
+            let (bound, plan) = self.plan_query(query)?;
+            let output = plan.output();
+            let mut fields = Vec::new();
+            for (name, column) in bound.names.iter().zip(&output) {
+                if fields.iter().any(|f: &Field| f.name == *name) {
+                    return Err(bind_err!("column \"{name}\" specified more than once in CREATE TABLE AS"));
+                }
+                let data_type = if column.data_type == DataType::Null { DataType::Integer } else { column.data_type };
+                fields.push(Field::new(name.clone(), data_type, true));
+            }
+            let chunks = self.run_plan(&plan)?;
+            let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows));
+            let rows = append_chunks(&table, chunks)?;
+            self.db.catalog.create_table(table)?;
+            return Ok(QueryResult::statement(Some(rows)));
+        }
+        if create.columns.is_empty() {
+            return Err(bind_err!("CREATE TABLE needs at least one column"));
+        }
+        let mut primary_key: Vec<String> = Vec::new();
+        for constraint in &create.constraints {
+            if let ast::TableConstraint::PrimaryKey(pk) = constraint {
+                for column in &pk.columns {
+                    match &column.column.expr {
+                        ast::Expr::Identifier(ident) => primary_key.push(normalize_ident(ident)),
+                        other => return Err(not_impl_err!("PRIMARY KEY on expression {other}")),
+                    }
+                }
+            }
+        }
+        let mut fields: Vec<Field> = Vec::new();
+        for column in &create.columns {
+            let column_name = normalize_ident(&column.name);
+            if fields.iter().any(|f| f.name == column_name) {
+                return Err(bind_err!("column \"{column_name}\" specified more than once"));
+            }
+            let data_type = convert_data_type(&column.data_type)?;
+            let mut nullable = true;
+            for option in &column.options {
+                match &option.option {
+                    ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => nullable = false,
+                    ast::ColumnOption::Null | ast::ColumnOption::Unique(_) => {}
+                    other => return Err(not_impl_err!("column option {other}")),
+                }
+            }
+            if primary_key.contains(&column_name) {
+                nullable = false;
+            }
+            fields.push(Field::new(column_name, data_type, nullable));
+        }
+        for key in &primary_key {
+            if !fields.iter().any(|f| &f.name == key) {
+                return Err(bind_err!("column \"{key}\" named in key does not exist"));
+            }
+        }
+        let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows));
+        self.db.catalog.create_table(table)?;
+        Ok(QueryResult::statement(None))
+    }
+
+    fn insert(&mut self, insert: &ast::Insert) -> Result<QueryResult> {
+        if insert.on.is_some() || insert.returning.is_some() || insert.or.is_some() || insert.overwrite {
+            return Err(not_impl_err!("INSERT with ON CONFLICT / RETURNING / OR / OVERWRITE"));
+        }
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(not_impl_err!("INSERT INTO a table function"));
+        };
+        let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+        let Some(source) = &insert.source else {
+            return Err(not_impl_err!("INSERT without VALUES or SELECT"));
+        };
+        let columns: Vec<ast::Ident> = insert
+            .columns
+            .iter()
+            .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
+            .collect::<Result<_>>()?;
+        let functions = self.table_functions();
+        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let bound = binder.bind_insert_source(&table, &columns, source)?;
+        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+        let chunks = self.run_plan(&plan)?;
+        let rows = append_chunks(&table, chunks)?;
+        Ok(QueryResult::statement(Some(rows)))
+    }
+
+    fn drop(&mut self, object_type: ast::ObjectType, if_exists: bool, names: &[ast::ObjectName]) -> Result<QueryResult> {
+        if object_type != ast::ObjectType::Table {
+            return Err(not_impl_err!("DROP {object_type}"));
+        }
+        // Check all first so a failing DROP of several tables drops none.
+        let mut tables = Vec::new();
+        for name in names {
+            let table = object_name_to_table(name)?;
+            if self.db.catalog.get_table(&table).is_none() {
+                if if_exists {
+                    continue;
+                }
+                return Err(ApiaryError::Catalog(format!("table \"{table}\" does not exist")));
+            }
+            tables.push(table);
+        }
+        for table in tables {
+            if let Some(dropped) = self.db.catalog.drop_table(&table) {
+                dropped.clear();
+            }
+        }
+        Ok(QueryResult::statement(None))
+    }
+
+    fn set(&mut self, set: &ast::Set) -> Result<QueryResult> {
+        let ast::Set::SingleAssignment { variable, values, .. } = set else {
+            return Err(not_impl_err!("this form of SET"));
+        };
+        let name = object_name_to_table(variable)?;
+        let value = match values.as_slice() {
+            [ast::Expr::Value(v)] => match &v.value {
+                ast::Value::Number(n, _) => n.clone(),
+                ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                ast::Value::Boolean(b) => b.to_string(),
+                other => return Err(bind_err!("unsupported value {other} for {name}")),
+            },
+            [ast::Expr::Identifier(ident)] => ident.value.clone(),
+            _ => return Err(bind_err!("SET {name} needs exactly one value")),
+        };
+        if name == "threads" {
+            let threads: usize = value.parse().map_err(|_| bind_err!("threads must be an integer, not '{value}'"))?;
+            if threads == 0 || threads > MAX_THREADS {
+                return Err(bind_err!("threads must be between 1 and {MAX_THREADS}"));
+            }
+            self.db.scheduler.set_threads(threads);
+        } else {
+            self.settings.set(&name, &value)?;
+        }
+        Ok(QueryResult::statement(None))
+    }
+
+    fn show_variable(&mut self, variable: &[ast::Ident]) -> Result<QueryResult> {
+        let name = variable.iter().map(normalize_ident).collect::<Vec<_>>().join(".");
+        let value = if name == "threads" {
+            self.db.scheduler.threads().to_string()
+        } else {
+            self.settings.get(&name).ok_or_else(|| bind_err!("unknown setting \"{name}\""))?
+        };
+        Ok(text_result(&name, vec![value]))
+    }
+
+    fn show_tables(&mut self) -> Result<QueryResult> {
+        Ok(text_result("name", self.db.catalog.table_names()))
+    }
+
+    fn describe(&mut self, name: &ast::ObjectName) -> Result<QueryResult> {
+        let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+        let mut names = StrColumnBuilder::new();
+        let mut types = StrColumnBuilder::new();
+        let mut nulls = StrColumnBuilder::new();
+        for field in &table.schema.fields {
+            names.push(&field.name);
+            types.push(&field.data_type.to_string());
+            nulls.push(if field.nullable { "YES" } else { "NO" });
+        }
+        let len = table.schema.len();
+        let text = DataType::Varchar(None);
+        let columns = vec![
+            Vector::new(text, VectorData::Str(names.finish()), None),
+            Vector::new(text, VectorData::Str(types.finish()), None),
+            Vector::new(text, VectorData::Str(nulls.finish()), None),
+        ];
+        Ok(QueryResult::rows_result(
+            vec!["column_name".into(), "column_type".into(), "null".into()],
+            vec![text; 3],
+            vec![DataChunk::new(columns, len)],
+        ))
+    }
+}
+
+/// A one-column text result.
+fn text_result(column: &str, lines: Vec<String>) -> QueryResult {
+    let mut builder = StrColumnBuilder::with_capacity(lines.len());
+    for line in &lines {
+        builder.push(line);
+    }
+    let vector = Vector::new(DataType::Varchar(None), VectorData::Str(builder.finish()), None);
+    QueryResult::rows_result(vec![column.to_string()], vec![DataType::Varchar(None)], vec![DataChunk::new(vec![vector], lines.len())])
+}
+
+/// Checks rows against a table's constraints and converts them to its exact types:
+/// NOT NULL, CHAR/VARCHAR lengths (CHAR values lose trailing blanks).
+pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk> {
+    let chunk = chunk.compact();
+    if chunk.column_count() != table.schema.len() {
+        return Err(internal_err!("{} columns for table {} with {}", chunk.column_count(), table.name, table.schema.len()));
+    }
+    let len = chunk.physical_len();
+    let mut columns = Vec::with_capacity(chunk.column_count());
+    for (vector, field) in chunk.columns.into_iter().zip(&table.schema.fields) {
+        if !field.nullable && vector.null_count() > 0 {
+            return Err(ApiaryError::Constraint(format!("null value in column \"{}\" of table \"{}\" violates not-null constraint", field.name, table.name)));
+        }
+        let vector = match field.data_type {
+            DataType::Char(n) | DataType::Varchar(Some(n)) => {
+                let is_char = matches!(field.data_type, DataType::Char(_));
+                let strings = vector.strings();
+                let mut rewrite = false;
+                for i in 0..vector.len() {
+                    if vector.is_null(i) {
+                        continue;
+                    }
+                    let mut value = strings.get(i);
+                    if is_char {
+                        let trimmed = value.trim_end_matches(' ');
+                        rewrite |= trimmed.len() != value.len();
+                        value = trimmed;
+                    }
+                    if value.chars().count() > n as usize {
+                        return Err(ApiaryError::Constraint(format!("value too long for type {} in column \"{}\": '{value}'", field.data_type, field.name)));
+                    }
+                }
+                if rewrite {
+                    let mut builder = StrColumnBuilder::with_capacity(vector.len());
+                    for i in 0..vector.len() {
+                        builder.push(strings.get(i).trim_end_matches(' '));
+                    }
+                    Vector::new(field.data_type, VectorData::Str(builder.finish()), vector.validity.clone())
+                } else {
+                    Vector::new(field.data_type, vector.data.clone(), vector.validity.clone())
+                }
+            }
+            t if t.physical() == vector.data_type.physical() => Vector::new(t, vector.data.clone(), vector.validity.clone()),
+            t => return Err(internal_err!("column {} of type {t} receives {}", field.name, vector.data_type)),
+        };
+        columns.push(vector);
+    }
+    Ok(DataChunk::new(columns, len))
+}
+
+/// Appends chunks to a table atomically (all or nothing); returns the row count.
+pub(crate) fn append_chunks(table: &Table, chunks: Vec<DataChunk>) -> Result<u64> {
+    let mut appender = table.appender();
+    for chunk in chunks {
+        let conformed = conform_chunk(table, chunk)?;
+        appender.append(&conformed)?;
+    }
+    Ok(appender.commit()? as u64)
+}

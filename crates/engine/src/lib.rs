@@ -1,0 +1,44 @@
+//! # apiary
+//!
+//! An analytical SQL database: columnar, in memory, push-based parallel execution.
+//! This crate is the facade the command-line shell (and later the Python module and the
+//! PostgreSQL wire server) use.
+//!
+//! ```no_run
+//! use apiary::Database;
+//!
+//! let db = Database::open_in_memory().unwrap();
+//! let mut conn = db.connect();
+//! conn.execute("CREATE TABLE t (a INTEGER, b VARCHAR)").unwrap();
+//! conn.execute("INSERT INTO t VALUES (1, 'x'), (2, NULL)").unwrap();
+//! let result = conn.query("SELECT a, b FROM t ORDER BY a").unwrap();
+//! assert_eq!(result.row_count(), 2);
+//! for row in result.rows() {
+//!     println!("{row:?}");
+//! }
+//! ```
+//!
+//! ```text
+//! Connection::execute(sql)
+//!   ├─ parse (apiary-sql::parser)            statements
+//!   ├─ DDL / COPY / INSERT / SET             handled here (statement.rs, copy.rs)
+//!   └─ queries: bind ─▶ optimize ─▶ plan ─▶ run on the scheduler ─▶ QueryResult
+//! ```
+
+mod arrow_convert;
+mod connection;
+mod copy;
+mod csv;
+mod database;
+mod parquet_io;
+mod result;
+mod settings;
+mod table_functions;
+pub mod tpch;
+
+pub use apiary_common::{ApiaryError, Result};
+pub use apiary_types::{DataType, ScalarValue};
+pub use connection::Connection;
+pub use database::Database;
+pub use result::{QueryResult, ResultKind};
+pub use settings::Settings;

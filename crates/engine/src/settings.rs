@@ -1,0 +1,95 @@
+//! Per-connection settings changed with `SET name = value`.
+
+use std::collections::BTreeSet;
+
+use apiary_common::{bind_err, Result};
+use apiary_execution::config::{ExecutionConfig, MAX_VECTOR_SIZE, MIN_VECTOR_SIZE};
+use apiary_storage::BLOCK_ROWS;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub execution: ExecutionConfig,
+    /// Maximum rows per block of tables created from now on.
+    pub block_rows: usize,
+    /// Optimizer rules switched off.
+    pub disabled_optimizers: BTreeSet<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { execution: ExecutionConfig::default(), block_rows: BLOCK_ROWS, disabled_optimizers: BTreeSet::new() }
+    }
+}
+
+/// Names accepted by SET (threads is handled by the database).
+pub const SETTING_NAMES: &[&str] =
+    &["threads", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
+
+fn parse_bool(name: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(bind_err!("{name} must be on or off, not '{value}'")),
+    }
+}
+
+fn parse_usize(name: &str, value: &str, min: usize, max: usize) -> Result<usize> {
+    let parsed: usize = value.parse().map_err(|_| bind_err!("{name} must be an integer, not '{value}'"))?;
+    if parsed < min || parsed > max {
+        return Err(bind_err!("{name} must be between {min} and {max}, not {parsed}"));
+    }
+    Ok(parsed)
+}
+
+impl Settings {
+    /// Applies `SET name = value` (all but `threads`).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        match name {
+            "vector_size" => {
+                let size = parse_usize(name, value, MIN_VECTOR_SIZE, MAX_VECTOR_SIZE)?;
+                if size % 64 != 0 {
+                    return Err(bind_err!("vector_size must be a multiple of 64, not {size}"));
+                }
+                self.execution.vector_size = size;
+            }
+            "prefetch_group" => self.execution.prefetch_group = parse_usize(name, value, 0, 256)?,
+            "simd" => self.execution.simd = parse_bool(name, value)?,
+            "staging" => self.execution.staging = parse_bool(name, value)?,
+            "block_size" => self.block_rows = parse_usize(name, value, 64, 1 << 24)?,
+            "disabled_optimizers" => {
+                let known = apiary_optimizer::rule_names();
+                let mut disabled = BTreeSet::new();
+                for rule in value.split(',').map(|r| r.trim()).filter(|r| !r.is_empty()) {
+                    if rule == "unnest_subqueries" || !known.contains(&rule) {
+                        return Err(bind_err!(
+                            "unknown or required optimizer rule '{rule}' (rules that can be disabled: {})",
+                            known.iter().filter(|r| **r != "unnest_subqueries").copied().collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    disabled.insert(rule.to_string());
+                }
+                self.disabled_optimizers = disabled;
+            }
+            other => {
+                let hint = apiary_common::error::closest_name(other, SETTING_NAMES.iter().copied())
+                    .map(|c| format!(" (did you mean {c}?)"))
+                    .unwrap_or_default();
+                return Err(bind_err!("unknown setting \"{other}\"{hint}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The current value of a setting, as text.
+    pub fn get(&self, name: &str) -> Option<String> {
+        Some(match name {
+            "vector_size" => self.execution.vector_size.to_string(),
+            "prefetch_group" => self.execution.prefetch_group.to_string(),
+            "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
+            "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),
+            "block_size" => self.block_rows.to_string(),
+            "disabled_optimizers" => self.disabled_optimizers.iter().cloned().collect::<Vec<_>>().join(","),
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! Table functions: `read_csv('file', ...)` and `read_parquet('file')`.
+//!
+//! The file is read into a temporary table (not in the catalog) that the query scans.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use apiary_common::{bind_err, Result};
+use apiary_sql::TableFunctionProvider;
+use apiary_storage::Table;
+use apiary_types::{DataChunk, Field, ScalarValue, Schema, Vector};
+
+use crate::csv::{infer_fields, read_delimited, CsvOptions};
+use crate::parquet_io::{parquet_fields, read_parquet};
+
+pub struct EngineTableFunctions {
+    pub threads: usize,
+    pub block_rows: usize,
+}
+
+fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
+    match args.first() {
+        Some(ScalarValue::Utf8(s)) => Ok(s),
+        _ => Err(bind_err!("{function} needs a file name as its first argument")),
+    }
+}
+
+fn single_char(name: &str, value: &ScalarValue) -> Result<u8> {
+    match value.as_str() {
+        Some(s) if s.len() == 1 => Ok(s.as_bytes()[0]),
+        Some("\\t") => Ok(b'\t'),
+        _ => Err(bind_err!("{name} must be a single character")),
+    }
+}
+
+fn bool_option(name: &str, value: &ScalarValue) -> Result<bool> {
+    match value {
+        ScalarValue::Boolean(b) => Ok(*b),
+        ScalarValue::Utf8(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+        ScalarValue::Utf8(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+        _ => Err(bind_err!("{name} must be true or false")),
+    }
+}
+
+/// Builds a temporary table from parsed pieces.
+fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
+    let table = Arc::new(Table::new(name, Schema::new(fields), block_rows));
+    {
+        let mut appender = table.appender();
+        for columns in pieces {
+            let len = columns.first().map_or(0, |c| c.len());
+            appender.append(&DataChunk::new(columns, len))?;
+        }
+        appender.commit()?;
+    }
+    Ok(table)
+}
+
+/// Whether the first line of a CSV file looks like a header (no field parses as a number
+/// or a date).
+fn looks_like_header(path: &Path, options: &CsvOptions) -> Result<bool> {
+    let probe = CsvOptions { header: true, ..options.clone() };
+    let with_header = infer_fields(path, &probe)?;
+    let first_line_values: Vec<String> = with_header.iter().map(|f| f.name.clone()).collect();
+    let numeric_or_date = |v: &str| v.parse::<f64>().is_ok() || apiary_types::datetime::parse_date(v).is_some();
+    Ok(!first_line_values.iter().any(|v| numeric_or_date(v)))
+}
+
+impl TableFunctionProvider for EngineTableFunctions {
+    fn call(&self, name: &str, args: &[ScalarValue], named: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
+        match name {
+            "read_csv" | "read_csv_auto" => {
+                let path = Path::new(string_arg(name, args)?);
+                let mut options = CsvOptions::default();
+                let mut header = None;
+                for (option, value) in named {
+                    match option.as_str() {
+                        "delim" | "sep" | "delimiter" => options.delimiter = single_char(option, value)?,
+                        "quote" => options.quote = Some(single_char(option, value)?),
+                        "escape" => options.escape = Some(single_char(option, value)?),
+                        "header" => header = Some(bool_option(option, value)?),
+                        "nullstr" | "null" => options.null = value.as_str().map(str::to_string),
+                        other => return Err(bind_err!("unknown option {other} for {name} (delim, quote, escape, header, nullstr)")),
+                    }
+                }
+                options.header = match header {
+                    Some(h) => h,
+                    None => looks_like_header(path, &options)?,
+                };
+                let fields = infer_fields(path, &options)?;
+                let pieces = read_delimited(path, &options, &fields, self.threads)?;
+                Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
+            }
+            "read_parquet" | "parquet_scan" => {
+                let path = Path::new(string_arg(name, args)?);
+                if !named.is_empty() {
+                    return Err(bind_err!("{name} takes no options"));
+                }
+                let fields = parquet_fields(path)?;
+                let pieces = read_parquet(path, self.block_rows)?;
+                Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
+            }
+            _ => Ok(None),
+        }
+    }
+}

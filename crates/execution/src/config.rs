@@ -1,0 +1,24 @@
+//! Execution settings (`SET threads`, `SET vector_size`, ...).
+
+/// Settings that shape how one query runs.
+#[derive(Debug, Clone)]
+pub struct ExecutionConfig {
+    /// Rows per vector handed between operators.
+    pub vector_size: usize,
+    /// Whether hash-table probes hash a whole vector before looking up (prefetch groups).
+    pub prefetch_group: usize,
+    /// Evaluate filters with SIMD-friendly branch-free selection loops.
+    pub simd: bool,
+    /// Materialise selection vectors between stages (relaxed operator fusion).
+    pub staging: bool,
+}
+
+pub const MIN_VECTOR_SIZE: usize = 64;
+pub const MAX_VECTOR_SIZE: usize = 16_384;
+pub const DEFAULT_VECTOR_SIZE: usize = 2048;
+
+impl Default for ExecutionConfig {
+    fn default() -> Self {
+        ExecutionConfig { vector_size: DEFAULT_VECTOR_SIZE, prefetch_group: 16, simd: true, staging: true }
+    }
+}

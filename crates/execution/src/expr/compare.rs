@@ -1,0 +1,450 @@
+//! Comparisons and IN lists.
+//!
+//! `Compare<T, Op>` is monomorphised per native type and operator; a constant operand is
+//! captured in the node (`CompareConst`), so `l_shipdate <= DATE '1998-09-02'` runs as a
+//! branch-free loop over `&[i32]` writing the positions that qualify.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use apiary_common::{internal_err, Result};
+use apiary_sql::expr::BinaryOp;
+use apiary_types::datatype::PhysicalType;
+use apiary_types::vector::NativeType;
+use apiary_types::{DataChunk, DataType, Interval, ScalarValue, Vector};
+
+use super::{chunk_with_rows, combined_validity, map_rows, rows_of, wrap, ExprRef, LiteralExpr, PhysicalExpr};
+
+pub trait CmpOp: Send + Sync + Debug + Default + 'static {
+    fn apply<T: PartialOrd + ?Sized>(a: &T, b: &T) -> bool;
+}
+
+macro_rules! cmp_op {
+    ($name:ident, $op:tt) => {
+        #[derive(Debug, Default)]
+        pub struct $name;
+        impl CmpOp for $name {
+            #[inline(always)]
+            fn apply<T: PartialOrd + ?Sized>(a: &T, b: &T) -> bool {
+                a $op b
+            }
+        }
+    };
+}
+
+cmp_op!(Eq, ==);
+cmp_op!(NotEq, !=);
+cmp_op!(Lt, <);
+cmp_op!(LtEq, <=);
+cmp_op!(Gt, >);
+cmp_op!(GtEq, >=);
+
+/// Evaluates `child` for exactly `rows` of `chunk`.
+pub(crate) fn evaluate_rows(child: &ExprRef, chunk: &DataChunk, rows: &[u32]) -> Result<Vector> {
+    if rows.len() == chunk.row_count() {
+        child.evaluate(chunk)
+    } else {
+        child.evaluate(&chunk_with_rows(chunk, rows))
+    }
+}
+
+/// Positions of `rows` where `predicate(row)` holds and the row is valid; branch-free.
+#[inline(always)]
+pub(crate) fn filter_rows(rows: &[u32], len: usize, validity: Option<&apiary_common::Bitmap>, predicate: impl Fn(usize) -> bool) -> Vec<u32> {
+    let mut out = vec![0u32; rows.len()];
+    let mut count = 0;
+    match validity {
+        None if rows.len() == len => {
+            for i in 0..len {
+                out[count] = i as u32;
+                count += predicate(i) as usize;
+            }
+        }
+        None => {
+            for &r in rows {
+                out[count] = r;
+                count += predicate(r as usize) as usize;
+            }
+        }
+        Some(validity) => {
+            for &r in rows {
+                out[count] = r;
+                count += (predicate(r as usize) && validity.get(r as usize)) as usize;
+            }
+        }
+    }
+    out.truncate(count);
+    out
+}
+
+/// `expr op constant` for a fixed-width type.
+#[derive(Debug)]
+struct CompareConst<T, O> {
+    child: ExprRef,
+    constant: T,
+    _op: PhantomData<O>,
+}
+
+impl<T: NativeType, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let values = v.values::<T>();
+        let c = self.constant;
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply(&values[i], &c));
+        Ok(Vector::new(DataType::Boolean, wrap(out), v.validity.clone()))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let v = evaluate_rows(&self.child, chunk, rows)?;
+        let values = v.values::<T>();
+        let c = self.constant;
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| O::apply(&values[i], &c)))
+    }
+}
+
+/// `expr op expr` for a fixed-width type.
+#[derive(Debug)]
+struct Compare<T, O> {
+    left: ExprRef,
+    right: ExprRef,
+    _types: PhantomData<(T, O)>,
+}
+
+impl<T: NativeType, O: CmpOp> PhysicalExpr for Compare<T, O> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let l = self.left.evaluate(chunk)?;
+        let r = self.right.evaluate(chunk)?;
+        let (lv, rv) = (l.values::<T>(), r.values::<T>());
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply(&lv[i], &rv[i]));
+        Ok(Vector::new(DataType::Boolean, wrap(out), combined_validity(&[&l, &r])))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let l = evaluate_rows(&self.left, chunk, rows)?;
+        let r = evaluate_rows(&self.right, chunk, rows)?;
+        let (lv, rv) = (l.values::<T>(), r.values::<T>());
+        let validity = combined_validity(&[&l, &r]);
+        Ok(filter_rows(rows, chunk.physical_len(), validity.as_ref(), |i| O::apply(&lv[i], &rv[i])))
+    }
+}
+
+/// `string_expr op 'constant'`.
+#[derive(Debug)]
+struct StrCompareConst<O> {
+    child: ExprRef,
+    constant: String,
+    _op: PhantomData<O>,
+}
+
+impl<O: CmpOp> StrCompareConst<O> {
+    #[inline(always)]
+    fn test(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
+        O::apply(strings.get_bytes(i), self.constant.as_bytes())
+    }
+}
+
+impl<O: CmpOp> PhysicalExpr for StrCompareConst<O> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let strings = v.strings();
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.test(strings, i));
+        Ok(Vector::new(DataType::Boolean, wrap(out), v.validity.clone()))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let v = evaluate_rows(&self.child, chunk, rows)?;
+        let strings = v.strings();
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.test(strings, i)))
+    }
+}
+
+/// `string_expr op string_expr`.
+#[derive(Debug)]
+struct StrCompare<O> {
+    left: ExprRef,
+    right: ExprRef,
+    _op: PhantomData<O>,
+}
+
+impl<O: CmpOp> PhysicalExpr for StrCompare<O> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let l = self.left.evaluate(chunk)?;
+        let r = self.right.evaluate(chunk)?;
+        let (ls, rs) = (l.strings(), r.strings());
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply(ls.get_bytes(i), rs.get_bytes(i)));
+        Ok(Vector::new(DataType::Boolean, wrap(out), combined_validity(&[&l, &r])))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let l = evaluate_rows(&self.left, chunk, rows)?;
+        let r = evaluate_rows(&self.right, chunk, rows)?;
+        let (ls, rs) = (l.strings(), r.strings());
+        let validity = combined_validity(&[&l, &r]);
+        Ok(filter_rows(rows, chunk.physical_len(), validity.as_ref(), |i| O::apply(ls.get_bytes(i), rs.get_bytes(i))))
+    }
+}
+
+/// Extracts a native constant from a scalar of the matching physical type.
+pub(crate) trait FromScalar: Sized {
+    fn from_scalar(value: &ScalarValue) -> Option<Self>;
+}
+
+macro_rules! from_scalar {
+    ($t:ty, $($pat:pat => $e:expr),+) => {
+        impl FromScalar for $t {
+            fn from_scalar(value: &ScalarValue) -> Option<Self> {
+                match value { $($pat => Some($e),)+ _ => None }
+            }
+        }
+    };
+}
+
+from_scalar!(bool, ScalarValue::Boolean(b) => *b);
+from_scalar!(i16, ScalarValue::Int16(v) => *v);
+from_scalar!(i32, ScalarValue::Int32(v) => *v, ScalarValue::Date(v) => *v);
+from_scalar!(i64, ScalarValue::Int64(v) => *v, ScalarValue::Timestamp(v) => *v, ScalarValue::Decimal(v, _, _) => *v as i64);
+from_scalar!(i128, ScalarValue::Decimal(v, _, _) => *v);
+from_scalar!(f32, ScalarValue::Float32(v) => *v);
+from_scalar!(f64, ScalarValue::Float64(v) => *v);
+from_scalar!(Interval, ScalarValue::Interval(v) => *v);
+
+fn make_compare<O: CmpOp>(physical: PhysicalType, left: ExprRef, right: ExprRef, constant: Option<&ScalarValue>) -> Result<ExprRef> {
+    macro_rules! native {
+        ($t:ty) => {
+            match constant {
+                Some(c) => {
+                    let constant = <$t>::from_scalar(c).ok_or_else(|| internal_err!("constant {c:?} does not match {:?}", physical))?;
+                    Arc::new(CompareConst::<$t, O> { child: left, constant, _op: PhantomData }) as ExprRef
+                }
+                None => Arc::new(Compare::<$t, O> { left, right, _types: PhantomData }) as ExprRef,
+            }
+        };
+    }
+    Ok(match physical {
+        PhysicalType::Bool => native!(bool),
+        PhysicalType::I16 => native!(i16),
+        PhysicalType::I32 => native!(i32),
+        PhysicalType::I64 => native!(i64),
+        PhysicalType::I128 => native!(i128),
+        PhysicalType::F32 => native!(f32),
+        PhysicalType::F64 => native!(f64),
+        PhysicalType::Interval => native!(Interval),
+        PhysicalType::Str => match constant {
+            Some(ScalarValue::Utf8(s)) => Arc::new(StrCompareConst::<O> { child: left, constant: s.clone(), _op: PhantomData }),
+            Some(other) => return Err(internal_err!("string comparison with constant {other:?}")),
+            None => Arc::new(StrCompare::<O> { left, right, _op: PhantomData }),
+        },
+    })
+}
+
+/// Compiles `left op right`; `left_literal` / `right_literal` are the constant operands.
+pub fn comparison(
+    op: BinaryOp,
+    left: ExprRef,
+    right: ExprRef,
+    left_literal: Option<&ScalarValue>,
+    right_literal: Option<&ScalarValue>,
+) -> Result<ExprRef> {
+    if matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom) {
+        return Ok(Arc::new(DistinctFrom { left, right, negated: op == BinaryOp::IsNotDistinctFrom }));
+    }
+    if left_literal.is_some_and(|v| v.is_null()) || right_literal.is_some_and(|v| v.is_null()) {
+        return Ok(Arc::new(LiteralExpr { value: ScalarValue::Null, data_type: DataType::Boolean }));
+    }
+    // Put the constant on the right.
+    let (op, left, right, constant) = match (left_literal, right_literal) {
+        (_, Some(c)) => (op, left, right, Some(c)),
+        (Some(c), None) => (op.flipped(), right, left, Some(c)),
+        (None, None) => (op, left, right, None),
+    };
+    let physical = left.data_type().physical();
+    match op {
+        BinaryOp::Eq => make_compare::<Eq>(physical, left, right, constant),
+        BinaryOp::NotEq => make_compare::<NotEq>(physical, left, right, constant),
+        BinaryOp::Lt => make_compare::<Lt>(physical, left, right, constant),
+        BinaryOp::LtEq => make_compare::<LtEq>(physical, left, right, constant),
+        BinaryOp::Gt => make_compare::<Gt>(physical, left, right, constant),
+        BinaryOp::GtEq => make_compare::<GtEq>(physical, left, right, constant),
+        other => Err(internal_err!("{other:?} is not a comparison")),
+    }
+}
+
+/// `IS [NOT] DISTINCT FROM`: equality where NULL equals NULL; never NULL itself.
+#[derive(Debug)]
+struct DistinctFrom {
+    left: ExprRef,
+    right: ExprRef,
+    /// `true` for IS NOT DISTINCT FROM.
+    negated: bool,
+}
+
+impl PhysicalExpr for DistinctFrom {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let l = self.left.evaluate(chunk)?;
+        let r = self.right.evaluate(chunk)?;
+        let equal = equal_rows(&l, &r);
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| {
+            let same = match (l.is_valid(i), r.is_valid(i)) {
+                (true, true) => equal(i),
+                (false, false) => true,
+                _ => false,
+            };
+            same == self.negated
+        });
+        Ok(Vector::new(DataType::Boolean, wrap(out), None))
+    }
+}
+
+/// A row-equality test between two vectors of the same physical type.
+pub(crate) fn equal_rows<'a>(l: &'a Vector, r: &'a Vector) -> Box<dyn Fn(usize) -> bool + 'a> {
+    use apiary_types::VectorData as D;
+    match (&l.data, &r.data) {
+        (D::Bool(a), D::Bool(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::I16(a), D::I16(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::I32(a), D::I32(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::I64(a), D::I64(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::I128(a), D::I128(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::F32(a), D::F32(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::F64(a), D::F64(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::Interval(a), D::Interval(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::Str(a), D::Str(b)) => Box::new(move |i| a.get_bytes(i) == b.get_bytes(i)),
+        _ => Box::new(|_| false),
+    }
+}
+
+/// `x [NOT] IN (constants)` for a fixed-width type.
+#[derive(Debug)]
+struct InListNative<T> {
+    child: ExprRef,
+    values: Vec<T>,
+    negated: bool,
+    /// The list contains NULL: a non-match is NULL instead of FALSE.
+    has_null: bool,
+}
+
+impl<T: NativeType> InListNative<T> {
+    #[inline(always)]
+    fn contains(&self, v: &T) -> bool {
+        self.values.iter().any(|x| x == v)
+    }
+}
+
+impl<T: NativeType> PhysicalExpr for InListNative<T> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let values = v.values::<T>();
+        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.contains(&values[i]));
+        Ok(in_list_result(found, v.validity.as_ref(), self.negated, self.has_null))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        if self.has_null && self.negated {
+            // NOT IN (..., NULL) is never TRUE.
+            return Ok(Vec::new());
+        }
+        let v = evaluate_rows(&self.child, chunk, rows)?;
+        let values = v.values::<T>();
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.contains(&values[i]) != self.negated))
+    }
+}
+
+/// `x [NOT] IN ('a', 'b', ...)`.
+#[derive(Debug)]
+struct InListStr {
+    child: ExprRef,
+    values: HashSet<Vec<u8>>,
+    negated: bool,
+    has_null: bool,
+}
+
+impl PhysicalExpr for InListStr {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let strings = v.strings();
+        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.values.contains(strings.get_bytes(i)));
+        Ok(in_list_result(found, v.validity.as_ref(), self.negated, self.has_null))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        if self.has_null && self.negated {
+            return Ok(Vec::new());
+        }
+        let v = evaluate_rows(&self.child, chunk, rows)?;
+        let strings = v.strings();
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.values.contains(strings.get_bytes(i)) != self.negated))
+    }
+}
+
+fn in_list_result(found: Vec<bool>, validity: Option<&apiary_common::Bitmap>, negated: bool, has_null: bool) -> Vector {
+    let mut result_validity = validity.cloned();
+    if has_null {
+        // A non-match against a list with NULL is unknown.
+        let mut v = result_validity.unwrap_or_else(|| apiary_common::Bitmap::new(found.len(), true));
+        for (i, f) in found.iter().enumerate() {
+            if !f {
+                v.set(i, false);
+            }
+        }
+        result_validity = Some(v);
+    }
+    let values = found.into_iter().map(|f| f != negated).collect::<Vec<bool>>();
+    Vector::new(DataType::Boolean, wrap(values), result_validity)
+}
+
+pub fn in_list(child: ExprRef, constants: Vec<ScalarValue>, negated: bool) -> Result<ExprRef> {
+    let has_null = constants.iter().any(|c| c.is_null());
+    let non_null: Vec<ScalarValue> = constants.into_iter().filter(|c| !c.is_null()).collect();
+    macro_rules! native {
+        ($t:ty) => {{
+            let values = non_null
+                .iter()
+                .map(|c| <$t>::from_scalar(c).ok_or_else(|| internal_err!("IN list constant {c:?} has the wrong type")))
+                .collect::<Result<Vec<$t>>>()?;
+            Arc::new(InListNative::<$t> { child, values, negated, has_null }) as ExprRef
+        }};
+    }
+    Ok(match child.data_type().physical() {
+        PhysicalType::Bool => native!(bool),
+        PhysicalType::I16 => native!(i16),
+        PhysicalType::I32 => native!(i32),
+        PhysicalType::I64 => native!(i64),
+        PhysicalType::I128 => native!(i128),
+        PhysicalType::F32 => native!(f32),
+        PhysicalType::F64 => native!(f64),
+        PhysicalType::Interval => native!(Interval),
+        PhysicalType::Str => {
+            let values = non_null.iter().filter_map(|c| c.as_str().map(|s| s.as_bytes().to_vec())).collect();
+            Arc::new(InListStr { child, values, negated, has_null })
+        }
+    })
+}

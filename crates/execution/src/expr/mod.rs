@@ -1,0 +1,311 @@
+//! Compiled expressions ("query bees").
+//!
+//! A bound [`Expr`] is compiled once per query into a tree of [`PhysicalExpr`] objects.
+//! Each node is a struct generic over the native type and operator it implements
+//! (`Compare<i32, Lt>`, `Arithmetic<i64, Add>`, ...), with constants captured, so the
+//! per-row loop inside it has no type dispatch. Dispatch happens once per vector, when a
+//! node calls its children.
+//!
+//! Evaluation contract: `evaluate(chunk)` returns a vector with `chunk.physical_len()`
+//! rows; only the rows in `chunk.selection()` (all rows when `None`) are guaranteed to be
+//! computed — the others hold unspecified values. Errors (overflow, division by zero,
+//! failed casts) are raised only for selected rows. `select(chunk, rows)` narrows a list
+//! of row positions to those where a boolean expression is TRUE.
+//!
+//! ```text
+//! compare.rs     =, <>, <, <=, >, >=, IS [NOT] DISTINCT FROM, IN lists
+//! arithmetic.rs  + - * / % on integers, floats, decimals; date and interval arithmetic
+//! cast.rs        CAST between all supported types
+//! logic.rs       AND / OR / NOT / IS NULL / CASE / COALESCE (three-valued logic)
+//! string.rs      LIKE, SUBSTRING, UPPER/LOWER, TRIM, LENGTH, ||, ...
+//! functions.rs   EXTRACT, ROUND, ABS, math and date functions
+//! ```
+
+mod arithmetic;
+mod cast;
+mod compare;
+mod functions;
+mod logic;
+mod string;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use apiary_common::{internal_err, Result};
+use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
+use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorData};
+
+pub use cast::{cast_vector, format_value as cast_vector_value_to_string};
+pub use string::LikePattern;
+
+pub type ExprRef = Arc<dyn PhysicalExpr>;
+
+pub trait PhysicalExpr: Send + Sync + Debug {
+    fn data_type(&self) -> DataType;
+
+    /// Computes the expression for the selected rows of `chunk` (see module docs).
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector>;
+
+    /// For BOOLEAN expressions: the subset of `rows` (positions in `chunk`, ascending)
+    /// where the expression is TRUE. `rows` must be a subset of the chunk's selection.
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let restricted = chunk_with_rows(chunk, rows);
+        let result = self.evaluate(&restricted)?;
+        Ok(true_rows(&result, rows))
+    }
+}
+
+/// A view of `chunk` whose selection is `rows` (cheap: vectors are shared).
+pub fn chunk_with_rows(chunk: &DataChunk, rows: &[u32]) -> DataChunk {
+    let selection = if rows.len() == chunk.physical_len() { None } else { Some(rows.to_vec()) };
+    DataChunk::new(chunk.columns.clone(), chunk.physical_len()).with_selection(selection)
+}
+
+/// Positions among `rows` where a boolean vector is TRUE (not NULL).
+pub fn true_rows(vector: &Vector, rows: &[u32]) -> Vec<u32> {
+    let values = vector.values::<bool>();
+    match &vector.validity {
+        None => rows.iter().copied().filter(|&r| values[r as usize]).collect(),
+        Some(validity) => rows.iter().copied().filter(|&r| values[r as usize] && validity.get(r as usize)).collect(),
+    }
+}
+
+/// All row positions of a chunk's selection.
+pub fn selected_rows(chunk: &DataChunk) -> Vec<u32> {
+    match chunk.selection() {
+        Some(rows) => rows.to_vec(),
+        None => (0..chunk.physical_len() as u32).collect(),
+    }
+}
+
+/// Reads column `index` of the input chunk.
+#[derive(Debug)]
+pub struct ColumnExpr {
+    pub index: usize,
+    pub data_type: DataType,
+}
+
+impl PhysicalExpr for ColumnExpr {
+    fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        Ok(chunk.columns[self.index].clone())
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        Ok(true_rows(&chunk.columns[self.index], rows))
+    }
+}
+
+/// A constant.
+#[derive(Debug)]
+pub struct LiteralExpr {
+    pub value: ScalarValue,
+    pub data_type: DataType,
+}
+
+impl PhysicalExpr for LiteralExpr {
+    fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        Ok(Vector::from_scalar(&self.value, self.data_type, chunk.physical_len()))
+    }
+
+    fn select(&self, _chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        Ok(if self.value == ScalarValue::Boolean(true) { rows.to_vec() } else { Vec::new() })
+    }
+}
+
+/// Where each input column lives in the chunks an expression will see.
+pub trait Layout {
+    fn position(&self, id: ColumnId) -> Option<usize>;
+}
+
+impl Layout for [ColumnId] {
+    fn position(&self, id: ColumnId) -> Option<usize> {
+        self.iter().position(|c| *c == id)
+    }
+}
+
+impl Layout for Vec<ColumnId> {
+    fn position(&self, id: ColumnId) -> Option<usize> {
+        self.iter().position(|c| *c == id)
+    }
+}
+
+/// Compiles a bound expression against the column layout of its input chunks.
+pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
+    Ok(match expr {
+        Expr::Column(c) => {
+            let index = layout.position(c.id).ok_or_else(|| internal_err!("column {} ({}) is not in the input", c.name, c.id))?;
+            Arc::new(ColumnExpr { index, data_type: c.data_type })
+        }
+        Expr::Literal(value, data_type) => Arc::new(LiteralExpr { value: value.clone(), data_type: *data_type }),
+        Expr::Unary(UnaryOp::Not, inner) => logic::not(compile(inner, layout)?),
+        Expr::Unary(UnaryOp::Negate, inner) => arithmetic::negate(compile(inner, layout)?)?,
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
+            // Flatten chains of AND into one node so selections narrow step by step.
+            let parts = expr.clone().split_conjunction();
+            let children = parts.iter().map(|p| compile(p, layout)).collect::<Result<Vec<_>>>()?;
+            let _ = (left, right);
+            logic::and(children)
+        }
+        Expr::Binary { op: BinaryOp::Or, .. } => {
+            let parts: Vec<&Expr> = expr.split_disjunction();
+            let children = parts.iter().map(|p| compile(p, layout)).collect::<Result<Vec<_>>>()?;
+            logic::or(children)
+        }
+        Expr::Binary { op, left, right, data_type } => {
+            let l = compile(left, layout)?;
+            let r = compile(right, layout)?;
+            if op.is_comparison() {
+                compare::comparison(*op, l, r, literal_of(left), literal_of(right))?
+            } else if *op == BinaryOp::Concat {
+                string::concat(vec![l, r], true)
+            } else {
+                arithmetic::arithmetic(*op, l, r, *data_type, literal_of(right))?
+            }
+        }
+        Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
+        Expr::Cast { expr, to } => cast::cast_expr(compile(expr, layout)?, *to),
+        Expr::Case { whens, otherwise, data_type } => {
+            let whens = whens
+                .iter()
+                .map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?)))
+                .collect::<Result<Vec<_>>>()?;
+            let otherwise = otherwise.as_ref().map(|e| compile(e, layout)).transpose()?;
+            logic::case(whens, otherwise, *data_type)
+        }
+        Expr::InList { expr, list, negated } => {
+            let value = compile(expr, layout)?;
+            if list.iter().all(|e| e.is_literal()) {
+                let constants: Vec<ScalarValue> = list.iter().filter_map(|e| literal_of(e).cloned()).collect();
+                compare::in_list(value, constants, *negated)?
+            } else {
+                // Non-constant lists: x IN (a, b) == x = a OR x = b.
+                let mut parts = Vec::new();
+                for item in list {
+                    let item_expr = compile(item, layout)?;
+                    parts.push(compare::comparison(BinaryOp::Eq, value.clone(), item_expr, None, literal_of(item))?);
+                }
+                let any = logic::or(parts);
+                if *negated {
+                    logic::not(any)
+                } else {
+                    any
+                }
+            }
+        }
+        Expr::Like { expr, pattern, negated, case_insensitive } => {
+            let value = compile(expr, layout)?;
+            match literal_of(pattern) {
+                Some(ScalarValue::Utf8(p)) => string::like_constant(value, p, *negated, *case_insensitive),
+                Some(ScalarValue::Null) => Arc::new(LiteralExpr { value: ScalarValue::Null, data_type: DataType::Boolean }),
+                _ => string::like_dynamic(value, compile(pattern, layout)?, *negated, *case_insensitive),
+            }
+        }
+        Expr::Function { func, args, data_type } => {
+            let compiled = args.iter().map(|a| compile(a, layout)).collect::<Result<Vec<_>>>()?;
+            let literals: Vec<Option<&ScalarValue>> = args.iter().map(literal_of).collect();
+            compile_function(*func, compiled, &literals, *data_type)?
+        }
+        Expr::Subquery(_) => return Err(internal_err!("subquery reached execution (it should have been unnested)")),
+    })
+}
+
+fn literal_of(expr: &Expr) -> Option<&ScalarValue> {
+    match expr {
+        Expr::Literal(v, _) => Some(v),
+        _ => None,
+    }
+}
+
+fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option<&ScalarValue>], data_type: DataType) -> Result<ExprRef> {
+    use ScalarFunction as F;
+    Ok(match func {
+        F::Substring | F::Upper | F::Lower | F::Length | F::Trim(_) | F::Replace | F::Position | F::StartsWith => {
+            string::string_function(func, args, data_type)?
+        }
+        F::Concat => string::concat(args, false),
+        F::Coalesce => logic::coalesce(args, data_type),
+        F::NullIf => logic::null_if(args, data_type)?,
+        F::Greatest | F::Least => functions::greatest_least(func == F::Greatest, args, data_type)?,
+        F::Extract(field) => functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type),
+        F::Abs | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => {
+            functions::math(func, args, literals, data_type)?
+        }
+        F::DateTrunc => functions::date_trunc(args, literals)?,
+    })
+}
+
+/// Evaluates a constant expression (no column references) to a value.
+pub fn evaluate_constant(expr: &Expr) -> Result<ScalarValue> {
+    let compiled = compile(expr, &Vec::new())?;
+    let chunk = DataChunk::empty_columns(1);
+    let vector = compiled.evaluate(&chunk)?;
+    Ok(vector.get_scalar(0))
+}
+
+/// The [`apiary_optimizer::ConstantEvaluator`] backed by the execution kernels.
+pub struct KernelEvaluator;
+
+impl apiary_optimizer::ConstantEvaluator for KernelEvaluator {
+    fn evaluate(&self, expr: &Expr) -> Result<ScalarValue> {
+        evaluate_constant(expr)
+    }
+}
+
+/// Output validity for an element-wise operation: valid where all inputs are valid.
+pub(crate) fn combined_validity(vectors: &[&Vector]) -> Option<apiary_common::Bitmap> {
+    let mut result: Option<apiary_common::Bitmap> = None;
+    for v in vectors {
+        if let Some(validity) = &v.validity {
+            match &mut result {
+                None => result = Some(validity.clone()),
+                Some(r) => r.and_inplace(validity),
+            }
+        }
+    }
+    result
+}
+
+/// Rows to compute: the chunk's selection, or `None` meaning all physical rows.
+pub(crate) fn rows_of(chunk: &DataChunk) -> Option<&[u32]> {
+    chunk.selection()
+}
+
+/// Calls `f(i)` for every selected row.
+#[inline(always)]
+pub(crate) fn for_each_row(len: usize, rows: Option<&[u32]>, mut f: impl FnMut(usize)) {
+    match rows {
+        Some(rows) => rows.iter().for_each(|&r| f(r as usize)),
+        None => (0..len).for_each(f),
+    }
+}
+
+/// Builds a vector of `len` values computing `f(i)` at the selected rows.
+pub(crate) fn map_rows<T: apiary_types::vector::NativeType>(
+    len: usize,
+    rows: Option<&[u32]>,
+    mut f: impl FnMut(usize) -> T,
+) -> Vec<T> {
+    match rows {
+        None => (0..len).map(f).collect(),
+        Some(rows) => {
+            let mut out = vec![T::default(); len];
+            for &r in rows {
+                out[r as usize] = f(r as usize);
+            }
+            out
+        }
+    }
+}
+
+/// A `VectorData` from any native vector.
+pub(crate) fn wrap<T: apiary_types::vector::NativeType>(values: Vec<T>) -> VectorData {
+    T::wrap(values.into())
+}

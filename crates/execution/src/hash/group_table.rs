@@ -1,0 +1,303 @@
+//! The aggregation hash table: maps packed group keys to dense group ids.
+//!
+//! Open addressing with linear probing; a slot holds the key (or, for byte keys, the
+//! hash) and the group id, so most lookups touch one cache line. Group ids are dense
+//! (0, 1, 2, ...) and index the columnar aggregate states. The table doubles when it is
+//! half full.
+
+use apiary_common::hash::{hash_bytes, hash_u128, hash_u64};
+
+use super::keys::{KeyWidth, PackedKeys};
+
+const EMPTY: u32 = u32::MAX;
+const INITIAL_CAPACITY: usize = 1024;
+
+#[derive(Clone, Copy)]
+struct Slot<K> {
+    key: K,
+    group: u32,
+}
+
+struct FixedTable<K> {
+    slots: Vec<Slot<K>>,
+    /// The key of each group, by group id.
+    keys: Vec<K>,
+}
+
+impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
+    fn new() -> Self {
+        FixedTable { slots: vec![Slot { key: K::default(), group: EMPTY }; INITIAL_CAPACITY], keys: Vec::new() }
+    }
+
+    #[inline(always)]
+    fn find_or_insert(&mut self, key: K, hash: u64) -> (u32, bool) {
+        if self.keys.len() * 2 >= self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut idx = hash as usize & mask;
+        loop {
+            let slot = &mut self.slots[idx];
+            if slot.group == EMPTY {
+                let group = self.keys.len() as u32;
+                *slot = Slot { key, group };
+                self.keys.push(key);
+                return (group, true);
+            }
+            if slot.key == key {
+                return (slot.group, false);
+            }
+            idx = (idx + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let capacity = self.slots.len() * 2;
+        let mask = capacity - 1;
+        let mut slots = vec![Slot { key: K::default(), group: EMPTY }; capacity];
+        for (group, key) in self.keys.iter().enumerate() {
+            let mut idx = key.hash_key() as usize & mask;
+            while slots[idx].group != EMPTY {
+                idx = (idx + 1) & mask;
+            }
+            slots[idx] = Slot { key: *key, group: group as u32 };
+        }
+        self.slots = slots;
+    }
+}
+
+trait FixedKeyHash {
+    fn hash_key(&self) -> u64;
+}
+
+impl FixedKeyHash for u64 {
+    fn hash_key(&self) -> u64 {
+        hash_u64(*self)
+    }
+}
+
+impl FixedKeyHash for u128 {
+    fn hash_key(&self) -> u64 {
+        hash_u128(*self)
+    }
+}
+
+struct BytesTable {
+    /// `key` holds the hash.
+    slots: Vec<Slot<u64>>,
+    arena: Vec<u8>,
+    /// Group `g`'s key is `arena[offsets[g]..offsets[g + 1]]`.
+    offsets: Vec<u32>,
+    hashes: Vec<u64>,
+}
+
+impl BytesTable {
+    fn new() -> Self {
+        BytesTable { slots: vec![Slot { key: 0, group: EMPTY }; INITIAL_CAPACITY], arena: Vec::new(), offsets: vec![0], hashes: Vec::new() }
+    }
+
+    fn key(&self, group: u32) -> &[u8] {
+        &self.arena[self.offsets[group as usize] as usize..self.offsets[group as usize + 1] as usize]
+    }
+
+    fn find_or_insert(&mut self, key: &[u8], hash: u64) -> (u32, bool) {
+        if self.hashes.len() * 2 >= self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut idx = hash as usize & mask;
+        loop {
+            let slot = self.slots[idx];
+            if slot.group == EMPTY {
+                let group = self.hashes.len() as u32;
+                self.slots[idx] = Slot { key: hash, group };
+                self.arena.extend_from_slice(key);
+                self.offsets.push(self.arena.len() as u32);
+                self.hashes.push(hash);
+                return (group, true);
+            }
+            if slot.key == hash && self.key(slot.group) == key {
+                return (slot.group, false);
+            }
+            idx = (idx + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        let capacity = self.slots.len() * 2;
+        let mask = capacity - 1;
+        let mut slots = vec![Slot { key: 0u64, group: EMPTY }; capacity];
+        for (group, &hash) in self.hashes.iter().enumerate() {
+            let mut idx = hash as usize & mask;
+            while slots[idx].group != EMPTY {
+                idx = (idx + 1) & mask;
+            }
+            slots[idx] = Slot { key: hash, group: group as u32 };
+        }
+        self.slots = slots;
+    }
+}
+
+enum Table {
+    /// No group keys: everything is group 0.
+    Single { exists: bool },
+    U64(FixedTable<u64>),
+    U128(FixedTable<u128>),
+    Bytes(BytesTable),
+}
+
+/// Maps group keys to dense ids.
+pub struct GroupTable {
+    table: Table,
+}
+
+impl GroupTable {
+    pub fn new(width: KeyWidth) -> GroupTable {
+        let table = match width {
+            KeyWidth::Empty => Table::Single { exists: false },
+            KeyWidth::U64 => Table::U64(FixedTable::new()),
+            KeyWidth::U128 => Table::U128(FixedTable::new()),
+            KeyWidth::Bytes => Table::Bytes(BytesTable::new()),
+        };
+        GroupTable { table }
+    }
+
+    pub fn group_count(&self) -> usize {
+        match &self.table {
+            Table::Single { exists } => *exists as usize,
+            Table::U64(t) => t.keys.len(),
+            Table::U128(t) => t.keys.len(),
+            Table::Bytes(t) => t.hashes.len(),
+        }
+    }
+
+    /// Looks up keys `indices` of `keys` (with their hashes), appending each one's group
+    /// id to `groups` and the key index of each newly created group to `new_groups`.
+    pub fn lookup(&mut self, keys: &PackedKeys, hashes: &[u64], indices: &[u32], groups: &mut Vec<u32>, new_groups: &mut Vec<u32>) {
+        groups.reserve(indices.len());
+        match (&mut self.table, keys) {
+            (Table::Single { exists }, _) => {
+                if !*exists && !indices.is_empty() {
+                    *exists = true;
+                    new_groups.push(indices[0]);
+                }
+                groups.extend(std::iter::repeat_n(0, indices.len()));
+            }
+            (Table::U64(t), PackedKeys::U64 { keys, .. }) => {
+                for &j in indices {
+                    let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
+                    groups.push(g);
+                    if new {
+                        new_groups.push(j);
+                    }
+                }
+            }
+            (Table::U128(t), PackedKeys::U128 { keys, .. }) => {
+                for &j in indices {
+                    let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
+                    groups.push(g);
+                    if new {
+                        new_groups.push(j);
+                    }
+                }
+            }
+            (Table::Bytes(t), PackedKeys::Bytes { .. }) => {
+                for &j in indices {
+                    let (g, new) = t.find_or_insert(keys.bytes(j as usize), hashes[j as usize]);
+                    groups.push(g);
+                    if new {
+                        new_groups.push(j);
+                    }
+                }
+            }
+            _ => unreachable!("group table and keys have the same width"),
+        }
+    }
+
+    /// Adds every group of `other`: returns, for each of `other`'s groups, its id here,
+    /// and the list of `other`'s groups that are new here.
+    pub fn merge(&mut self, other: &GroupTable) -> (Vec<u32>, Vec<u32>) {
+        let mut mapping = Vec::with_capacity(other.group_count());
+        let mut new_groups = Vec::new();
+        match (&mut self.table, &other.table) {
+            (Table::Single { exists }, Table::Single { exists: other_exists }) => {
+                if *other_exists {
+                    mapping.push(0);
+                    if !*exists {
+                        *exists = true;
+                        new_groups.push(0);
+                    }
+                }
+            }
+            (Table::U64(t), Table::U64(o)) => {
+                for (g, &key) in o.keys.iter().enumerate() {
+                    let (id, new) = t.find_or_insert(key, hash_u64(key));
+                    mapping.push(id);
+                    if new {
+                        new_groups.push(g as u32);
+                    }
+                }
+            }
+            (Table::U128(t), Table::U128(o)) => {
+                for (g, &key) in o.keys.iter().enumerate() {
+                    let (id, new) = t.find_or_insert(key, hash_u128(key));
+                    mapping.push(id);
+                    if new {
+                        new_groups.push(g as u32);
+                    }
+                }
+            }
+            (Table::Bytes(t), Table::Bytes(o)) => {
+                for g in 0..o.hashes.len() {
+                    let key = o.key(g as u32);
+                    let (id, new) = t.find_or_insert(key, hash_bytes(key));
+                    mapping.push(id);
+                    if new {
+                        new_groups.push(g as u32);
+                    }
+                }
+            }
+            _ => unreachable!("merged group tables have the same width"),
+        }
+        (mapping, new_groups)
+    }
+
+    /// Approximate memory held, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        match &self.table {
+            Table::Single { .. } => 0,
+            Table::U64(t) => t.slots.len() * 16 + t.keys.len() * 8,
+            Table::U128(t) => t.slots.len() * 32 + t.keys.len() * 16,
+            Table::Bytes(t) => t.slots.len() * 16 + t.arena.len() + t.offsets.len() * 4 + t.hashes.len() * 8,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::KeyPacker;
+    use apiary_types::{DataType, Vector};
+
+    #[test]
+    fn dense_ids_and_merge() {
+        let packer = KeyPacker::new(&[DataType::BigInt], &[false], true);
+        let values = Vector::from_native(DataType::BigInt, (0..5000i64).map(|i| i % 1500).collect());
+        let rows: Vec<u32> = (0..5000).collect();
+        let keys = packer.pack(&[values], &rows);
+        let hashes = keys.hashes();
+        let mut a = GroupTable::new(packer.width);
+        let (mut groups, mut new) = (Vec::new(), Vec::new());
+        a.lookup(&keys, &hashes, &rows, &mut groups, &mut new);
+        assert_eq!(a.group_count(), 1500);
+        assert_eq!(new.len(), 1500);
+        assert_eq!(groups[1500], groups[0]);
+        let mut b = GroupTable::new(packer.width);
+        let other = packer.pack(&[Vector::from_native(DataType::BigInt, vec![1499i64, 7000])], &[0, 1]);
+        b.lookup(&other, &other.hashes(), &[0, 1], &mut Vec::new(), &mut Vec::new());
+        let (mapping, new_groups) = a.merge(&b);
+        assert_eq!(mapping[0], groups[1499]);
+        assert_eq!(mapping[1], 1500);
+        assert_eq!(new_groups, vec![1]);
+    }
+}

@@ -1,0 +1,327 @@
+//! Key packing.
+//!
+//! Hash tables compare and hash keys many times per row. Instead of looking at each key
+//! column with a type switch, the key columns of a batch are packed column by column into
+//! one machine word per row:
+//!
+//! ```text
+//!  u64 / u128 key:  [ col0 bits | col1 bits | ... | null flags ]   (fixed offsets)
+//!  bytes key:       [ null byte? | col0 bytes | len+bytes of strings | ... ]  (arena)
+//! ```
+//!
+//! Widths: BOOLEAN 1 bit, SMALLINT 16, INTEGER/DATE/REAL 32, BIGINT/TIMESTAMP/DOUBLE and
+//! DECIMAL(<=18) 64, DECIMAL(>18)/INTERVAL 128, short CHAR/VARCHAR (at most 3 characters)
+//! 8 + 32*n; longer strings force the byte-string form. Packing only needs equality, so
+//! signed values are stored as their raw bits.
+
+use apiary_common::hash::{hash_bytes, hash_u128, hash_u64};
+use apiary_types::datatype::PhysicalType;
+use apiary_types::{DataType, Vector, VectorData};
+
+/// How wide a packed key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyWidth {
+    /// No key columns (a global aggregate or a cross join).
+    Empty,
+    U64,
+    U128,
+    Bytes,
+}
+
+#[derive(Debug, Clone)]
+struct Part {
+    /// Bit offset of the value in the packed word.
+    offset: u32,
+    /// Width in bits of the value (strings: including the length byte).
+    bits: u32,
+    /// Bit offset of the NULL flag, when NULLs are part of the key.
+    null_flag: Option<u32>,
+}
+
+/// Packs the key columns of a batch into fixed-width keys or byte strings.
+#[derive(Debug, Clone)]
+pub struct KeyPacker {
+    pub width: KeyWidth,
+    parts: Vec<Part>,
+    /// NULL is a key value (GROUP BY, IS NOT DISTINCT FROM); otherwise rows with a NULL
+    /// key are reported as not valid (they never match in a join).
+    nulls_are_values: bool,
+}
+
+/// Maximum characters for a string to be packed into a fixed-width key.
+const MAX_PACKED_STRING_CHARS: u32 = 3;
+
+fn value_bits(data_type: &DataType) -> Option<u32> {
+    Some(match data_type.physical() {
+        PhysicalType::Bool => 1,
+        PhysicalType::I16 => 16,
+        PhysicalType::I32 | PhysicalType::F32 => 32,
+        PhysicalType::I64 | PhysicalType::F64 => 64,
+        PhysicalType::I128 | PhysicalType::Interval => 128,
+        PhysicalType::Str => match data_type.max_length() {
+            Some(n) if n <= MAX_PACKED_STRING_CHARS => 8 + 32 * n,
+            _ => return None,
+        },
+    })
+}
+
+impl KeyPacker {
+    /// Chooses the packing for key columns of the given types.
+    pub fn new(types: &[DataType], nullable: &[bool], nulls_are_values: bool) -> KeyPacker {
+        if types.is_empty() {
+            return KeyPacker { width: KeyWidth::Empty, parts: Vec::new(), nulls_are_values };
+        }
+        let mut offset = 0u32;
+        let mut parts = Vec::new();
+        let mut fixed = true;
+        for data_type in types {
+            match value_bits(data_type) {
+                Some(bits) => {
+                    parts.push(Part { offset, bits, null_flag: None });
+                    offset += bits;
+                }
+                None => fixed = false,
+            }
+        }
+        if fixed && nulls_are_values {
+            for (part, &nullable) in parts.iter_mut().zip(nullable) {
+                if nullable {
+                    part.null_flag = Some(offset);
+                    offset += 1;
+                }
+            }
+        }
+        let width = if !fixed {
+            KeyWidth::Bytes
+        } else if offset <= 64 && !parts.iter().any(|p| p.bits > 64) {
+            KeyWidth::U64
+        } else if offset <= 128 {
+            KeyWidth::U128
+        } else {
+            KeyWidth::Bytes
+        };
+        if width == KeyWidth::Bytes {
+            parts = types
+                .iter()
+                .map(|_| Part { offset: 0, bits: 0, null_flag: nulls_are_values.then_some(0) })
+                .collect();
+        }
+        KeyPacker { width, parts, nulls_are_values }
+    }
+
+    /// Packs rows `rows` of `columns` (one vector per key column).
+    pub fn pack(&self, columns: &[Vector], rows: &[u32]) -> PackedKeys {
+        let mut valid = vec![true; rows.len()];
+        if !self.nulls_are_values {
+            for column in columns {
+                if let Some(validity) = &column.validity {
+                    for (j, &r) in rows.iter().enumerate() {
+                        valid[j] &= validity.get(r as usize);
+                    }
+                }
+            }
+        }
+        match self.width {
+            KeyWidth::Empty => PackedKeys::Empty { rows: rows.len() },
+            KeyWidth::U64 => {
+                let mut keys = vec![0u64; rows.len()];
+                for (part, column) in self.parts.iter().zip(columns) {
+                    pack_part(part, column, rows, &mut keys, |k, bits, shift| *k |= (bits as u64) << shift);
+                }
+                PackedKeys::U64 { keys, valid }
+            }
+            KeyWidth::U128 => {
+                let mut keys = vec![0u128; rows.len()];
+                for (part, column) in self.parts.iter().zip(columns) {
+                    pack_part(part, column, rows, &mut keys, |k, bits, shift| *k |= bits << shift);
+                }
+                PackedKeys::U128 { keys, valid }
+            }
+            KeyWidth::Bytes => {
+                let mut arena = Vec::with_capacity(rows.len() * 16);
+                let mut offsets = Vec::with_capacity(rows.len() + 1);
+                offsets.push(0u32);
+                for &r in rows {
+                    for column in columns {
+                        encode_bytes(column, r as usize, self.nulls_are_values, &mut arena);
+                    }
+                    offsets.push(arena.len() as u32);
+                }
+                PackedKeys::Bytes { arena, offsets, valid }
+            }
+        }
+    }
+}
+
+/// ORs the bits of one key column into the packed words.
+fn pack_part<K>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K], mut put: impl FnMut(&mut K, u128, u32)) {
+    let shift = part.offset;
+    macro_rules! each {
+        ($values:expr, $to_bits:expr) => {{
+            let values = $values;
+            for (k, &r) in keys.iter_mut().zip(rows) {
+                put(k, $to_bits(values[r as usize]), shift);
+            }
+        }};
+    }
+    match &column.data {
+        VectorData::Bool(v) => each!(v, |x: bool| x as u128),
+        VectorData::I16(v) => each!(v, |x: i16| x as u16 as u128),
+        VectorData::I32(v) => each!(v, |x: i32| x as u32 as u128),
+        VectorData::I64(v) => each!(v, |x: i64| x as u64 as u128),
+        VectorData::I128(v) => each!(v, |x: i128| x as u128),
+        VectorData::F32(v) => each!(v, |x: f32| canonical_f32(x) as u128),
+        VectorData::F64(v) => each!(v, |x: f64| canonical_f64(x) as u128),
+        VectorData::Interval(v) => each!(v, |x: apiary_types::Interval| ((x.months as u32 as u128) << 96)
+            | ((x.days as u32 as u128) << 64)
+            | x.micros as u64 as u128),
+        VectorData::Str(s) => {
+            for (k, &r) in keys.iter_mut().zip(rows) {
+                let bytes = s.get_bytes(r as usize);
+                let mut bits: u128 = bytes.len() as u128;
+                for (i, b) in bytes.iter().enumerate() {
+                    bits |= (*b as u128) << (8 * (i + 1));
+                }
+                put(k, bits, shift);
+            }
+        }
+    }
+    if let (Some(flag), Some(validity)) = (part.null_flag, &column.validity) {
+        // A NULL key is (value bits of the placeholder, flag set); placeholders are zero.
+        for (k, &r) in keys.iter_mut().zip(rows) {
+            if !validity.get(r as usize) {
+                put(k, 1, flag);
+            }
+        }
+    }
+}
+
+fn canonical_f32(x: f32) -> u32 {
+    if x == 0.0 {
+        0
+    } else if x.is_nan() {
+        f32::NAN.to_bits()
+    } else {
+        x.to_bits()
+    }
+}
+
+fn canonical_f64(x: f64) -> u64 {
+    if x == 0.0 {
+        0
+    } else if x.is_nan() {
+        f64::NAN.to_bits()
+    } else {
+        x.to_bits()
+    }
+}
+
+/// Appends a prefix-free encoding of row `r` of `column`.
+fn encode_bytes(column: &Vector, r: usize, nulls_are_values: bool, out: &mut Vec<u8>) {
+    if nulls_are_values {
+        if column.is_null(r) {
+            out.push(0);
+            return;
+        }
+        out.push(1);
+    }
+    match &column.data {
+        VectorData::Bool(v) => out.push(v[r] as u8),
+        VectorData::I16(v) => out.extend_from_slice(&v[r].to_le_bytes()),
+        VectorData::I32(v) => out.extend_from_slice(&v[r].to_le_bytes()),
+        VectorData::I64(v) => out.extend_from_slice(&v[r].to_le_bytes()),
+        VectorData::I128(v) => out.extend_from_slice(&v[r].to_le_bytes()),
+        VectorData::F32(v) => out.extend_from_slice(&canonical_f32(v[r]).to_le_bytes()),
+        VectorData::F64(v) => out.extend_from_slice(&canonical_f64(v[r]).to_le_bytes()),
+        VectorData::Interval(v) => {
+            out.extend_from_slice(&v[r].months.to_le_bytes());
+            out.extend_from_slice(&v[r].days.to_le_bytes());
+            out.extend_from_slice(&v[r].micros.to_le_bytes());
+        }
+        VectorData::Str(s) => {
+            let bytes = s.get_bytes(r);
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(bytes);
+        }
+    }
+}
+
+/// Packed keys of a batch, one per input row.
+#[derive(Debug)]
+pub enum PackedKeys {
+    Empty { rows: usize },
+    U64 { keys: Vec<u64>, valid: Vec<bool> },
+    U128 { keys: Vec<u128>, valid: Vec<bool> },
+    Bytes { arena: Vec<u8>, offsets: Vec<u32>, valid: Vec<bool> },
+}
+
+impl PackedKeys {
+    pub fn len(&self) -> usize {
+        match self {
+            PackedKeys::Empty { rows } => *rows,
+            PackedKeys::U64 { keys, .. } => keys.len(),
+            PackedKeys::U128 { keys, .. } => keys.len(),
+            PackedKeys::Bytes { offsets, .. } => offsets.len() - 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether key `j` has no NULL (always true when NULLs are key values).
+    #[inline]
+    pub fn is_valid(&self, j: usize) -> bool {
+        match self {
+            PackedKeys::Empty { .. } => true,
+            PackedKeys::U64 { valid, .. } | PackedKeys::U128 { valid, .. } | PackedKeys::Bytes { valid, .. } => valid[j],
+        }
+    }
+
+    #[inline]
+    pub fn bytes(&self, j: usize) -> &[u8] {
+        match self {
+            PackedKeys::Bytes { arena, offsets, .. } => &arena[offsets[j] as usize..offsets[j + 1] as usize],
+            _ => &[],
+        }
+    }
+
+    /// The hash of every key.
+    pub fn hashes(&self) -> Vec<u64> {
+        match self {
+            PackedKeys::Empty { rows } => vec![0; *rows],
+            PackedKeys::U64 { keys, .. } => keys.iter().map(|&k| hash_u64(k)).collect(),
+            PackedKeys::U128 { keys, .. } => keys.iter().map(|&k| hash_u128(k)).collect(),
+            PackedKeys::Bytes { .. } => (0..self.len()).map(|j| hash_bytes(self.bytes(j))).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_types::VectorBuilder;
+
+    #[test]
+    fn chooses_widths() {
+        assert_eq!(KeyPacker::new(&[DataType::Integer], &[false], false).width, KeyWidth::U64);
+        assert_eq!(KeyPacker::new(&[DataType::Integer, DataType::Integer], &[false, false], false).width, KeyWidth::U64);
+        assert_eq!(KeyPacker::new(&[DataType::Integer, DataType::Integer], &[true, false], true).width, KeyWidth::U128);
+        assert_eq!(KeyPacker::new(&[DataType::Char(1), DataType::Char(1)], &[false, false], true).width, KeyWidth::U128);
+        assert_eq!(KeyPacker::new(&[DataType::Varchar(Some(25))], &[false], true).width, KeyWidth::Bytes);
+    }
+
+    #[test]
+    fn nulls_as_values_are_distinct_from_zero() {
+        let mut b = VectorBuilder::new(DataType::Integer);
+        b.push_scalar(&apiary_types::ScalarValue::Int32(0));
+        b.push_null();
+        let v = b.finish();
+        let packer = KeyPacker::new(&[DataType::Integer], &[true], true);
+        let PackedKeys::U64 { keys, .. } = packer.pack(&[v.clone()], &[0, 1]) else { panic!() };
+        assert_ne!(keys[0], keys[1]);
+        let join_packer = KeyPacker::new(&[DataType::Integer], &[true], false);
+        let packed = join_packer.pack(&[v], &[0, 1]);
+        assert!(packed.is_valid(0) && !packed.is_valid(1));
+    }
+}

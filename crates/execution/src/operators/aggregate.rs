@@ -1,0 +1,302 @@
+//! Hash aggregation (GROUP BY, DISTINCT, global aggregates): a sink that builds the
+//! groups, then a source that emits them.
+//!
+//! ```text
+//!  worker-local:  chunk ─▶ keys packed ─▶ partition by hash ─▶ GroupTable[p] ─▶ states[p]
+//!  combine:       local partition tables move to the shared list of partition p
+//!  finalize:      task p merges all workers' tables of partition p (in parallel over p)
+//!  source:        morsel p emits partition p's groups
+//! ```
+//!
+//! With few expected groups there is one partition (thread-local pre-aggregation, then a
+//! single merge); with many, 2^k partitions let the merge run on all workers.
+
+use std::sync::{Arc, Mutex};
+
+use apiary_common::{internal_err, Result};
+use apiary_types::{DataChunk, DataType, Vector, VectorBuilder};
+
+use super::aggregate_functions::{AggregateSpec, AggregateState};
+use super::{local, Control, Emit, ExecContext, LocalState, Sink, Source};
+use crate::expr::{selected_rows, ExprRef};
+use crate::hash::group_table::GroupTable;
+use crate::hash::keys::{KeyPacker, KeyWidth};
+
+/// One aggregate: what it computes, its argument and optional FILTER.
+pub struct AggregateInput {
+    pub spec: AggregateSpec,
+    pub argument: Option<ExprRef>,
+    pub filter: Option<ExprRef>,
+}
+
+pub struct HashAggregate {
+    group_exprs: Vec<ExprRef>,
+    group_types: Vec<DataType>,
+    aggregates: Vec<AggregateInput>,
+    packer: KeyPacker,
+    partition_bits: u32,
+    pub description: String,
+    /// Per partition: the tables combined from all workers.
+    combined: Mutex<Vec<Vec<PartitionTable>>>,
+    /// Per partition: the finished output.
+    results: Mutex<Vec<Option<DataChunk>>>,
+    vector_size: usize,
+}
+
+struct PartitionTable {
+    groups: GroupTable,
+    keys: Vec<VectorBuilder>,
+    states: Vec<Box<dyn AggregateState>>,
+}
+
+impl HashAggregate {
+    pub fn new(
+        group_exprs: Vec<ExprRef>,
+        group_nullable: Vec<bool>,
+        aggregates: Vec<AggregateInput>,
+        partition_bits: u32,
+        vector_size: usize,
+        description: String,
+    ) -> Arc<HashAggregate> {
+        let group_types: Vec<DataType> = group_exprs.iter().map(|e| e.data_type()).collect();
+        let packer = KeyPacker::new(&group_types, &group_nullable, true);
+        let partition_bits = if packer.width == KeyWidth::Empty { 0 } else { partition_bits };
+        let partitions = 1 << partition_bits;
+        Arc::new(HashAggregate {
+            group_exprs,
+            group_types,
+            aggregates,
+            packer,
+            partition_bits,
+            description,
+            combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
+            results: Mutex::new(vec![None; partitions]),
+            vector_size,
+        })
+    }
+
+    fn partitions(&self) -> usize {
+        1 << self.partition_bits
+    }
+
+    fn new_table(&self) -> Result<PartitionTable> {
+        Ok(PartitionTable {
+            groups: GroupTable::new(self.packer.width),
+            keys: self.group_types.iter().map(|t| VectorBuilder::new(*t)).collect(),
+            states: self.aggregates.iter().map(|a| a.spec.new_state()).collect::<Result<_>>()?,
+        })
+    }
+}
+
+/// The sink half.
+pub struct AggregateSink(pub Arc<HashAggregate>);
+
+struct AggregateLocal {
+    tables: Vec<PartitionTable>,
+    groups: Vec<u32>,
+    new_groups: Vec<u32>,
+}
+
+impl Sink for AggregateSink {
+    fn name(&self) -> String {
+        format!("HashAggregate {}", self.0.description)
+    }
+
+    fn local_state(&self) -> LocalState {
+        let tables = (0..self.0.partitions()).map(|_| self.0.new_table()).collect::<Result<Vec<_>>>();
+        Box::new(AggregateLocal { tables: tables.unwrap_or_default(), groups: Vec::new(), new_groups: Vec::new() })
+    }
+
+    fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+        let agg = &self.0;
+        let state = local::<AggregateLocal>(state);
+        if state.tables.is_empty() {
+            return Err(internal_err!("aggregate local state could not be created"));
+        }
+        let rows = selected_rows(&chunk);
+        if rows.is_empty() {
+            return Ok(Control::Continue);
+        }
+        let keys: Vec<Vector> = agg.group_exprs.iter().map(|e| e.evaluate(&chunk)).collect::<Result<_>>()?;
+        let arguments: Vec<Option<Vector>> =
+            agg.aggregates.iter().map(|a| a.argument.as_ref().map(|e| e.evaluate(&chunk)).transpose()).collect::<Result<_>>()?;
+        // FILTER (WHERE ...): per aggregate, a mask over chunk rows.
+        let filters: Vec<Option<Vec<bool>>> = agg
+            .aggregates
+            .iter()
+            .map(|a| {
+                a.filter
+                    .as_ref()
+                    .map(|f| {
+                        let passing = f.select(&chunk, &rows)?;
+                        let mut mask = vec![false; chunk.physical_len()];
+                        passing.iter().for_each(|&r| mask[r as usize] = true);
+                        Ok(mask)
+                    })
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+
+        if agg.packer.width == KeyWidth::Empty {
+            // Global aggregate: one group.
+            let table = &mut state.tables[0];
+            if table.groups.group_count() == 0 {
+                table.groups.lookup(&agg.packer.pack(&[], &[0]), &[0], &[0], &mut Vec::new(), &mut Vec::new());
+                table.states.iter_mut().for_each(|s| s.resize(1));
+            }
+            for (i, s) in table.states.iter_mut().enumerate() {
+                match &filters[i] {
+                    None => s.update_single(arguments[i].as_ref(), &rows)?,
+                    Some(mask) => {
+                        let kept: Vec<u32> = rows.iter().copied().filter(|&r| mask[r as usize]).collect();
+                        s.update_single(arguments[i].as_ref(), &kept)?;
+                    }
+                }
+            }
+            return Ok(Control::Continue);
+        }
+
+        let packed = agg.packer.pack(&keys, &rows);
+        let hashes = packed.hashes();
+        let partitions = agg.partitions();
+        let mut per_partition: Vec<Vec<u32>> = vec![Vec::new(); partitions];
+        if partitions == 1 {
+            per_partition[0] = (0..rows.len() as u32).collect();
+        } else {
+            let shift = 64 - agg.partition_bits;
+            for (j, &h) in hashes.iter().enumerate() {
+                per_partition[(h >> shift) as usize].push(j as u32);
+            }
+        }
+        for (p, indices) in per_partition.iter().enumerate() {
+            if indices.is_empty() {
+                continue;
+            }
+            let table = &mut state.tables[p];
+            state.groups.clear();
+            state.new_groups.clear();
+            table.groups.lookup(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups);
+            if !state.new_groups.is_empty() {
+                let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
+                for (builder, key) in table.keys.iter_mut().zip(&keys) {
+                    builder.append(key, Some(&new_rows));
+                }
+                let count = table.groups.group_count();
+                table.states.iter_mut().for_each(|s| s.resize(count));
+            }
+            let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
+            for (i, s) in table.states.iter_mut().enumerate() {
+                match &filters[i] {
+                    None => s.update(arguments[i].as_ref(), &physical, &state.groups)?,
+                    Some(mask) => {
+                        let (mut kept_rows, mut kept_groups) = (Vec::new(), Vec::new());
+                        for (&r, &g) in physical.iter().zip(&state.groups) {
+                            if mask[r as usize] {
+                                kept_rows.push(r);
+                                kept_groups.push(g);
+                            }
+                        }
+                        s.update(arguments[i].as_ref(), &kept_rows, &kept_groups)?;
+                    }
+                }
+            }
+        }
+        Ok(Control::Continue)
+    }
+
+    fn combine(&self, state: LocalState) -> Result<()> {
+        let state = state.downcast::<AggregateLocal>().expect("aggregate local state");
+        let mut combined = self.0.combined.lock().unwrap_or_else(|e| e.into_inner());
+        for (p, table) in state.tables.into_iter().enumerate() {
+            if table.groups.group_count() > 0 {
+                combined[p].push(table);
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare_finalize(&self) -> Result<usize> {
+        Ok(self.0.partitions())
+    }
+
+    fn finalize_task(&self, p: usize) -> Result<()> {
+        let agg = &self.0;
+        let tables = std::mem::take(&mut agg.combined.lock().unwrap_or_else(|e| e.into_inner())[p]);
+        let mut tables = tables.into_iter();
+        let mut target = match tables.next() {
+            Some(t) => t,
+            None => {
+                if agg.packer.width != KeyWidth::Empty {
+                    return Ok(());
+                }
+                // A global aggregate over no rows still produces one row.
+                let mut t = agg.new_table()?;
+                t.groups.lookup(&agg.packer.pack(&[], &[0]), &[0], &[0], &mut Vec::new(), &mut Vec::new());
+                t.states.iter_mut().for_each(|s| s.resize(1));
+                t
+            }
+        };
+        for mut other in tables {
+            let (mapping, new_groups) = target.groups.merge(&other.groups);
+            if !new_groups.is_empty() {
+                for (builder, other_keys) in target.keys.iter_mut().zip(std::mem::take(&mut other.keys)) {
+                    builder.append(&other_keys.finish(), Some(&new_groups));
+                }
+            }
+            let count = target.groups.group_count();
+            for (state, other_state) in target.states.iter_mut().zip(other.states.iter_mut()) {
+                state.resize(count);
+                state.merge(other_state.as_mut(), &mapping)?;
+            }
+        }
+        let count = target.groups.group_count();
+        let mut columns: Vec<Vector> = target.keys.into_iter().map(|b| b.finish()).collect();
+        for state in target.states.iter_mut() {
+            columns.push(state.finalize()?);
+        }
+        let chunk = if columns.is_empty() { DataChunk::empty_columns(count) } else { DataChunk::new(columns, count) };
+        agg.results.lock().unwrap_or_else(|e| e.into_inner())[p] = Some(chunk);
+        Ok(())
+    }
+}
+
+/// The source half: morsel `p` emits partition `p`.
+pub struct AggregateSource(pub Arc<HashAggregate>);
+
+impl Source for AggregateSource {
+    fn name(&self) -> String {
+        format!("HashAggregateScan {}", self.0.description)
+    }
+
+    fn morsels(&self) -> usize {
+        self.0.partitions()
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let chunk = self.0.results.lock().unwrap_or_else(|e| e.into_inner())[morsel].take();
+        let Some(chunk) = chunk else { return Ok(()) };
+        emit_in_slices(chunk, self.0.vector_size, emit)
+    }
+}
+
+/// Emits a large chunk as vector-sized slices.
+pub(crate) fn emit_in_slices(chunk: DataChunk, vector_size: usize, emit: &mut Emit) -> Result<()> {
+    let rows = chunk.physical_len();
+    let step = vector_size.max(1);
+    let mut offset = 0;
+    while offset < rows {
+        let len = step.min(rows - offset);
+        let slice = if offset == 0 && len == rows {
+            chunk.clone()
+        } else if chunk.columns.is_empty() {
+            DataChunk::empty_columns(len)
+        } else {
+            DataChunk::new(chunk.columns.iter().map(|c| c.slice(offset, len)).collect(), len)
+        };
+        if emit(slice)? == Control::Finished {
+            break;
+        }
+        offset += len;
+    }
+    Ok(())
+}

@@ -1,0 +1,783 @@
+//! Aggregate function states, columnar per group.
+//!
+//! Each state holds one accumulator per group in a typed vector (`Vec<i128>` of sums,
+//! `Vec<i64>` of counts, ...) indexed by the dense group id from the group table, and is
+//! monomorphised over the input type: the update loop is `sums[group[k]] += values[row[k]]`
+//! with no per-row type dispatch. Decimal sums and averages stay scaled integers.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::marker::PhantomData;
+
+use apiary_common::{exec_err, internal_err, Result};
+use apiary_sql::expr::AggregateFunction;
+use apiary_types::datatype::PhysicalType;
+use apiary_types::decimal::{div_round, POW10};
+use apiary_types::vector::NativeType;
+use apiary_common::Bitmap;
+use apiary_types::{DataType, StrColumnBuilder, Vector, VectorData};
+
+/// What an aggregate computes, fixed at planning time.
+#[derive(Debug, Clone)]
+pub struct AggregateSpec {
+    pub func: AggregateFunction,
+    /// `None` for COUNT(*).
+    pub input_type: Option<DataType>,
+    pub output_type: DataType,
+    pub distinct: bool,
+}
+
+pub trait AggregateState: Send {
+    /// Makes room for `groups` groups (new groups start empty).
+    fn resize(&mut self, groups: usize);
+    /// Adds `input[rows[k]]` to group `groups[k]`; NULL inputs are ignored except by COUNT(*).
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()>;
+    /// Adds `input[rows[k]]` to group 0 (aggregates without GROUP BY).
+    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
+        let groups = vec![0u32; rows.len()];
+        self.update(input, rows, &groups)
+    }
+    /// Adds `other`'s group `g` into group `mapping[g]` (same state type).
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()>;
+    /// One output value per group.
+    fn finalize(&mut self) -> Result<Vector>;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+fn downcast<T: 'static>(other: &mut dyn AggregateState) -> Result<&mut T> {
+    other.as_any_mut().downcast_mut::<T>().ok_or_else(|| internal_err!("merging different aggregate states"))
+}
+
+fn validity_from(seen: &[bool]) -> Option<Bitmap> {
+    if seen.iter().all(|s| *s) {
+        None
+    } else {
+        Some(Bitmap::from_bools(seen.iter().copied()))
+    }
+}
+
+// ------------------------------------------------------------------------------- COUNT
+
+struct CountState {
+    counts: Vec<i64>,
+    star: bool,
+}
+
+impl AggregateState for CountState {
+    fn resize(&mut self, groups: usize) {
+        self.counts.resize(groups, 0);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        match input.and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
+            None => groups.iter().for_each(|&g| self.counts[g as usize] += 1),
+            Some(validity) => {
+                for (&r, &g) in rows.iter().zip(groups) {
+                    self.counts[g as usize] += validity.get(r as usize) as i64;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
+        let valid = match input.and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
+            None => rows.len(),
+            Some(validity) => rows.iter().filter(|&&r| validity.get(r as usize)).count(),
+        };
+        self.counts[0] += valid as i64;
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<CountState>(other)?;
+        for (g, &c) in other.counts.iter().enumerate() {
+            self.counts[mapping[g] as usize] += c;
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        Ok(Vector::from_native(DataType::BigInt, std::mem::take(&mut self.counts)))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// --------------------------------------------------------------------------- SUM / AVG
+
+/// An accumulator for sums.
+pub trait Accumulator: NativeType {
+    fn checked_add(self, other: Self) -> Option<Self>;
+    fn to_f64(self) -> f64;
+}
+
+impl Accumulator for i64 {
+    #[inline(always)]
+    fn checked_add(self, other: Self) -> Option<Self> {
+        i64::checked_add(self, other)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Accumulator for i128 {
+    #[inline(always)]
+    fn checked_add(self, other: Self) -> Option<Self> {
+        i128::checked_add(self, other)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Accumulator for f64 {
+    #[inline(always)]
+    fn checked_add(self, other: Self) -> Option<Self> {
+        Some(self + other)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// An input type summed into accumulator `A`.
+pub trait SumInput<A>: NativeType {
+    fn widen(self) -> A;
+}
+
+macro_rules! sum_input {
+    ($($from:ty => $to:ty),*) => { $(impl SumInput<$to> for $from { #[inline(always)] fn widen(self) -> $to { self as $to } })* };
+}
+sum_input!(i16 => i64, i32 => i64, i64 => i128, i128 => i128, f32 => f64, f64 => f64, i64 => i64);
+
+/// What the sum state produces at the end.
+#[derive(Clone, Copy, Debug)]
+enum SumOutput {
+    Sum,
+    /// Average as a decimal: rescale the sum by `10^shift` before dividing.
+    DecimalAverage { shift: u32 },
+    FloatAverage,
+}
+
+struct SumState<I, A> {
+    sums: Vec<A>,
+    counts: Vec<i64>,
+    output: SumOutput,
+    output_type: DataType,
+    _input: PhantomData<I>,
+}
+
+impl<I: SumInput<A>, A: Accumulator> SumState<I, A> {
+    fn overflow(&self) -> apiary_common::ApiaryError {
+        exec_err!("sum out of range for type {}", self.output_type)
+    }
+}
+
+impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
+    fn resize(&mut self, groups: usize) {
+        self.sums.resize(groups, A::default());
+        self.counts.resize(groups, 0);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("sum without input"))?;
+        let values = input.values::<I>();
+        let mut ok = true;
+        match &input.validity {
+            None => {
+                for (&r, &g) in rows.iter().zip(groups) {
+                    let g = g as usize;
+                    match self.sums[g].checked_add(values[r as usize].widen()) {
+                        Some(s) => self.sums[g] = s,
+                        None => ok = false,
+                    }
+                    self.counts[g] += 1;
+                }
+            }
+            Some(validity) => {
+                for (&r, &g) in rows.iter().zip(groups) {
+                    if !validity.get(r as usize) {
+                        continue;
+                    }
+                    let g = g as usize;
+                    match self.sums[g].checked_add(values[r as usize].widen()) {
+                        Some(s) => self.sums[g] = s,
+                        None => ok = false,
+                    }
+                    self.counts[g] += 1;
+                }
+            }
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(self.overflow())
+        }
+    }
+
+    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("sum without input"))?;
+        let values = input.values::<I>();
+        let mut sum = self.sums[0];
+        let mut count = 0i64;
+        let mut ok = true;
+        for &r in rows {
+            if input.is_valid(r as usize) {
+                match sum.checked_add(values[r as usize].widen()) {
+                    Some(s) => sum = s,
+                    None => ok = false,
+                }
+                count += 1;
+            }
+        }
+        if !ok {
+            return Err(self.overflow());
+        }
+        self.sums[0] = sum;
+        self.counts[0] += count;
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<SumState<I, A>>(other)?;
+        for g in 0..other.sums.len() {
+            let target = mapping[g] as usize;
+            self.sums[target] = self.sums[target].checked_add(other.sums[g]).ok_or_else(|| self.overflow())?;
+            self.counts[target] += other.counts[g];
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let seen: Vec<bool> = self.counts.iter().map(|&c| c > 0).collect();
+        let validity = validity_from(&seen);
+        let data = match self.output {
+            SumOutput::Sum => A::wrap(std::mem::take(&mut self.sums).into()),
+            SumOutput::FloatAverage => {
+                let averages: Vec<f64> =
+                    self.sums.iter().zip(&self.counts).map(|(s, &c)| if c > 0 { s.to_f64() / c as f64 } else { 0.0 }).collect();
+                VectorData::F64(averages.into())
+            }
+            SumOutput::DecimalAverage { shift } => {
+                let sums = (&self.sums as &dyn Any).downcast_ref::<Vec<i128>>().ok_or_else(|| internal_err!("decimal average over non-decimal sums"))?;
+                let factor = POW10[shift as usize];
+                let mut averages = Vec::with_capacity(sums.len());
+                for (&s, &c) in sums.iter().zip(&self.counts) {
+                    if c == 0 {
+                        averages.push(0);
+                        continue;
+                    }
+                    let scaled = s.checked_mul(factor).ok_or_else(|| exec_err!("average out of range for {}", self.output_type))?;
+                    averages.push(div_round(scaled, c as i128));
+                }
+                VectorData::I128(averages.into())
+            }
+        };
+        Ok(Vector::new(self.output_type, data, validity))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// --------------------------------------------------------------------------- MIN / MAX
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Pick {
+    Min,
+    Max,
+    /// The first value seen.
+    Any,
+}
+
+struct MinMaxState<T> {
+    values: Vec<T>,
+    seen: Vec<bool>,
+    pick: Pick,
+    output_type: DataType,
+}
+
+impl<T: NativeType> MinMaxState<T> {
+    #[inline(always)]
+    fn offer(&mut self, g: usize, v: T) {
+        let replace = !self.seen[g]
+            || match self.pick {
+                Pick::Min => v < self.values[g],
+                Pick::Max => v > self.values[g],
+                Pick::Any => false,
+            };
+        if replace {
+            self.values[g] = v;
+            self.seen[g] = true;
+        }
+    }
+}
+
+impl<T: NativeType> AggregateState for MinMaxState<T> {
+    fn resize(&mut self, groups: usize) {
+        self.values.resize(groups, T::default());
+        self.seen.resize(groups, false);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("min/max without input"))?;
+        let values = input.values::<T>();
+        for (&r, &g) in rows.iter().zip(groups) {
+            if input.is_valid(r as usize) {
+                self.offer(g as usize, values[r as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<MinMaxState<T>>(other)?;
+        for g in 0..other.values.len() {
+            if other.seen[g] {
+                self.offer(mapping[g] as usize, other.values[g]);
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let validity = validity_from(&self.seen);
+        Ok(Vector::new(self.output_type, T::wrap(std::mem::take(&mut self.values).into()), validity))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+struct StringPickState {
+    values: Vec<Option<String>>,
+    pick: Pick,
+    output_type: DataType,
+}
+
+impl StringPickState {
+    fn offer(&mut self, g: usize, v: &str) {
+        let replace = match (&self.values[g], self.pick) {
+            (None, _) => true,
+            (Some(current), Pick::Min) => v < current.as_str(),
+            (Some(current), Pick::Max) => v > current.as_str(),
+            (Some(_), Pick::Any) => false,
+        };
+        if replace {
+            self.values[g] = Some(v.to_string());
+        }
+    }
+}
+
+impl AggregateState for StringPickState {
+    fn resize(&mut self, groups: usize) {
+        self.values.resize(groups, None);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("min/max without input"))?;
+        let strings = input.strings();
+        for (&r, &g) in rows.iter().zip(groups) {
+            if input.is_valid(r as usize) {
+                self.offer(g as usize, strings.get(r as usize));
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<StringPickState>(other)?;
+        for (g, value) in other.values.iter().enumerate() {
+            if let Some(v) = value {
+                self.offer(mapping[g] as usize, v);
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let mut builder = StrColumnBuilder::with_capacity(self.values.len());
+        let seen: Vec<bool> = self.values.iter().map(|v| v.is_some()).collect();
+        for v in &self.values {
+            match v {
+                Some(s) => builder.push(s),
+                None => builder.push_empty(),
+            }
+        }
+        Ok(Vector::new(self.output_type, VectorData::Str(builder.finish()), validity_from(&seen)))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// ------------------------------------------------------------------- BOOL_AND / BOOL_OR
+
+struct BoolState {
+    values: Vec<bool>,
+    seen: Vec<bool>,
+    and: bool,
+}
+
+impl AggregateState for BoolState {
+    fn resize(&mut self, groups: usize) {
+        self.values.resize(groups, self.and);
+        self.seen.resize(groups, false);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("bool_and without input"))?;
+        let values = input.values::<bool>();
+        for (&r, &g) in rows.iter().zip(groups) {
+            if input.is_valid(r as usize) {
+                let g = g as usize;
+                self.values[g] = if self.and { self.values[g] && values[r as usize] } else { self.values[g] || values[r as usize] };
+                self.seen[g] = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<BoolState>(other)?;
+        for g in 0..other.values.len() {
+            if other.seen[g] {
+                let t = mapping[g] as usize;
+                self.values[t] = if self.and { self.values[t] && other.values[g] } else { self.values[t] || other.values[g] };
+                self.seen[t] = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let validity = validity_from(&self.seen);
+        Ok(Vector::new(DataType::Boolean, VectorData::Bool(std::mem::take(&mut self.values).into()), validity))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// ---------------------------------------------------------------- VARIANCE / STDDEV
+
+struct VarianceState {
+    count: Vec<f64>,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+    func: AggregateFunction,
+}
+
+impl AggregateState for VarianceState {
+    fn resize(&mut self, groups: usize) {
+        self.count.resize(groups, 0.0);
+        self.mean.resize(groups, 0.0);
+        self.m2.resize(groups, 0.0);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("variance without input"))?;
+        let values = input.values::<f64>();
+        for (&r, &g) in rows.iter().zip(groups) {
+            if input.is_valid(r as usize) {
+                // Welford's online update.
+                let g = g as usize;
+                let x = values[r as usize];
+                self.count[g] += 1.0;
+                let delta = x - self.mean[g];
+                self.mean[g] += delta / self.count[g];
+                self.m2[g] += delta * (x - self.mean[g]);
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<VarianceState>(other)?;
+        for g in 0..other.count.len() {
+            if other.count[g] == 0.0 {
+                continue;
+            }
+            // Chan et al.'s parallel combination.
+            let t = mapping[g] as usize;
+            let n = self.count[t] + other.count[g];
+            let delta = other.mean[g] - self.mean[t];
+            self.m2[t] += other.m2[g] + delta * delta * self.count[t] * other.count[g] / n;
+            self.mean[t] += delta * other.count[g] / n;
+            self.count[t] = n;
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let sample = matches!(self.func, AggregateFunction::StddevSamp | AggregateFunction::VarSamp);
+        let root = matches!(self.func, AggregateFunction::StddevSamp | AggregateFunction::StddevPop);
+        let mut seen = Vec::with_capacity(self.count.len());
+        let mut out = Vec::with_capacity(self.count.len());
+        for g in 0..self.count.len() {
+            let n = self.count[g];
+            let denominator = if sample { n - 1.0 } else { n };
+            if denominator <= 0.0 {
+                seen.push(false);
+                out.push(0.0);
+                continue;
+            }
+            let variance = self.m2[g] / denominator;
+            seen.push(true);
+            out.push(if root { variance.sqrt() } else { variance });
+        }
+        Ok(Vector::new(DataType::Double, VectorData::F64(out.into()), validity_from(&seen)))
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// ----------------------------------------------------------------------------- DISTINCT
+
+/// `agg(DISTINCT x)`: per group the set of distinct values; the wrapped aggregate runs
+/// over the sets at the end.
+struct DistinctState {
+    spec: AggregateSpec,
+    input_type: DataType,
+    sets: Vec<HashSet<Vec<u8>>>,
+}
+
+fn encode_value(v: &Vector, r: usize, out: &mut Vec<u8>) {
+    out.clear();
+    match &v.data {
+        VectorData::Bool(b) => out.push(b[r] as u8),
+        VectorData::I16(b) => out.extend_from_slice(&b[r].to_le_bytes()),
+        VectorData::I32(b) => out.extend_from_slice(&b[r].to_le_bytes()),
+        VectorData::I64(b) => out.extend_from_slice(&b[r].to_le_bytes()),
+        VectorData::I128(b) => out.extend_from_slice(&b[r].to_le_bytes()),
+        VectorData::F32(b) => out.extend_from_slice(&(if b[r] == 0.0 { 0.0f32 } else { b[r] }).to_le_bytes()),
+        VectorData::F64(b) => out.extend_from_slice(&(if b[r] == 0.0 { 0.0f64 } else { b[r] }).to_le_bytes()),
+        VectorData::Str(s) => out.extend_from_slice(s.get_bytes(r)),
+        VectorData::Interval(b) => {
+            out.extend_from_slice(&b[r].months.to_le_bytes());
+            out.extend_from_slice(&b[r].days.to_le_bytes());
+            out.extend_from_slice(&b[r].micros.to_le_bytes());
+        }
+    }
+}
+
+fn decode_values(data_type: DataType, values: &[&Vec<u8>]) -> Vector {
+    fn fixed<T: NativeType, const N: usize>(values: &[&Vec<u8>], f: fn([u8; N]) -> T) -> VectorData {
+        T::wrap(values.iter().map(|v| f(v[..N].try_into().expect("encoded width"))).collect::<Vec<T>>().into())
+    }
+    let data = match data_type.physical() {
+        PhysicalType::Bool => VectorData::Bool(values.iter().map(|v| v[0] != 0).collect::<Vec<_>>().into()),
+        PhysicalType::I16 => fixed::<i16, 2>(values, i16::from_le_bytes),
+        PhysicalType::I32 => fixed::<i32, 4>(values, i32::from_le_bytes),
+        PhysicalType::I64 => fixed::<i64, 8>(values, i64::from_le_bytes),
+        PhysicalType::I128 => fixed::<i128, 16>(values, i128::from_le_bytes),
+        PhysicalType::F32 => fixed::<f32, 4>(values, f32::from_le_bytes),
+        PhysicalType::F64 => fixed::<f64, 8>(values, f64::from_le_bytes),
+        PhysicalType::Str => {
+            let mut builder = StrColumnBuilder::with_capacity(values.len());
+            for v in values {
+                builder.push(std::str::from_utf8(v).unwrap_or_default());
+            }
+            VectorData::Str(builder.finish())
+        }
+        PhysicalType::Interval => apiary_types::Interval::wrap(
+            values
+                .iter()
+                .map(|v| {
+                    apiary_types::Interval::new(
+                        i32::from_le_bytes(v[0..4].try_into().expect("width")),
+                        i32::from_le_bytes(v[4..8].try_into().expect("width")),
+                        i64::from_le_bytes(v[8..16].try_into().expect("width")),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+    };
+    Vector::new(data_type, data, None)
+}
+
+impl AggregateState for DistinctState {
+    fn resize(&mut self, groups: usize) {
+        self.sets.resize_with(groups, HashSet::new);
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("distinct aggregate without input"))?;
+        let mut buffer = Vec::new();
+        for (&r, &g) in rows.iter().zip(groups) {
+            if input.is_valid(r as usize) {
+                encode_value(input, r as usize, &mut buffer);
+                let set = &mut self.sets[g as usize];
+                if !set.contains(&buffer) {
+                    set.insert(buffer.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<DistinctState>(other)?;
+        for (g, set) in other.sets.iter_mut().enumerate() {
+            self.sets[mapping[g] as usize].extend(set.drain());
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let mut inner = AggregateSpec { distinct: false, ..self.spec.clone() }.new_state()?;
+        inner.resize(self.sets.len());
+        let mut values: Vec<&Vec<u8>> = Vec::new();
+        let mut groups: Vec<u32> = Vec::new();
+        for (g, set) in self.sets.iter().enumerate() {
+            for v in set {
+                values.push(v);
+                groups.push(g as u32);
+            }
+        }
+        let vector = decode_values(self.input_type, &values);
+        let rows: Vec<u32> = (0..values.len() as u32).collect();
+        inner.update(Some(&vector), &rows, &groups)?;
+        inner.finalize()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+// ------------------------------------------------------------------------------ factory
+
+impl AggregateSpec {
+    /// A fresh state for this aggregate.
+    pub fn new_state(&self) -> Result<Box<dyn AggregateState>> {
+        use AggregateFunction as F;
+        let output_type = self.output_type;
+        if self.distinct && self.func != F::CountStar {
+            let input_type = self.input_type.ok_or_else(|| internal_err!("distinct aggregate without input type"))?;
+            return Ok(Box::new(DistinctState { spec: self.clone(), input_type, sets: Vec::new() }));
+        }
+        let input = self.input_type.map(|t| t.physical());
+        let pick = match self.func {
+            F::Min => Pick::Min,
+            F::Max => Pick::Max,
+            _ => Pick::Any,
+        };
+        Ok(match (self.func, input) {
+            (F::CountStar, _) => Box::new(CountState { counts: Vec::new(), star: true }),
+            (F::Count, _) => Box::new(CountState { counts: Vec::new(), star: false }),
+            (F::Sum | F::Avg, Some(physical)) => self.sum_state(physical)?,
+            (F::Min | F::Max | F::AnyValue, Some(physical)) => {
+                macro_rules! pick {
+                    ($t:ty) => {
+                        Box::new(MinMaxState::<$t> { values: Vec::new(), seen: Vec::new(), pick, output_type }) as Box<dyn AggregateState>
+                    };
+                }
+                match physical {
+                    PhysicalType::Bool => pick!(bool),
+                    PhysicalType::I16 => pick!(i16),
+                    PhysicalType::I32 => pick!(i32),
+                    PhysicalType::I64 => pick!(i64),
+                    PhysicalType::I128 => pick!(i128),
+                    PhysicalType::F32 => pick!(f32),
+                    PhysicalType::F64 => pick!(f64),
+                    PhysicalType::Interval => pick!(apiary_types::Interval),
+                    PhysicalType::Str => Box::new(StringPickState { values: Vec::new(), pick, output_type }),
+                }
+            }
+            (F::BoolAnd | F::BoolOr, _) => Box::new(BoolState { values: Vec::new(), seen: Vec::new(), and: self.func == F::BoolAnd }),
+            (F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop, _) => {
+                Box::new(VarianceState { count: Vec::new(), mean: Vec::new(), m2: Vec::new(), func: self.func })
+            }
+            (func, input) => return Err(internal_err!("no state for {func:?} over {input:?}")),
+        })
+    }
+
+    fn sum_state(&self, physical: PhysicalType) -> Result<Box<dyn AggregateState>> {
+        let output_type = self.output_type;
+        let output = match (self.func, output_type) {
+            (AggregateFunction::Sum, _) => SumOutput::Sum,
+            (_, DataType::Decimal { scale: out_scale, .. }) => {
+                let in_scale = match self.input_type {
+                    Some(DataType::Decimal { scale, .. }) => scale,
+                    _ => 0,
+                };
+                SumOutput::DecimalAverage { shift: (out_scale - in_scale.min(out_scale)) as u32 }
+            }
+            _ => SumOutput::FloatAverage,
+        };
+        macro_rules! sum {
+            ($i:ty, $a:ty) => {
+                Box::new(SumState::<$i, $a> { sums: Vec::new(), counts: Vec::new(), output, output_type, _input: PhantomData }) as Box<dyn AggregateState>
+            };
+        }
+        // Decimal averages need i128 sums; integer sums accumulate in i64 (SMALLINT,
+        // INTEGER) or i128 (BIGINT, decimals); floats in f64.
+        Ok(match (physical, output) {
+            (PhysicalType::I16, SumOutput::DecimalAverage { .. }) => return Err(internal_err!("decimal average of SMALLINT")),
+            (PhysicalType::I16, _) => sum!(i16, i64),
+            (PhysicalType::I32, _) => sum!(i32, i64),
+            (PhysicalType::I64, SumOutput::Sum) if output_type == DataType::BigInt => sum!(i64, i64),
+            (PhysicalType::I64, _) => sum!(i64, i128),
+            (PhysicalType::I128, _) => sum!(i128, i128),
+            (PhysicalType::F32, _) => sum!(f32, f64),
+            (PhysicalType::F64, _) => sum!(f64, f64),
+            (other, _) => return Err(internal_err!("sum over {other:?}")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(func: AggregateFunction, input: DataType, output: DataType, distinct: bool) -> AggregateSpec {
+        AggregateSpec { func, input_type: Some(input), output_type: output, distinct }
+    }
+
+    #[test]
+    fn decimal_average_is_exact() {
+        let s = spec(AggregateFunction::Avg, DataType::decimal(15, 2), DataType::decimal(38, 6), false);
+        let mut state = s.new_state().unwrap();
+        state.resize(1);
+        let v = Vector::from_native(DataType::decimal(15, 2), vec![100i64, 200, 201]);
+        state.update_single(Some(&v), &[0, 1, 2]).unwrap();
+        let out = state.finalize().unwrap();
+        assert_eq!(out.get_scalar(0).to_string(), "1.670000");
+    }
+
+    #[test]
+    fn merge_and_distinct() {
+        let s = spec(AggregateFunction::Count, DataType::Integer, DataType::BigInt, true);
+        let mut a = s.new_state().unwrap();
+        let mut b = s.new_state().unwrap();
+        a.resize(2);
+        b.resize(1);
+        let v = Vector::from_native(DataType::Integer, vec![1, 1, 2, 3]);
+        a.update(Some(&v), &[0, 1, 2, 3], &[0, 0, 0, 1]).unwrap();
+        b.update(Some(&v), &[2, 3], &[0, 0]).unwrap();
+        a.merge(b.as_mut(), &[1]).unwrap();
+        let out = a.finalize().unwrap();
+        assert_eq!(out.values::<i64>(), &[2, 2]);
+    }
+
+    #[test]
+    fn sum_overflow_is_an_error() {
+        let s = spec(AggregateFunction::Sum, DataType::decimal(38, 0), DataType::decimal(38, 0), false);
+        let mut state = s.new_state().unwrap();
+        state.resize(1);
+        let v = Vector::from_native(DataType::decimal(38, 0), vec![i128::MAX, 1]);
+        assert!(state.update_single(Some(&v), &[0, 1]).is_err());
+    }
+}

@@ -1,0 +1,523 @@
+//! Hash join: build (a sink), probe (a streaming operator), unmatched build rows (a
+//! source for right/full outer joins).
+//!
+//! ```text
+//!  build pipeline:  ... ─▶ HashJoinBuild  (collect rows, then build the table in parallel)
+//!  probe pipeline:  ... ─▶ HashJoinProbe ─▶ ...        (after the build finished)
+//!  outer pipeline:  HashJoinUnmatched ─▶ ...           (after the probe finished; build
+//!                                                       rows never matched, NULL-extended)
+//! ```
+//!
+//! Phases, in order: `consume` (workers buffer build chunks locally), `combine` (buffers
+//! move to the shared list), `prepare_finalize` (concatenate, pack keys, partition),
+//! `finalize_task` (one hash-table region per task, in parallel), `finish` (publish the
+//! table). Probes then run on all workers against the read-only table.
+//!
+//! Join modes: the probe side is the streaming side. `ProbeOuter` keeps unmatched probe
+//! rows (LEFT JOIN when the left input probes); `BuildOuter` emits unmatched build rows at
+//! the end (RIGHT JOIN when the left input builds). Semi, anti, mark and single joins keep
+//! the probe side's rows. A residual predicate (non-equality conditions) is evaluated on
+//! candidate pairs after the key match.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use apiary_common::{exec_err, internal_err, Bitmap, Result};
+use apiary_types::{DataChunk, DataType, Vector, VectorBuilder, VectorData};
+
+use super::{local, Control, Emit, ExecContext, LocalState, Operator, Sink, Source};
+use crate::expr::{selected_rows, ExprRef};
+use crate::hash::join_table::{JoinTable, JoinTableBuilder, NONE};
+use crate::hash::keys::{KeyPacker, PackedKeys};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JoinMode {
+    Inner,
+    /// Unmatched probe rows are emitted with NULL build columns.
+    ProbeOuter,
+    /// Unmatched build rows are emitted (by [`HashJoinUnmatched`]) with NULL probe columns.
+    BuildOuter,
+    /// Both.
+    FullOuter,
+    Semi,
+    Anti,
+    /// NOT IN semantics (see `JoinKind::Anti { null_aware }`).
+    NullAwareAnti,
+    Mark { null_aware: bool },
+    /// Probe-outer join that fails when a probe row matches more than one build row.
+    Single,
+}
+
+impl JoinMode {
+    fn tracks_build_matches(&self) -> bool {
+        matches!(self, JoinMode::BuildOuter | JoinMode::FullOuter)
+    }
+
+    fn outputs_build_columns(&self) -> bool {
+        matches!(self, JoinMode::Inner | JoinMode::ProbeOuter | JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::Single)
+    }
+}
+
+/// Everything about one join that build, probe and outer scan share.
+pub struct HashJoin {
+    pub mode: JoinMode,
+    /// Key expressions over the build input / probe input.
+    build_keys: Vec<ExprRef>,
+    probe_keys: Vec<ExprRef>,
+    packer: KeyPacker,
+    /// Build input columns stored in the table (after the key columns).
+    build_payload: Vec<usize>,
+    build_payload_types: Vec<DataType>,
+    /// Probe input columns passed on.
+    probe_output: Vec<usize>,
+    probe_output_types: Vec<DataType>,
+    /// Stored build columns passed on (positions in `build_payload`).
+    build_output: Vec<usize>,
+    /// Residual predicate over `[probe_residual columns..., build_residual columns...]`.
+    residual: Option<ExprRef>,
+    probe_residual: Vec<usize>,
+    build_residual: Vec<usize>,
+    parallelism: usize,
+    pub description: String,
+    collected: Mutex<Vec<DataChunk>>,
+    builder: RwLock<Option<(JoinTableBuilder, Vec<Vector>)>>,
+    built: OnceLock<BuiltTable>,
+}
+
+/// The finished build side.
+struct BuiltTable {
+    table: JoinTable,
+    /// Stored build columns (payload), concatenated.
+    columns: Vec<Vector>,
+    /// For outer joins on the build side: which build rows found a partner.
+    matched: Vec<AtomicBool>,
+}
+
+pub struct HashJoinSpec {
+    pub mode: JoinMode,
+    pub build_keys: Vec<ExprRef>,
+    pub probe_keys: Vec<ExprRef>,
+    /// NULL keys match each other (IS NOT DISTINCT FROM).
+    pub null_safe: bool,
+    pub build_payload: Vec<usize>,
+    pub build_payload_types: Vec<DataType>,
+    pub probe_output: Vec<usize>,
+    pub probe_output_types: Vec<DataType>,
+    pub build_output: Vec<usize>,
+    pub residual: Option<ExprRef>,
+    pub probe_residual: Vec<usize>,
+    pub build_residual: Vec<usize>,
+    pub parallelism: usize,
+    pub description: String,
+}
+
+impl HashJoin {
+    pub fn new(spec: HashJoinSpec) -> Arc<HashJoin> {
+        let key_types: Vec<DataType> = spec.build_keys.iter().map(|k| k.data_type()).collect();
+        let nullable = vec![true; key_types.len()];
+        let packer = KeyPacker::new(&key_types, &nullable, spec.null_safe);
+        Arc::new(HashJoin {
+            mode: spec.mode,
+            build_keys: spec.build_keys,
+            probe_keys: spec.probe_keys,
+            packer,
+            build_payload: spec.build_payload,
+            build_payload_types: spec.build_payload_types,
+            probe_output: spec.probe_output,
+            probe_output_types: spec.probe_output_types,
+            build_output: spec.build_output,
+            residual: spec.residual,
+            probe_residual: spec.probe_residual,
+            build_residual: spec.build_residual,
+            parallelism: spec.parallelism.max(1),
+            description: spec.description,
+            collected: Mutex::new(Vec::new()),
+            builder: RwLock::new(None),
+            built: OnceLock::new(),
+        })
+    }
+
+    fn key_count(&self) -> usize {
+        self.build_keys.len()
+    }
+
+    fn built(&self) -> Result<&BuiltTable> {
+        self.built.get().ok_or_else(|| internal_err!("hash join probed before its build finished"))
+    }
+
+    /// Rows of build column `position` (in payload order) at `rows`; [`NONE`] gives NULL.
+    fn gather_build(&self, built: &BuiltTable, position: usize, rows: &[u32]) -> Vector {
+        let column = &built.columns[self.key_count() + position];
+        gather_or_null(column, rows)
+    }
+}
+
+/// Gathers rows; an index of [`NONE`] yields NULL.
+fn gather_or_null(column: &Vector, rows: &[u32]) -> Vector {
+    if !rows.contains(&NONE) {
+        return column.gather(rows);
+    }
+    if column.is_empty() {
+        return Vector::nulls(column.data_type, rows.len());
+    }
+    let indices: Vec<u32> = rows.iter().map(|&r| if r == NONE { 0 } else { r }).collect();
+    let gathered = column.gather(&indices);
+    let mut validity = gathered.validity.clone().unwrap_or_else(|| Bitmap::new(rows.len(), true));
+    for (i, &r) in rows.iter().enumerate() {
+        if r == NONE {
+            validity.set(i, false);
+        }
+    }
+    gathered.with_validity(Some(validity))
+}
+
+// ---------------------------------------------------------------------------------- Build
+
+/// The build side of a hash join (a pipeline breaker).
+pub struct HashJoinBuild(pub Arc<HashJoin>);
+
+struct BuildLocal {
+    chunks: Vec<DataChunk>,
+}
+
+impl Sink for HashJoinBuild {
+    fn name(&self) -> String {
+        format!("HashJoinBuild {}", self.0.description)
+    }
+
+    fn local_state(&self) -> LocalState {
+        Box::new(BuildLocal { chunks: Vec::new() })
+    }
+
+    fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+        let join = &self.0;
+        let mut columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
+        columns.extend(join.build_payload.iter().map(|&c| chunk.columns[c].clone()));
+        let selection = chunk.selection().map(|s| s.to_vec());
+        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
+        local::<BuildLocal>(state).chunks.push(stored);
+        Ok(Control::Continue)
+    }
+
+    fn combine(&self, state: LocalState) -> Result<()> {
+        let state = state.downcast::<BuildLocal>().expect("build local state");
+        self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        Ok(())
+    }
+
+    fn prepare_finalize(&self) -> Result<usize> {
+        let join = &self.0;
+        let chunks = std::mem::take(&mut *join.collected.lock().unwrap_or_else(|e| e.into_inner()));
+        let key_types = join.build_keys.iter().map(|k| k.data_type());
+        let types: Vec<DataType> = key_types.chain(join.build_payload_types.iter().copied()).collect();
+        let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
+        let mut builders: Vec<VectorBuilder> = types.iter().map(|t| VectorBuilder::with_capacity(*t, rows)).collect();
+        for chunk in &chunks {
+            for (builder, column) in builders.iter_mut().zip(&chunk.columns) {
+                builder.append(column, None);
+            }
+        }
+        drop(chunks);
+        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        let all_rows: Vec<u32> = (0..rows as u32).collect();
+        let keys = join.packer.pack(&columns[..join.key_count()], &all_rows);
+        // Partition the build for parallel insertion only when it is worth it.
+        let partition_bits = if rows < 1 << 16 || join.parallelism == 1 {
+            0
+        } else {
+            ((join.parallelism * 4).next_power_of_two().trailing_zeros()).min(6)
+        };
+        let builder = JoinTableBuilder::new(keys, partition_bits);
+        let partitions = builder.partitions();
+        *join.builder.write().unwrap_or_else(|e| e.into_inner()) = Some((builder, columns));
+        Ok(partitions)
+    }
+
+    fn finalize_task(&self, task: usize) -> Result<()> {
+        // Tasks share the builder read-only; each fills its own region.
+        let guard = self.0.builder.read().unwrap_or_else(|e| e.into_inner());
+        let (builder, _) = guard.as_ref().ok_or_else(|| internal_err!("hash join builder missing"))?;
+        builder.build_partition(task);
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        let join = &self.0;
+        let (builder, columns) = join.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
+        let table = builder.finish();
+        let matched = if join.mode.tracks_build_matches() { (0..table.rows).map(|_| AtomicBool::new(false)).collect() } else { Vec::new() };
+        join.built.set(BuiltTable { table, columns, matched }).map_err(|_| internal_err!("hash join built twice"))?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------- Probe
+
+/// The probe side of a hash join (streaming).
+pub struct HashJoinProbe(pub Arc<HashJoin>);
+
+impl Operator for HashJoinProbe {
+    fn name(&self) -> String {
+        format!("HashJoinProbe {}", self.0.description)
+    }
+
+    fn execute(&self, chunk: DataChunk, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
+        let join = &self.0;
+        let built = join.built()?;
+        let rows = selected_rows(&chunk);
+        if rows.is_empty() {
+            return Ok(Control::Continue);
+        }
+        let key_columns = join.probe_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
+        let keys = join.packer.pack(&key_columns, &rows);
+        let hashes = keys.hashes();
+        // Hash all, prefetch all, then look up (group prefetching, ROF §4.3).
+        if ctx.config.prefetch_group > 0 && built.table.directory_bytes() > PREFETCH_THRESHOLD_BYTES {
+            for &h in &hashes {
+                built.table.prefetch(h);
+            }
+        }
+        let heads: Vec<u32> = (0..rows.len())
+            .map(|j| if keys.is_valid(j) { built.table.find(&keys, j, hashes[j]) } else { NONE })
+            .collect();
+        match join.mode {
+            JoinMode::Semi | JoinMode::Anti | JoinMode::NullAwareAnti | JoinMode::Mark { .. } if join.residual.is_none() => {
+                self.emit_filtered(&chunk, &rows, &keys, &heads, built, emit)
+            }
+            _ => self.emit_pairs(&chunk, &rows, &keys, &heads, built, ctx, emit),
+        }
+    }
+}
+
+/// Probing pays for prefetching only when the directory does not fit in cache.
+const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
+
+impl HashJoinProbe {
+    /// Semi/anti/mark joins without residual: keep or mark probe rows, no copying.
+    fn emit_filtered(&self, chunk: &DataChunk, rows: &[u32], keys: &PackedKeys, heads: &[u32], built: &BuiltTable, emit: &mut Emit) -> Result<Control> {
+        let join = &self.0;
+        let matched = |j: usize| heads[j] != NONE;
+        match join.mode {
+            JoinMode::Semi => {
+                let keep: Vec<u32> = (0..rows.len()).filter(|&j| matched(j)).map(|j| rows[j]).collect();
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::Anti => {
+                let keep: Vec<u32> = (0..rows.len()).filter(|&j| !matched(j)).map(|j| rows[j]).collect();
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::NullAwareAnti => {
+                let keep: Vec<u32> = if built.table.rows == 0 {
+                    rows.to_vec()
+                } else if built.table.has_null_key {
+                    Vec::new()
+                } else {
+                    (0..rows.len()).filter(|&j| keys.is_valid(j) && !matched(j)).map(|j| rows[j]).collect()
+                };
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::Mark { null_aware } => {
+                let found: Vec<bool> = (0..rows.len()).map(matched).collect();
+                let unknown: Vec<bool> = (0..rows.len())
+                    .map(|j| null_aware && !found[j] && built.table.rows > 0 && (!keys.is_valid(j) || built.table.has_null_key))
+                    .collect();
+                let mark = mark_vector(chunk.physical_len(), rows, &found, &unknown);
+                self.emit_probe_rows(chunk, rows.to_vec(), Some(mark), emit)
+            }
+            _ => Err(internal_err!("emit_filtered for {:?}", join.mode)),
+        }
+    }
+
+    /// Emits probe rows `keep` (positions in `chunk`) with the probe output columns and,
+    /// for mark joins, the mark column (a full-length vector).
+    fn emit_probe_rows(&self, chunk: &DataChunk, keep: Vec<u32>, mark: Option<Vector>, emit: &mut Emit) -> Result<Control> {
+        if keep.is_empty() {
+            return Ok(Control::Continue);
+        }
+        let mut columns: Vec<Vector> = self.0.probe_output.iter().map(|&c| chunk.columns[c].clone()).collect();
+        columns.extend(mark);
+        let len = chunk.physical_len();
+        let out = if columns.is_empty() { DataChunk::empty_columns(len) } else { DataChunk::new(columns, len) };
+        let selection = if keep.len() == len { None } else { Some(keep) };
+        emit(out.with_selection(selection))
+    }
+
+    /// Joins producing pairs: generates candidate (probe row, build row) pairs in batches,
+    /// filters them with the residual predicate, and emits or records them by mode.
+    fn emit_pairs(
+        &self,
+        chunk: &DataChunk,
+        rows: &[u32],
+        keys: &PackedKeys,
+        heads: &[u32],
+        built: &BuiltTable,
+        ctx: &ExecContext,
+        emit: &mut Emit,
+    ) -> Result<Control> {
+        let join = &self.0;
+        let batch = ctx.config.vector_size.max(64);
+        // Per probe row (index j): whether some pair passed.
+        let mut probe_matched = vec![false; rows.len()];
+        let mut pair_probe: Vec<u32> = Vec::with_capacity(batch);
+        let mut pair_j: Vec<u32> = Vec::with_capacity(batch);
+        let mut pair_build: Vec<u32> = Vec::with_capacity(batch);
+        let mut j = 0;
+        let mut cursor = if rows.is_empty() { NONE } else { heads[0] };
+        let single = join.mode == JoinMode::Single;
+        loop {
+            // Fill a batch of candidate pairs.
+            while pair_probe.len() < batch && j < rows.len() {
+                if cursor == NONE {
+                    j += 1;
+                    if j < rows.len() {
+                        cursor = heads[j];
+                    }
+                    continue;
+                }
+                pair_probe.push(rows[j]);
+                pair_j.push(j as u32);
+                pair_build.push(cursor);
+                cursor = built.table.next(cursor);
+            }
+            if pair_probe.is_empty() {
+                break;
+            }
+            let passing = self.apply_residual(chunk, &pair_probe, &pair_build, built)?;
+            let (probe_rows, build_rows): (Vec<u32>, Vec<u32>) = match &passing {
+                None => (std::mem::take(&mut pair_probe), std::mem::take(&mut pair_build)),
+                Some(pass) => {
+                    let p = pass.iter().map(|&i| pair_probe[i as usize]).collect();
+                    let b = pass.iter().map(|&i| pair_build[i as usize]).collect();
+                    (p, b)
+                }
+            };
+            let passing_j: Vec<u32> = match &passing {
+                None => std::mem::take(&mut pair_j),
+                Some(pass) => pass.iter().map(|&i| pair_j[i as usize]).collect(),
+            };
+            for &pj in &passing_j {
+                if single && probe_matched[pj as usize] {
+                    return Err(exec_err!("more than one row returned by a subquery used as an expression"));
+                }
+                probe_matched[pj as usize] = true;
+            }
+            if join.mode.tracks_build_matches() {
+                for &b in &build_rows {
+                    built.matched[b as usize].store(true, Ordering::Relaxed);
+                }
+            }
+            if join.mode.outputs_build_columns() && !probe_rows.is_empty() && self.emit_joined(chunk, &probe_rows, &build_rows, built, emit)? == Control::Finished {
+                return Ok(Control::Finished);
+            }
+            pair_probe.clear();
+            pair_j.clear();
+            pair_build.clear();
+            if ctx.interrupted.load(Ordering::Relaxed) {
+                return Err(apiary_common::ApiaryError::Interrupted);
+            }
+        }
+        match join.mode {
+            JoinMode::Inner | JoinMode::BuildOuter => Ok(Control::Continue),
+            JoinMode::ProbeOuter | JoinMode::FullOuter | JoinMode::Single => {
+                let unmatched: Vec<u32> = (0..rows.len()).filter(|&j| !probe_matched[j]).map(|j| rows[j]).collect();
+                if unmatched.is_empty() {
+                    return Ok(Control::Continue);
+                }
+                let nones = vec![NONE; unmatched.len()];
+                self.emit_joined(chunk, &unmatched, &nones, built, emit)
+            }
+            JoinMode::Semi => {
+                let keep = (0..rows.len()).filter(|&j| probe_matched[j]).map(|j| rows[j]).collect();
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::Anti => {
+                let keep = (0..rows.len()).filter(|&j| !probe_matched[j]).map(|j| rows[j]).collect();
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::NullAwareAnti => {
+                let keep = if built.table.rows == 0 {
+                    rows.to_vec()
+                } else if built.table.has_null_key {
+                    Vec::new()
+                } else {
+                    (0..rows.len()).filter(|&j| keys.is_valid(j) && !probe_matched[j]).map(|j| rows[j]).collect()
+                };
+                self.emit_probe_rows(chunk, keep, None, emit)
+            }
+            JoinMode::Mark { null_aware } => {
+                let unknown: Vec<bool> = (0..rows.len())
+                    .map(|j| null_aware && !probe_matched[j] && built.table.rows > 0 && (!keys.is_valid(j) || built.table.has_null_key))
+                    .collect();
+                let mark = mark_vector(chunk.physical_len(), rows, &probe_matched, &unknown);
+                self.emit_probe_rows(chunk, rows.to_vec(), Some(mark), emit)
+            }
+        }
+    }
+
+    /// Positions (in the pair lists) of pairs passing the residual; `None` = all pass.
+    fn apply_residual(&self, chunk: &DataChunk, probe_rows: &[u32], build_rows: &[u32], built: &BuiltTable) -> Result<Option<Vec<u32>>> {
+        let join = &self.0;
+        let Some(residual) = &join.residual else { return Ok(None) };
+        let mut columns: Vec<Vector> = join.probe_residual.iter().map(|&c| chunk.columns[c].gather(probe_rows)).collect();
+        columns.extend(join.build_residual.iter().map(|&c| join.gather_build(built, c, build_rows)));
+        let pairs = DataChunk::new(columns, probe_rows.len());
+        let all: Vec<u32> = (0..probe_rows.len() as u32).collect();
+        Ok(Some(residual.select(&pairs, &all)?))
+    }
+
+    fn emit_joined(&self, chunk: &DataChunk, probe_rows: &[u32], build_rows: &[u32], built: &BuiltTable, emit: &mut Emit) -> Result<Control> {
+        let join = &self.0;
+        let mut columns: Vec<Vector> = join.probe_output.iter().map(|&c| chunk.columns[c].gather(probe_rows)).collect();
+        columns.extend(join.build_output.iter().map(|&c| join.gather_build(built, c, build_rows)));
+        let len = probe_rows.len();
+        let out = if columns.is_empty() { DataChunk::empty_columns(len) } else { DataChunk::new(columns, len) };
+        emit(out)
+    }
+}
+
+/// A BOOLEAN vector of the chunk's length: TRUE/FALSE from `found`, NULL where `unknown`.
+fn mark_vector(len: usize, rows: &[u32], found: &[bool], unknown: &[bool]) -> Vector {
+    let mut values = vec![false; len];
+    let mut validity: Option<Bitmap> = None;
+    for (j, &r) in rows.iter().enumerate() {
+        values[r as usize] = found[j];
+        if unknown[j] {
+            validity.get_or_insert_with(|| Bitmap::new(len, true)).set(r as usize, false);
+        }
+    }
+    Vector::new(DataType::Boolean, VectorData::Bool(values.into()), validity)
+}
+
+// ------------------------------------------------------------------------ Unmatched build
+
+/// Emits the build rows no probe row matched (RIGHT / FULL OUTER joins).
+pub struct HashJoinUnmatched(pub Arc<HashJoin>);
+
+/// Build rows per work order of the unmatched scan.
+const UNMATCHED_MORSEL_ROWS: usize = 1 << 16;
+
+impl Source for HashJoinUnmatched {
+    fn name(&self) -> String {
+        format!("HashJoinUnmatched {}", self.0.description)
+    }
+
+    fn morsels(&self) -> usize {
+        self.0.built.get().map_or(0, |b| b.table.rows.div_ceil(UNMATCHED_MORSEL_ROWS))
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let join = &self.0;
+        let built = join.built()?;
+        let start = morsel * UNMATCHED_MORSEL_ROWS;
+        let end = (start + UNMATCHED_MORSEL_ROWS).min(built.table.rows);
+        let unmatched: Vec<u32> = (start..end).filter(|&r| !built.matched[r].load(Ordering::Relaxed)).map(|r| r as u32).collect();
+        for rows in unmatched.chunks(ctx.config.vector_size.max(1)) {
+            let mut columns: Vec<Vector> = join.probe_output_types.iter().map(|t| Vector::nulls(*t, rows.len())).collect();
+            columns.extend(join.build_output.iter().map(|&c| join.gather_build(built, c, rows)));
+            if emit(DataChunk::new(columns, rows.len()))? == Control::Finished {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,114 @@
+//! Physical operators and the contracts between them and the scheduler.
+//!
+//! A pipeline is `Source -> Operator* -> Sink`. Work is pushed: a worker runs one
+//! *work order* (a morsel of the source, normally one storage block) by asking the source
+//! to produce chunks for it and pushing each chunk through the operators into the sink.
+//!
+//! ```text
+//!   Source::produce(morsel) ──chunk──▶ Operator::execute ──chunk──▶ ... ──▶ Sink::consume
+//!        (scan a block,                 (filter, project,                   (hash build,
+//!         read a partition)              hash probe)                         aggregate, sort,
+//!                                                                            collect)
+//! ```
+//!
+//! Concurrency contract (who calls what, on how many threads):
+//! * Operator objects are immutable and shared by all workers (`Send + Sync`); per-worker
+//!   mutable state lives in the `LocalState` each worker creates with `local_state()`.
+//! * `Source::produce`, `Operator::execute` and `Sink::consume` are called concurrently by
+//!   all workers, each with its own local state.
+//! * `Source::morsels` is called once, when the pipeline becomes ready (all pipelines it
+//!   depends on have finished), so a source may depend on a finished breaker's output.
+//! * `Sink::combine` is called once per worker-local state after every morsel of the
+//!   feeding pipeline ran; calls are serialised.
+//! * `Sink::prepare_finalize` is called once after all pipelines feeding the sink combined;
+//!   it returns how many `finalize_task`s to run, which run concurrently; `finish` runs
+//!   once afterwards, single-threaded.
+
+pub mod aggregate;
+pub mod aggregate_functions;
+pub mod collect;
+pub mod filter;
+pub mod hash_join;
+pub mod project;
+pub mod scan;
+pub mod sort;
+pub mod values;
+
+use std::any::Any;
+use std::sync::atomic::AtomicBool;
+
+use apiary_common::Result;
+use apiary_types::DataChunk;
+
+use crate::config::ExecutionConfig;
+
+/// Per-worker mutable state of an operator.
+pub type LocalState = Box<dyn Any + Send>;
+
+/// Whether the producer should keep going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    /// The consumer needs no more input (a LIMIT was reached): stop this pipeline.
+    Finished,
+}
+
+/// What a worker knows while it runs a work order.
+pub struct ExecContext<'a> {
+    pub config: &'a ExecutionConfig,
+    /// Set when the query is cancelled or failed; long loops check it.
+    pub interrupted: &'a AtomicBool,
+}
+
+/// The callback a producer pushes chunks into.
+pub type Emit<'a> = dyn FnMut(DataChunk) -> Result<Control> + 'a;
+
+pub trait Source: Send + Sync {
+    fn name(&self) -> String;
+    /// Number of work orders (morsels). Called once, when the pipeline starts.
+    fn morsels(&self) -> usize;
+    fn local_state(&self) -> LocalState {
+        Box::new(())
+    }
+    /// Produces the chunks of morsel `morsel`.
+    fn produce(&self, morsel: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()>;
+}
+
+pub trait Operator: Send + Sync {
+    fn name(&self) -> String;
+    fn local_state(&self) -> LocalState {
+        Box::new(())
+    }
+    /// Transforms one chunk, emitting zero or more chunks.
+    fn execute(&self, chunk: DataChunk, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control>;
+}
+
+pub trait Sink: Send + Sync {
+    fn name(&self) -> String;
+    fn local_state(&self) -> LocalState;
+    /// Consumes one chunk. `order` identifies where the chunk came from (feeding
+    /// pipeline and morsel) for sinks that preserve input order.
+    fn consume(&self, chunk: DataChunk, order: u64, local: &mut LocalState, ctx: &ExecContext) -> Result<Control>;
+    /// Merges a worker's local state into the shared state.
+    fn combine(&self, local: LocalState) -> Result<()>;
+    /// Number of parallel finalize tasks to run.
+    fn prepare_finalize(&self) -> Result<usize> {
+        Ok(0)
+    }
+    fn finalize_task(&self, _task: usize) -> Result<()> {
+        Ok(())
+    }
+    fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Downcasts a local state created by the same operator.
+pub(crate) fn local<T: 'static>(state: &mut LocalState) -> &mut T {
+    state.downcast_mut::<T>().expect("local state was created by this operator")
+}
+
+/// The order key of a chunk: which feeding pipeline, which morsel, which chunk.
+pub fn order_key(feeder: usize, morsel: usize) -> u64 {
+    ((feeder as u64) << 40) | morsel as u64
+}

@@ -1,0 +1,106 @@
+//! Table scan: the source of most pipelines. One work order = one storage block.
+//!
+//! For each block the scan first consults the zone maps of the pushed-down predicates
+//! and skips the block if no row can qualify; otherwise it slices the needed column
+//! stripes into vectors (zero-copy), evaluates the pushed-down filter into a selection
+//! vector and emits the chunk.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use apiary_common::Result;
+use apiary_storage::TableData;
+use apiary_types::{DataChunk, ScalarValue};
+
+use super::{Control, Emit, ExecContext, LocalState, Source};
+use crate::expr::ExprRef;
+
+/// A range condition on one column that zone maps can check.
+#[derive(Debug, Clone)]
+pub struct ZonePredicate {
+    /// Table column index.
+    pub column: usize,
+    pub lower: Option<(ScalarValue, bool)>,
+    pub upper: Option<(ScalarValue, bool)>,
+}
+
+pub struct TableScan {
+    pub label: String,
+    data: Arc<TableData>,
+    /// Table column index of each column read; chunks have them in this order.
+    read_columns: Vec<usize>,
+    filter: Option<ExprRef>,
+    zone_predicates: Vec<ZonePredicate>,
+    /// Positions (in `read_columns`) of the columns passed on.
+    output: Vec<usize>,
+    pub blocks_skipped: AtomicU64,
+}
+
+impl TableScan {
+    pub fn new(
+        label: String,
+        data: Arc<TableData>,
+        read_columns: Vec<usize>,
+        filter: Option<ExprRef>,
+        zone_predicates: Vec<ZonePredicate>,
+        output: Vec<usize>,
+    ) -> Self {
+        TableScan { label, data, read_columns, filter, zone_predicates, output, blocks_skipped: AtomicU64::new(0) }
+    }
+
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    pub fn row_count(&self) -> usize {
+        self.data.row_count()
+    }
+}
+
+impl Source for TableScan {
+    fn name(&self) -> String {
+        format!("Scan {}", self.label)
+    }
+
+    fn morsels(&self) -> usize {
+        self.data.blocks.len()
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let block = &self.data.blocks[morsel];
+        for p in &self.zone_predicates {
+            let zone = &block.column(p.column).zone_map;
+            let lower = p.lower.as_ref().map(|(v, inclusive)| (v, *inclusive));
+            let upper = p.upper.as_ref().map(|(v, inclusive)| (v, *inclusive));
+            if !zone.may_contain_range(lower, upper) {
+                self.blocks_skipped.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+        }
+        let vector_size = ctx.config.vector_size;
+        let mut offset = 0;
+        while offset < block.row_count {
+            let len = vector_size.min(block.row_count - offset);
+            let columns = self.read_columns.iter().map(|&c| block.column(c).read(offset, len)).collect();
+            let mut chunk = DataChunk::new(columns, len);
+            if let Some(filter) = &self.filter {
+                let all: Vec<u32> = (0..len as u32).collect();
+                let selected = filter.select(&chunk, &all)?;
+                offset += len;
+                if selected.is_empty() {
+                    continue;
+                }
+                if selected.len() < len {
+                    chunk.set_selection(Some(selected));
+                }
+            } else {
+                offset += len;
+            }
+            let chunk = if self.output.len() == self.read_columns.len() { chunk } else { chunk.project(&self.output) };
+            if emit(chunk)? == Control::Finished {
+                break;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! ORDER BY (and ORDER BY ... LIMIT as a top-k): a sink that collects rows, a source that
+//! emits them sorted.
+//!
+//! Sort keys are normalised into byte strings whose `memcmp` order is the requested
+//! order (NULL placement, ASC/DESC and all types folded in), so the sort itself compares
+//! byte slices with no per-row type dispatch. For a LIMIT, each worker keeps only its
+//! best `offset + limit` rows once its buffer grows, so memory stays proportional to the
+//! limit.
+
+use std::sync::{Arc, Mutex};
+
+use apiary_common::Result;
+use apiary_types::{DataChunk, DataType, Vector, VectorBuilder, VectorData};
+
+use super::{local, Control, Emit, ExecContext, LocalState, Sink, Source};
+use crate::expr::ExprRef;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SortOrder {
+    pub ascending: bool,
+    pub nulls_first: bool,
+}
+
+pub struct Sort {
+    keys: Vec<ExprRef>,
+    orders: Vec<SortOrder>,
+    /// Input columns passed on.
+    types: Vec<DataType>,
+    limit: Option<usize>,
+    offset: usize,
+    vector_size: usize,
+    pub description: String,
+    collected: Mutex<Vec<DataChunk>>,
+    result: Mutex<Vec<DataChunk>>,
+}
+
+impl Sort {
+    pub fn new(
+        keys: Vec<ExprRef>,
+        orders: Vec<SortOrder>,
+        types: Vec<DataType>,
+        limit: Option<usize>,
+        offset: usize,
+        vector_size: usize,
+        description: String,
+    ) -> Arc<Sort> {
+        Arc::new(Sort { keys, orders, types, limit, offset, vector_size, description, collected: Mutex::new(Vec::new()), result: Mutex::new(Vec::new()) })
+    }
+
+    /// Rows a top-k must keep.
+    fn keep(&self) -> Option<usize> {
+        self.limit.map(|l| l.saturating_add(self.offset))
+    }
+
+    /// Sorts the rows of `chunks` (input columns followed by key columns); returns the
+    /// concatenated columns and the sorted row order (truncated to `keep`).
+    fn sort_rows(&self, chunks: Vec<DataChunk>, keep: Option<usize>) -> (Vec<Vector>, Vec<u32>) {
+        let width = self.types.len() + self.keys.len();
+        let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
+        let mut builders: Vec<VectorBuilder> = chunks
+            .first()
+            .map(|c| c.columns.iter().map(|v| VectorBuilder::with_capacity(v.data_type, rows)).collect())
+            .unwrap_or_default();
+        for chunk in &chunks {
+            for (b, c) in builders.iter_mut().zip(&chunk.columns) {
+                b.append(c, None);
+            }
+        }
+        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        if columns.len() < width {
+            return (columns, Vec::new());
+        }
+        let (keys, offsets) = encode_sort_keys(&columns[self.types.len()..], &self.orders, rows);
+        let key = |i: u32| &keys[offsets[i as usize] as usize..offsets[i as usize + 1] as usize];
+        let mut order: Vec<u32> = (0..rows as u32).collect();
+        let compare = |a: &u32, b: &u32| key(*a).cmp(key(*b)).then(a.cmp(b));
+        match keep {
+            Some(k) if k < rows => {
+                if k > 0 {
+                    order.select_nth_unstable_by(k - 1, compare);
+                }
+                order.truncate(k);
+                order.sort_unstable_by(compare);
+            }
+            _ => order.sort_unstable_by(compare),
+        }
+        (columns, order)
+    }
+}
+
+/// Encodes each row's sort key as bytes whose lexicographic order is the sort order.
+pub fn encode_sort_keys(columns: &[Vector], orders: &[SortOrder], rows: usize) -> (Vec<u8>, Vec<u32>) {
+    let mut keys: Vec<Vec<u8>> = vec![Vec::with_capacity(16); rows];
+    for (column, order) in columns.iter().zip(orders) {
+        for (row, key) in keys.iter_mut().enumerate() {
+            let start = key.len();
+            if column.is_null(row) {
+                key.push(if order.nulls_first { 0 } else { 2 });
+                continue;
+            }
+            key.push(1);
+            let value_start = key.len();
+            encode_value(column, row, key);
+            if !order.ascending {
+                key[value_start..].iter_mut().for_each(|b| *b = !*b);
+            }
+            let _ = start;
+        }
+    }
+    let mut flat = Vec::with_capacity(keys.iter().map(|k| k.len()).sum());
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0u32);
+    for key in keys {
+        flat.extend_from_slice(&key);
+        offsets.push(flat.len() as u32);
+    }
+    (flat, offsets)
+}
+
+fn encode_value(column: &Vector, row: usize, out: &mut Vec<u8>) {
+    match &column.data {
+        VectorData::Bool(v) => out.push(v[row] as u8),
+        VectorData::I16(v) => out.extend_from_slice(&((v[row] as u16) ^ 0x8000).to_be_bytes()),
+        VectorData::I32(v) => out.extend_from_slice(&((v[row] as u32) ^ 0x8000_0000).to_be_bytes()),
+        VectorData::I64(v) => out.extend_from_slice(&((v[row] as u64) ^ (1 << 63)).to_be_bytes()),
+        VectorData::I128(v) => out.extend_from_slice(&((v[row] as u128) ^ (1 << 127)).to_be_bytes()),
+        VectorData::F32(v) => out.extend_from_slice(&float_bits(v[row] as f64).to_be_bytes()),
+        VectorData::F64(v) => out.extend_from_slice(&float_bits(v[row]).to_be_bytes()),
+        VectorData::Interval(v) => {
+            let i = v[row];
+            // Order by an approximate total length, then by parts (for determinism).
+            let total = i.months as i128 * 30 * 86_400_000_000 + i.days as i128 * 86_400_000_000 + i.micros as i128;
+            out.extend_from_slice(&((total as u128) ^ (1 << 127)).to_be_bytes());
+        }
+        VectorData::Str(s) => {
+            for &b in s.get_bytes(row) {
+                if b == 0 {
+                    out.extend_from_slice(&[0, 0xFF]);
+                } else {
+                    out.push(b);
+                }
+            }
+            out.extend_from_slice(&[0, 0]);
+        }
+    }
+}
+
+/// Float bits ordered like the floats (NaN last, -0.0 == 0.0).
+fn float_bits(x: f64) -> u64 {
+    let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+    let bits = x.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    }
+}
+
+/// The sink half.
+pub struct SortSink(pub Arc<Sort>);
+
+struct SortLocal {
+    chunks: Vec<DataChunk>,
+    rows: usize,
+}
+
+/// A worker prunes its buffer to the top `keep` rows when it holds this many more.
+const TOP_K_SLACK_ROWS: usize = 1 << 15;
+
+impl Sink for SortSink {
+    fn name(&self) -> String {
+        match self.0.limit {
+            Some(limit) => format!("TopK {} limit {limit}", self.0.description),
+            None => format!("Sort {}", self.0.description),
+        }
+    }
+
+    fn local_state(&self) -> LocalState {
+        Box::new(SortLocal { chunks: Vec::new(), rows: 0 })
+    }
+
+    fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+        let sort = &self.0;
+        let mut columns = chunk.columns.clone();
+        for key in &sort.keys {
+            columns.push(key.evaluate(&chunk)?);
+        }
+        let selection = chunk.selection().map(|s| s.to_vec());
+        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
+        let state = local::<SortLocal>(state);
+        state.rows += stored.row_count();
+        state.chunks.push(stored);
+        if let Some(keep) = sort.keep() {
+            if state.rows > keep.saturating_mul(2).saturating_add(TOP_K_SLACK_ROWS) {
+                let (columns, order) = sort.sort_rows(std::mem::take(&mut state.chunks), Some(keep));
+                let kept: Vec<Vector> = columns.iter().map(|c| c.gather(&order)).collect();
+                state.rows = order.len();
+                state.chunks.push(DataChunk::new(kept, order.len()));
+            }
+        }
+        Ok(Control::Continue)
+    }
+
+    fn combine(&self, state: LocalState) -> Result<()> {
+        let state = state.downcast::<SortLocal>().expect("sort local state");
+        self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<()> {
+        let sort = &self.0;
+        let chunks = std::mem::take(&mut *sort.collected.lock().unwrap_or_else(|e| e.into_inner()));
+        let (columns, order) = sort.sort_rows(chunks, sort.keep());
+        let order: Vec<u32> = order.into_iter().skip(sort.offset).collect();
+        let mut result = Vec::new();
+        for rows in order.chunks(sort.vector_size.max(1)) {
+            let out: Vec<Vector> = columns[..sort.types.len()].iter().map(|c| c.gather(rows)).collect();
+            result.push(if out.is_empty() { DataChunk::empty_columns(rows.len()) } else { DataChunk::new(out, rows.len()) });
+        }
+        *sort.result.lock().unwrap_or_else(|e| e.into_inner()) = result;
+        Ok(())
+    }
+}
+
+/// The source half: one morsel per output chunk, in order.
+pub struct SortSource(pub Arc<Sort>);
+
+impl Source for SortSource {
+    fn name(&self) -> String {
+        format!("SortScan {}", self.0.description)
+    }
+
+    fn morsels(&self) -> usize {
+        self.0.result.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let chunk = self.0.result.lock().unwrap_or_else(|e| e.into_inner())[morsel].clone();
+        emit(chunk)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! Pipelines and the physical plan.
+//!
+//! A [`PhysicalPlan`] is a DAG of pipelines. Each pipeline pushes the chunks of its
+//! source through its operators into its sink. Several pipelines may feed one sink
+//! (UNION ALL branches, the unmatched-rows scan of an outer join): the sink finalises
+//! after the last of them completes. A pipeline starts when the pipelines it depends on
+//! have completed and the sinks it reads from have finished.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use apiary_common::Result;
+use apiary_types::DataChunk;
+
+use crate::operators::collect::CollectSink;
+use crate::operators::{order_key, Control, ExecContext, LocalState, Operator, Sink, Source};
+
+/// Counters for EXPLAIN ANALYZE.
+#[derive(Default, Debug)]
+pub struct PipelineStats {
+    pub morsels: AtomicU64,
+    pub source_rows: AtomicU64,
+    /// Rows emitted by each operator.
+    pub operator_rows: Vec<AtomicU64>,
+    pub sink_rows: AtomicU64,
+    /// Wall time spent in this pipeline's work orders, summed over workers.
+    pub busy_nanos: AtomicU64,
+}
+
+pub struct Pipeline {
+    pub source: Arc<dyn Source>,
+    pub operators: Vec<Arc<dyn Operator>>,
+    pub sink: Arc<dyn Sink>,
+    /// Identifies the sink (pipelines sharing a sink have the same id).
+    pub sink_id: usize,
+    /// Position among the pipelines feeding the same sink (orders their chunks).
+    pub feeder: usize,
+    /// Pipelines that must have completed before this one starts.
+    pub after_pipelines: Vec<usize>,
+    /// Sinks that must have finished before this one starts.
+    pub after_sinks: Vec<usize>,
+    pub stats: PipelineStats,
+}
+
+/// A worker's state for one pipeline.
+pub struct PipelineLocal {
+    pub source: LocalState,
+    pub operators: Vec<LocalState>,
+    pub sink: LocalState,
+}
+
+impl Pipeline {
+    pub fn local_state(&self) -> PipelineLocal {
+        PipelineLocal {
+            source: self.source.local_state(),
+            operators: self.operators.iter().map(|o| o.local_state()).collect(),
+            sink: self.sink.local_state(),
+        }
+    }
+
+    /// Runs one work order: produces morsel `morsel` and pushes it to the sink.
+    pub fn run_morsel(&self, morsel: usize, local: &mut PipelineLocal, ctx: &ExecContext) -> Result<Control> {
+        let started = std::time::Instant::now();
+        let order = order_key(self.feeder, morsel);
+        let mut finished = false;
+        let PipelineLocal { source, operators, sink } = local;
+        let stats = &self.stats;
+        self.source.produce(morsel, source, ctx, &mut |chunk| {
+            stats.source_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
+            let control = push(chunk, &self.operators, operators, &self.sink, sink, order, ctx, stats, 0)?;
+            if control == Control::Finished {
+                finished = true;
+            }
+            Ok(control)
+        })?;
+        self.stats.morsels.fetch_add(1, Ordering::Relaxed);
+        self.stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(if finished { Control::Finished } else { Control::Continue })
+    }
+}
+
+fn push(
+    chunk: DataChunk,
+    operators: &[Arc<dyn Operator>],
+    locals: &mut [LocalState],
+    sink: &Arc<dyn Sink>,
+    sink_local: &mut LocalState,
+    order: u64,
+    ctx: &ExecContext,
+    stats: &PipelineStats,
+    depth: usize,
+) -> Result<Control> {
+    match (operators.split_first(), locals.split_first_mut()) {
+        (Some((operator, rest)), Some((local, rest_locals))) => operator.execute(chunk, local, ctx, &mut |out| {
+            if let Some(counter) = stats.operator_rows.get(depth) {
+                counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
+            }
+            push(out, rest, rest_locals, sink, sink_local, order, ctx, stats, depth + 1)
+        }),
+        _ => {
+            stats.sink_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
+            sink.consume(chunk, order, sink_local, ctx)
+        }
+    }
+}
+
+/// An executable plan: pipelines plus the sink that collects the query result.
+pub struct PhysicalPlan {
+    pub pipelines: Vec<Pipeline>,
+    /// Number of sinks (sink ids are `0..sink_count`).
+    pub sink_count: usize,
+    pub result: Arc<CollectSink>,
+    /// Indented plan description for EXPLAIN.
+    pub explain: String,
+}
+
+impl PhysicalPlan {
+    /// One sink per id (from any pipeline feeding it).
+    pub fn sink(&self, sink_id: usize) -> Option<&Arc<dyn Sink>> {
+        self.pipelines.iter().find(|p| p.sink_id == sink_id).map(|p| &p.sink)
+    }
+
+    /// Pipelines feeding each sink.
+    pub fn feeders(&self) -> Vec<usize> {
+        let mut counts = vec![0; self.sink_count];
+        for p in &self.pipelines {
+            counts[p.sink_id] += 1;
+        }
+        counts
+    }
+}

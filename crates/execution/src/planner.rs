@@ -1,0 +1,585 @@
+//! Physical planning: from an optimized [`LogicalPlan`] to a [`PhysicalPlan`] of pipelines.
+//!
+//! The planner walks the logical tree bottom-up keeping a set of *open branches*: a source
+//! plus the streaming operators appended so far, with the column layout they produce.
+//! Streaming nodes (filter, projection, hash-join probe) append an operator to every open
+//! branch; a pipeline breaker (hash-join build, aggregation, sort, limit) closes the
+//! branches into pipelines feeding its sink and opens a new branch reading from it. UNION
+//! ALL simply returns the branches of all its inputs, so everything above a union runs
+//! once per branch, into one shared sink.
+//!
+//! Decisions taken here, from the optimizer's cardinality estimates:
+//! * the build side of each hash join (the smaller input, where the join type allows);
+//! * the number of hash-aggregation partitions (1 for few groups, more for many);
+//! * which columns each operator carries (only what is needed above).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use apiary_common::Result;
+use apiary_optimizer::cardinality::{estimate, group_count};
+use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
+use apiary_sql::plan::Scan;
+use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_types::{DataType, ScalarValue};
+
+use crate::config::ExecutionConfig;
+use crate::expr::{compile, evaluate_constant};
+use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
+use crate::operators::aggregate_functions::AggregateSpec;
+use crate::operators::collect::{CollectSink, CollectedSource};
+use crate::operators::filter::FilterOperator;
+use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
+use crate::operators::project::ProjectOperator;
+use crate::operators::scan::{TableScan, ZonePredicate};
+use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
+use crate::operators::values::ValuesSource;
+use crate::operators::{Operator, Sink, Source};
+use crate::pipeline::{PhysicalPlan, Pipeline, PipelineStats};
+
+/// Expected groups above which hash aggregation partitions its tables for a parallel merge.
+const PARTITIONED_AGGREGATION_GROUPS: f64 = 20_000.0;
+
+/// A source plus streaming operators, not yet attached to a sink.
+struct Branch {
+    id: usize,
+    source: Arc<dyn Source>,
+    operators: Vec<Arc<dyn Operator>>,
+    layout: Vec<ColumnRef>,
+    after_branches: Vec<usize>,
+    after_sinks: Vec<usize>,
+    /// Plan text of this branch so far (source first).
+    steps: Vec<String>,
+}
+
+impl Branch {
+    fn ids(&self) -> Vec<ColumnId> {
+        self.layout.iter().map(|c| c.id).collect()
+    }
+}
+
+struct PendingPipeline {
+    branch_id: usize,
+    pipeline: Pipeline,
+    after_branches: Vec<usize>,
+}
+
+pub struct PhysicalPlanner<'a> {
+    config: &'a ExecutionConfig,
+    threads: usize,
+    next_branch: usize,
+    sink_count: usize,
+    pending: Vec<PendingPipeline>,
+    explain: Vec<String>,
+}
+
+impl<'a> PhysicalPlanner<'a> {
+    pub fn new(config: &'a ExecutionConfig, threads: usize) -> Self {
+        PhysicalPlanner { config, threads: threads.max(1), next_branch: 0, sink_count: 0, pending: Vec::new(), explain: Vec::new() }
+    }
+
+    /// Plans `plan`; its output columns, in order, form the result.
+    pub fn plan(mut self, plan: &LogicalPlan) -> Result<PhysicalPlan> {
+        let output = plan.output();
+        let required: BTreeSet<ColumnId> = output.iter().map(|c| c.id).collect();
+        let mut branches = self.plan_node(plan, &required)?;
+        for branch in branches.iter_mut() {
+            self.reorder_to(branch, &output)?;
+        }
+        let types: Vec<DataType> = output.iter().map(|c| c.data_type).collect();
+        let result = Arc::new(CollectSink::new(types, None, 0));
+        self.close(branches, result.clone() as Arc<dyn Sink>, "Result".to_string());
+        // Resolve branch dependencies to pipeline indices.
+        let branch_to_pipeline: std::collections::HashMap<usize, usize> =
+            self.pending.iter().enumerate().map(|(idx, p)| (p.branch_id, idx)).collect();
+        let mut pipelines = Vec::with_capacity(self.pending.len());
+        for pending in self.pending {
+            let mut pipeline = pending.pipeline;
+            pipeline.after_pipelines =
+                pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
+            pipelines.push(pipeline);
+        }
+        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, explain: self.explain.join("\n") })
+    }
+
+    fn new_branch(&mut self, source: Arc<dyn Source>, layout: Vec<ColumnRef>, step: String) -> Branch {
+        let id = self.next_branch;
+        self.next_branch += 1;
+        Branch { id, source, operators: Vec::new(), layout, after_branches: Vec::new(), after_sinks: Vec::new(), steps: vec![step] }
+    }
+
+    /// Attaches branches to a new sink as pipelines; returns the sink id.
+    fn close(&mut self, branches: Vec<Branch>, sink: Arc<dyn Sink>, sink_label: String) -> usize {
+        let sink_id = self.sink_count;
+        self.sink_count += 1;
+        for (feeder, branch) in branches.into_iter().enumerate() {
+            let index = self.pending.len();
+            let mut text = format!("Pipeline {index}");
+            if !branch.after_sinks.is_empty() || !branch.after_branches.is_empty() {
+                let mut waits: Vec<String> = branch.after_sinks.iter().map(|s| format!("sink #{s}")).collect();
+                waits.extend(branch.after_branches.iter().map(|b| format!("branch {b}")));
+                text.push_str(&format!(" (after {})", waits.join(", ")));
+            }
+            text.push_str(":\n");
+            for step in &branch.steps {
+                text.push_str(&format!("    {step}\n"));
+            }
+            text.push_str(&format!("    -> {sink_label} [sink #{sink_id}]"));
+            self.explain.push(text);
+            let stats = PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
+            let pipeline = Pipeline {
+                source: branch.source,
+                operators: branch.operators,
+                sink: Arc::clone(&sink),
+                sink_id,
+                feeder,
+                after_pipelines: Vec::new(),
+                after_sinks: branch.after_sinks,
+                stats,
+            };
+            self.pending.push(PendingPipeline { branch_id: branch.id, pipeline, after_branches: branch.after_branches });
+        }
+        sink_id
+    }
+
+    /// Adds a projection putting `columns` in order (a no-op if already so).
+    fn reorder_to(&self, branch: &mut Branch, columns: &[ColumnRef]) -> Result<()> {
+        let current = branch.ids();
+        if current.iter().eq(columns.iter().map(|c| &c.id)) {
+            return Ok(());
+        }
+        let exprs = columns.iter().map(|c| compile(&c.expr(), &current)).collect::<Result<Vec<_>>>()?;
+        let description = columns.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ");
+        branch.operators.push(Arc::new(ProjectOperator { exprs, description: description.clone() }));
+        branch.steps.push(format!("-> Project {description}"));
+        branch.layout = columns.to_vec();
+        Ok(())
+    }
+
+    fn plan_node(&mut self, plan: &LogicalPlan, required: &BTreeSet<ColumnId>) -> Result<Vec<Branch>> {
+        match plan {
+            LogicalPlan::Scan(scan) => Ok(vec![self.plan_scan(scan, required)?]),
+            LogicalPlan::Values { rows, output } => {
+                let values = rows.iter().map(|row| row.iter().map(evaluate_constant).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let types = output.iter().map(|c| c.data_type).collect();
+                let source = Arc::new(ValuesSource::new(values, types));
+                let step = source.name();
+                Ok(vec![self.new_branch(source, output.clone(), step)])
+            }
+            LogicalPlan::Filter { predicate, input } => {
+                let mut needed = required.clone();
+                predicate.collect_columns(&mut needed);
+                let mut branches = self.plan_node(input, &needed)?;
+                for branch in branches.iter_mut() {
+                    let compiled = compile(predicate, &branch.ids())?;
+                    branch.operators.push(Arc::new(FilterOperator { predicate: compiled, description: predicate.to_string() }));
+                    branch.steps.push(format!("-> Filter {predicate}"));
+                }
+                Ok(branches)
+            }
+            LogicalPlan::Project { exprs, input } => {
+                let mut needed = BTreeSet::new();
+                for (e, _) in exprs {
+                    e.collect_columns(&mut needed);
+                }
+                let mut branches = self.plan_node(input, &needed)?;
+                for branch in branches.iter_mut() {
+                    let ids = branch.ids();
+                    let compiled = exprs.iter().map(|(e, _)| compile(e, &ids)).collect::<Result<Vec<_>>>()?;
+                    let description = exprs.iter().map(|(e, c)| if e == &c.expr() { c.name.to_string() } else { format!("{e} AS {}", c.name) }).collect::<Vec<_>>().join(", ");
+                    branch.operators.push(Arc::new(ProjectOperator { exprs: compiled, description: description.clone() }));
+                    branch.steps.push(format!("-> Project {description}"));
+                    branch.layout = exprs.iter().map(|(_, c)| c.clone()).collect();
+                }
+                Ok(branches)
+            }
+            LogicalPlan::Aggregate { groups, aggregates, input } => self.plan_aggregate(groups, aggregates, input),
+            LogicalPlan::Sort { keys, input } => self.plan_sort(keys, input, None, 0),
+            LogicalPlan::Limit { limit, offset, input } => {
+                if let LogicalPlan::Sort { keys, input: sort_input } = input.as_ref() {
+                    return self.plan_sort(keys, sort_input, *limit, *offset);
+                }
+                let branches = self.plan_node(input, required)?;
+                let layout = branches.first().map(|b| b.layout.clone()).unwrap_or_default();
+                let mut aligned = branches;
+                for branch in aligned.iter_mut() {
+                    self.reorder_to(branch, &layout)?;
+                }
+                let types = layout.iter().map(|c| c.data_type).collect();
+                let sink = Arc::new(CollectSink::new(types, *limit, *offset));
+                let label = sink.name();
+                let sink_id = self.close(aligned, sink.clone(), label);
+                let mut branch = self.new_branch(Arc::new(CollectedSource(sink)), layout, format!("CollectedScan [sink #{sink_id}]"));
+                branch.after_sinks.push(sink_id);
+                Ok(vec![branch])
+            }
+            LogicalPlan::Union { inputs, output } => {
+                let mut all = Vec::new();
+                for input in inputs {
+                    let input_columns = input.output();
+                    let positions: Vec<usize> = (0..output.len()).collect();
+                    let needed: BTreeSet<ColumnId> = positions.iter().map(|&i| input_columns[i].id).collect();
+                    let mut branches = self.plan_node(input, &needed)?;
+                    for branch in branches.iter_mut() {
+                        // Map the input's columns positionally onto the union's columns.
+                        let ids = branch.ids();
+                        let exprs = input_columns.iter().map(|c| compile(&c.expr(), &ids)).collect::<Result<Vec<_>>>()?;
+                        branch.operators.push(Arc::new(ProjectOperator { exprs, description: "union input".to_string() }));
+                        branch.steps.push("-> Project (union input)".to_string());
+                        branch.layout = output.clone();
+                    }
+                    all.extend(branches);
+                }
+                Ok(all)
+            }
+            LogicalPlan::Join { kind, left, right, condition, mark } => self.plan_join(*kind, left, right, condition.as_ref(), mark.as_ref(), required),
+        }
+    }
+
+    fn plan_scan(&mut self, scan: &Scan, required: &BTreeSet<ColumnId>) -> Result<Branch> {
+        let data = scan.table.snapshot();
+        let read_columns: Vec<usize> = scan.columns.iter().map(|(idx, _)| *idx).collect();
+        let read_ids: Vec<ColumnId> = scan.columns.iter().map(|(_, c)| c.id).collect();
+        let filter = match Expr::conjunction(scan.filters.iter().cloned()) {
+            Some(f) => Some(compile(&f, &read_ids)?),
+            None => None,
+        };
+        let zone_predicates = zone_predicates(scan);
+        let output: Vec<usize> = scan.columns.iter().enumerate().filter(|(_, (_, c))| required.contains(&c.id)).map(|(i, _)| i).collect();
+        let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();
+        let mut step = format!(
+            "Scan {} [{}]",
+            scan.label,
+            layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
+        );
+        if !scan.filters.is_empty() {
+            step.push_str(&format!(" filter: {}", scan.filters.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" AND ")));
+        }
+        let source = Arc::new(TableScan::new(scan.label.clone(), data, read_columns, filter, zone_predicates, output));
+        Ok(self.new_branch(source, layout, step))
+    }
+
+    fn plan_aggregate(
+        &mut self,
+        groups: &[(Expr, ColumnRef)],
+        aggregates: &[(apiary_sql::AggregateCall, ColumnRef)],
+        input: &LogicalPlan,
+    ) -> Result<Vec<Branch>> {
+        let mut needed = BTreeSet::new();
+        for (e, _) in groups {
+            e.collect_columns(&mut needed);
+        }
+        for (call, _) in aggregates {
+            for a in &call.args {
+                a.collect_columns(&mut needed);
+            }
+            if let Some(f) = &call.filter {
+                f.collect_columns(&mut needed);
+            }
+        }
+        let branches = self.plan_node(input, &needed)?;
+        let layout = branches.first().map(|b| b.layout.clone()).unwrap_or_default();
+        let mut aligned = branches;
+        for branch in aligned.iter_mut() {
+            self.reorder_to(branch, &layout)?;
+        }
+        let ids: Vec<ColumnId> = layout.iter().map(|c| c.id).collect();
+        let group_exprs = groups.iter().map(|(e, _)| compile(e, &ids)).collect::<Result<Vec<_>>>()?;
+        let group_nullable = groups.iter().map(|(e, _)| e.nullable()).collect();
+        let mut inputs = Vec::new();
+        for (call, column) in aggregates {
+            let argument = match call.args.first() {
+                Some(a) if call.func != AggregateFunction::CountStar => Some(compile(a, &ids)?),
+                _ => None,
+            };
+            let filter = call.filter.as_ref().map(|f| compile(f, &ids)).transpose()?;
+            let spec = AggregateSpec {
+                func: call.func,
+                input_type: argument.as_ref().map(|a| a.data_type()),
+                output_type: column.data_type,
+                distinct: call.distinct,
+            };
+            inputs.push(AggregateInput { spec, argument, filter });
+        }
+        let expected_groups = if groups.is_empty() { 1.0 } else { group_count(groups.iter().map(|(e, _)| e), &estimate(input)) };
+        let partition_bits = if expected_groups >= PARTITIONED_AGGREGATION_GROUPS && self.threads > 1 {
+            (self.threads * 4).next_power_of_two().trailing_zeros().min(6)
+        } else {
+            0
+        };
+        let description = format!(
+            "groups=[{}] aggregates=[{}]",
+            groups.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>().join(", "),
+            aggregates.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(", ")
+        );
+        let aggregate = HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, self.config.vector_size, description.clone());
+        let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
+        let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
+        let output: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect();
+        let mut branch = self.new_branch(Arc::new(AggregateSource(aggregate)), output, format!("HashAggregateScan [sink #{sink_id}]"));
+        branch.after_sinks.push(sink_id);
+        Ok(vec![branch])
+    }
+
+    fn plan_sort(&mut self, keys: &[apiary_sql::SortKey], input: &LogicalPlan, limit: Option<u64>, offset: u64) -> Result<Vec<Branch>> {
+        let mut needed: BTreeSet<ColumnId> = input.output_ids();
+        for k in keys {
+            k.expr.collect_columns(&mut needed);
+        }
+        let branches = self.plan_node(input, &needed)?;
+        let layout = input.output();
+        let mut aligned = branches;
+        for branch in aligned.iter_mut() {
+            self.reorder_to(branch, &layout)?;
+        }
+        let ids: Vec<ColumnId> = layout.iter().map(|c| c.id).collect();
+        let compiled = keys.iter().map(|k| compile(&k.expr, &ids)).collect::<Result<Vec<_>>>()?;
+        let orders = keys.iter().map(|k| SortOrder { ascending: k.ascending, nulls_first: k.nulls_first }).collect();
+        let types = layout.iter().map(|c| c.data_type).collect();
+        let description = keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+        let sort = Sort::new(
+            compiled,
+            orders,
+            types,
+            limit.map(|l| l.min(usize::MAX as u64) as usize),
+            offset as usize,
+            self.config.vector_size,
+            description,
+        );
+        let sink = SortSink(Arc::clone(&sort));
+        let label = sink.name();
+        let sink_id = self.close(aligned, Arc::new(sink), label);
+        let mut branch = self.new_branch(Arc::new(SortSource(sort)), layout, format!("SortScan [sink #{sink_id}]"));
+        branch.after_sinks.push(sink_id);
+        Ok(vec![branch])
+    }
+
+    fn plan_join(
+        &mut self,
+        kind: JoinKind,
+        left: &LogicalPlan,
+        right: &LogicalPlan,
+        condition: Option<&Expr>,
+        mark: Option<&ColumnRef>,
+        required: &BTreeSet<ColumnId>,
+    ) -> Result<Vec<Branch>> {
+        let left_ids = left.output_ids();
+        let right_ids = right.output_ids();
+        // Which side builds.
+        let left_rows = estimate(left).rows;
+        let right_rows = estimate(right).rows;
+        let build_left = match kind {
+            JoinKind::Inner | JoinKind::Left | JoinKind::Right | JoinKind::Full => left_rows < right_rows,
+            _ => false,
+        };
+        let mode = match (kind, build_left) {
+            (JoinKind::Inner, _) => JoinMode::Inner,
+            (JoinKind::Left, false) | (JoinKind::Right, true) => JoinMode::ProbeOuter,
+            (JoinKind::Left, true) | (JoinKind::Right, false) => JoinMode::BuildOuter,
+            (JoinKind::Full, _) => JoinMode::FullOuter,
+            (JoinKind::Semi, _) => JoinMode::Semi,
+            (JoinKind::Anti { null_aware: false }, _) => JoinMode::Anti,
+            (JoinKind::Anti { null_aware: true }, _) => JoinMode::NullAwareAnti,
+            (JoinKind::Mark { null_aware }, _) => JoinMode::Mark { null_aware },
+            (JoinKind::Single, _) => JoinMode::Single,
+        };
+        let (probe_plan, build_plan, probe_ids, build_ids) =
+            if build_left { (right, left, &right_ids, &left_ids) } else { (left, right, &left_ids, &right_ids) };
+
+        // Split the condition into equi-keys and a residual.
+        let mut probe_keys = Vec::new();
+        let mut build_keys = Vec::new();
+        let mut residual = Vec::new();
+        let mut null_safe_keys = 0;
+        let mut plain_keys = 0;
+        let conjuncts = condition.cloned().map(|c| c.split_conjunction()).unwrap_or_default();
+        let subset = |e: &Expr, ids: &BTreeSet<ColumnId>| {
+            let cols = e.columns();
+            !cols.is_empty() && cols.iter().all(|c| ids.contains(c))
+        };
+        let mut candidates = Vec::new();
+        for conjunct in conjuncts {
+            if let Expr::Binary { op: op @ (BinaryOp::Eq | BinaryOp::IsNotDistinctFrom), left: a, right: b, .. } = &conjunct {
+                let pair = if subset(a, probe_ids) && subset(b, build_ids) {
+                    Some(((**a).clone(), (**b).clone()))
+                } else if subset(b, probe_ids) && subset(a, build_ids) {
+                    Some(((**b).clone(), (**a).clone()))
+                } else {
+                    None
+                };
+                if let Some((p, b)) = pair {
+                    if p.data_type().physical() == b.data_type().physical() {
+                        if *op == BinaryOp::IsNotDistinctFrom {
+                            null_safe_keys += 1;
+                        } else {
+                            plain_keys += 1;
+                        }
+                        candidates.push((p, b, *op == BinaryOp::IsNotDistinctFrom, conjunct));
+                        continue;
+                    }
+                }
+            }
+            residual.push(conjunct);
+        }
+        // One packer per join: keys are either all null-safe or none; the minority moves
+        // to the residual.
+        let null_safe = null_safe_keys > 0 && plain_keys == 0;
+        for (p, b, is_null_safe, conjunct) in candidates {
+            if is_null_safe == null_safe {
+                probe_keys.push(p);
+                build_keys.push(b);
+            } else {
+                residual.push(conjunct);
+            }
+        }
+        let residual_expr = Expr::conjunction(residual);
+
+        // Columns each side must provide.
+        let mut residual_columns = BTreeSet::new();
+        if let Some(r) = &residual_expr {
+            r.collect_columns(&mut residual_columns);
+        }
+        let mut probe_needed: BTreeSet<ColumnId> = required.iter().filter(|c| probe_ids.contains(c)).copied().collect();
+        let mut build_needed: BTreeSet<ColumnId> = required.iter().filter(|c| build_ids.contains(c)).copied().collect();
+        for k in &probe_keys {
+            k.collect_columns(&mut probe_needed);
+        }
+        for k in &build_keys {
+            k.collect_columns(&mut build_needed);
+        }
+        probe_needed.extend(residual_columns.iter().filter(|c| probe_ids.contains(c)));
+        build_needed.extend(residual_columns.iter().filter(|c| build_ids.contains(c)));
+
+        // Build side.
+        let build_branches = self.plan_node(build_plan, &build_needed)?;
+        let build_layout = build_branches.first().map(|b| b.layout.clone()).unwrap_or_default();
+        let mut aligned = build_branches;
+        for branch in aligned.iter_mut() {
+            self.reorder_to(branch, &build_layout)?;
+        }
+        let build_layout_ids: Vec<ColumnId> = build_layout.iter().map(|c| c.id).collect();
+        let build_payload: Vec<usize> = build_layout
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| (required.contains(&c.id) && mode_outputs_build(mode)) || residual_columns.contains(&c.id))
+            .map(|(i, _)| i)
+            .collect();
+        let build_payload_columns: Vec<ColumnRef> = build_payload.iter().map(|&i| build_layout[i].clone()).collect();
+        let compiled_build_keys = build_keys.iter().map(|k| compile(k, &build_layout_ids)).collect::<Result<Vec<_>>>()?;
+
+        // Probe side.
+        let mut probe_branches = self.plan_node(probe_plan, &probe_needed)?;
+        let probe_layout = probe_branches.first().map(|b| b.layout.clone()).unwrap_or_default();
+        for branch in probe_branches.iter_mut() {
+            self.reorder_to(branch, &probe_layout)?;
+        }
+        let probe_layout_ids: Vec<ColumnId> = probe_layout.iter().map(|c| c.id).collect();
+        let compiled_probe_keys = probe_keys.iter().map(|k| compile(k, &probe_layout_ids)).collect::<Result<Vec<_>>>()?;
+        let probe_output: Vec<usize> = probe_layout.iter().enumerate().filter(|(_, c)| required.contains(&c.id)).map(|(i, _)| i).collect();
+        let build_output: Vec<usize> = if mode_outputs_build(mode) {
+            build_payload_columns.iter().enumerate().filter(|(_, c)| required.contains(&c.id)).map(|(i, _)| i).collect()
+        } else {
+            Vec::new()
+        };
+        // Residual over [probe columns it reads..., build payload columns it reads...].
+        let probe_residual: Vec<usize> = probe_layout.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
+        let build_residual: Vec<usize> =
+            build_payload_columns.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
+        let residual_layout: Vec<ColumnId> = probe_residual
+            .iter()
+            .map(|&i| probe_layout[i].id)
+            .chain(build_residual.iter().map(|&i| build_payload_columns[i].id))
+            .collect();
+        let compiled_residual = residual_expr.as_ref().map(|r| compile(r, &residual_layout)).transpose()?;
+
+        let mut description = format!("{mode:?}");
+        if !probe_keys.is_empty() {
+            let keys: Vec<String> = probe_keys.iter().zip(&build_keys).map(|(p, b)| format!("{p} = {b}")).collect();
+            description.push_str(&format!(" ON {}", keys.join(" AND ")));
+        }
+        if let Some(r) = &residual_expr {
+            description.push_str(&format!(" WHERE {r}"));
+        }
+        let probe_output_types: Vec<DataType> = probe_output.iter().map(|&i| probe_layout[i].data_type).collect();
+        let join = HashJoin::new(HashJoinSpec {
+            mode,
+            build_keys: compiled_build_keys,
+            probe_keys: compiled_probe_keys,
+            null_safe,
+            build_payload: build_payload.clone(),
+            build_payload_types: build_payload_columns.iter().map(|c| c.data_type).collect(),
+            probe_output: probe_output.clone(),
+            probe_output_types,
+            build_output: build_output.clone(),
+            residual: compiled_residual,
+            probe_residual,
+            build_residual,
+            parallelism: self.threads,
+            description: description.clone(),
+        });
+        let estimate_note = format!("(build ~{:.0} rows, probe ~{:.0} rows)", if build_left { left_rows } else { right_rows }, if build_left { right_rows } else { left_rows });
+        let build_sink = self.close(aligned, Arc::new(HashJoinBuild(Arc::clone(&join))), format!("HashJoinBuild {description} {estimate_note}"));
+
+        // Output layout: probe outputs, then build outputs, then the mark.
+        let mut layout: Vec<ColumnRef> = probe_output.iter().map(|&i| probe_layout[i].clone()).collect();
+        layout.extend(build_output.iter().map(|&i| build_payload_columns[i].clone()));
+        if let (JoinMode::Mark { .. }, Some(mark)) = (mode, mark) {
+            layout.push(mark.clone());
+        }
+        let outer_nullable = |mut c: ColumnRef| {
+            c.nullable = true;
+            c
+        };
+        let probe_branch_ids: Vec<usize> = probe_branches.iter().map(|b| b.id).collect();
+        for branch in probe_branches.iter_mut() {
+            branch.operators.push(Arc::new(HashJoinProbe(Arc::clone(&join))));
+            branch.after_sinks.push(build_sink);
+            branch.steps.push(format!("-> HashJoinProbe {description} [build sink #{build_sink}]"));
+            branch.layout = layout.clone().into_iter().map(|c| if mode == JoinMode::Inner { c } else { outer_nullable(c) }).collect();
+        }
+        if matches!(mode, JoinMode::BuildOuter | JoinMode::FullOuter) {
+            let mut unmatched = self.new_branch(
+                Arc::new(HashJoinUnmatched(Arc::clone(&join))),
+                layout.clone(),
+                format!("HashJoinUnmatched {description} [build sink #{build_sink}]"),
+            );
+            unmatched.after_branches = probe_branch_ids;
+            unmatched.after_sinks.push(build_sink);
+            probe_branches.push(unmatched);
+        }
+        Ok(probe_branches)
+    }
+}
+
+fn mode_outputs_build(mode: JoinMode) -> bool {
+    matches!(mode, JoinMode::Inner | JoinMode::ProbeOuter | JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::Single)
+}
+
+/// Range conditions of scan filters that zone maps can test.
+fn zone_predicates(scan: &Scan) -> Vec<ZonePredicate> {
+    let mut predicates = Vec::new();
+    for filter in &scan.filters {
+        let Expr::Binary { op, left, right, .. } = filter else { continue };
+        let (column, value, op) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(v, _)) => (c, v, *op),
+            (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flipped()),
+            _ => continue,
+        };
+        if value.is_null() || matches!(value, ScalarValue::Interval(_) | ScalarValue::Boolean(_)) {
+            continue;
+        }
+        let Some(table_column) = scan.columns.iter().find(|(_, c)| c.id == column.id).map(|(i, _)| *i) else { continue };
+        // Zone maps hold values of the column's own type; the literal has the same type.
+        let v = value.clone();
+        let predicate = match op {
+            BinaryOp::Eq => ZonePredicate { column: table_column, lower: Some((v.clone(), true)), upper: Some((v, true)) },
+            BinaryOp::Lt => ZonePredicate { column: table_column, lower: None, upper: Some((v, false)) },
+            BinaryOp::LtEq => ZonePredicate { column: table_column, lower: None, upper: Some((v, true)) },
+            BinaryOp::Gt => ZonePredicate { column: table_column, lower: Some((v, false)), upper: None },
+            BinaryOp::GtEq => ZonePredicate { column: table_column, lower: Some((v, true)), upper: None },
+            _ => continue,
+        };
+        predicates.push(predicate);
+    }
+    predicates
+}

@@ -1,0 +1,323 @@
+//! Cardinality estimation: rows and per-column statistics of every plan node, derived
+//! from table statistics (row counts, min/max, HyperLogLog distinct counts).
+//!
+//! Classic System-R style assumptions: predicates are independent (except ranges on one
+//! column, which are intersected), values are uniform between min and max, an equi-join
+//! matches `1 / max(ndv(left key), ndv(right key))` of the pairs.
+
+use std::collections::HashMap;
+
+use apiary_sql::expr::{BinaryOp, ColumnId, Expr, UnaryOp};
+use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_types::ScalarValue;
+
+/// Selectivity used when nothing better is known.
+pub const DEFAULT_SELECTIVITY: f64 = 0.25;
+const LIKE_SELECTIVITY: f64 = 0.1;
+const MIN_SELECTIVITY: f64 = 1e-4;
+
+#[derive(Clone, Debug)]
+pub struct ColumnEstimate {
+    /// Distinct non-NULL values.
+    pub ndv: f64,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub null_fraction: f64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Estimate {
+    pub rows: f64,
+    pub columns: HashMap<ColumnId, ColumnEstimate>,
+}
+
+impl Estimate {
+    /// The estimate after keeping `selectivity` of the rows: distinct counts shrink as
+    /// they would when sampling rows uniformly (Cardenas' formula).
+    pub fn scaled(mut self, selectivity: f64) -> Estimate {
+        let selectivity = selectivity.clamp(0.0, 1.0);
+        let old_rows = self.rows.max(1.0);
+        self.rows *= selectivity;
+        for column in self.columns.values_mut() {
+            let rows_per_value = old_rows / column.ndv.max(1.0);
+            column.ndv = (column.ndv * (1.0 - (1.0 - selectivity).powf(rows_per_value))).max(1.0).min(self.rows.max(1.0));
+        }
+        self
+    }
+
+    fn ndv(&self, expr: &Expr) -> f64 {
+        match expr {
+            Expr::Column(c) => self.columns.get(&c.id).map_or(self.rows, |s| s.ndv).max(1.0),
+            Expr::Cast { expr, .. } => self.ndv(expr),
+            _ => self.rows.max(1.0),
+        }
+    }
+}
+
+/// Estimates rows and column statistics of `plan`.
+pub fn estimate(plan: &LogicalPlan) -> Estimate {
+    match plan {
+        LogicalPlan::Scan(scan) => {
+            let data = scan.table.snapshot();
+            let rows = data.row_count() as f64;
+            let mut columns = HashMap::new();
+            for (idx, column) in &scan.columns {
+                let Some(stats) = data.stats.columns.get(*idx) else { continue };
+                columns.insert(
+                    column.id,
+                    ColumnEstimate {
+                        ndv: stats.distinct_count(data.row_count()).max(1.0),
+                        min: stats.min.as_f64(),
+                        max: stats.max.as_f64(),
+                        null_fraction: if rows > 0.0 { stats.null_count as f64 / rows } else { 0.0 },
+                    },
+                );
+            }
+            let base = Estimate { rows, columns };
+            let selectivity = conjunction_selectivity(&scan.filters, &base);
+            base.scaled(selectivity)
+        }
+        LogicalPlan::Values { rows, output } => {
+            let n = rows.len() as f64;
+            let columns = output
+                .iter()
+                .map(|c| (c.id, ColumnEstimate { ndv: n.max(1.0), min: None, max: None, null_fraction: 0.0 }))
+                .collect();
+            Estimate { rows: n, columns }
+        }
+        LogicalPlan::Filter { predicate, input } => {
+            let input = estimate(input);
+            let selectivity = conjunction_selectivity(&predicate.clone().split_conjunction(), &input);
+            input.scaled(selectivity)
+        }
+        LogicalPlan::Project { exprs, input } => {
+            let input = estimate(input);
+            let mut columns = HashMap::new();
+            for (expr, column) in exprs {
+                let stat = match expr {
+                    Expr::Column(c) => input.columns.get(&c.id).cloned(),
+                    Expr::Cast { expr, .. } => match expr.as_ref() {
+                        Expr::Column(c) => input.columns.get(&c.id).cloned(),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let stat = stat.unwrap_or(ColumnEstimate { ndv: input.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+                columns.insert(column.id, stat);
+            }
+            Estimate { rows: input.rows, columns }
+        }
+        LogicalPlan::Aggregate { groups, aggregates, input } => {
+            let input = estimate(input);
+            let rows = if groups.is_empty() { 1.0 } else { group_count(groups.iter().map(|(e, _)| e), &input) };
+            let mut columns = HashMap::new();
+            for (expr, column) in groups {
+                let mut stat = match expr {
+                    Expr::Column(c) => input.columns.get(&c.id).cloned(),
+                    _ => None,
+                }
+                .unwrap_or(ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 });
+                stat.ndv = stat.ndv.min(rows).max(1.0);
+                columns.insert(column.id, stat);
+            }
+            for (_, column) in aggregates {
+                columns.insert(column.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+            }
+            Estimate { rows, columns }
+        }
+        LogicalPlan::Join { kind, left, right, condition, mark } => {
+            let l = estimate(left);
+            let r = estimate(right);
+            join_estimate(*kind, &l, &r, condition.as_ref(), mark.as_ref().map(|m| m.id))
+        }
+        LogicalPlan::Sort { input, .. } => estimate(input),
+        LogicalPlan::Limit { limit, offset, input } => {
+            let mut e = estimate(input);
+            if let Some(limit) = limit {
+                e.rows = e.rows.min(*limit as f64 + *offset as f64);
+            }
+            e
+        }
+        LogicalPlan::Union { inputs, output } => {
+            let estimates: Vec<Estimate> = inputs.iter().map(estimate).collect();
+            let rows: f64 = estimates.iter().map(|e| e.rows).sum();
+            let columns = output
+                .iter()
+                .map(|c| (c.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 }))
+                .collect();
+            Estimate { rows, columns }
+        }
+    }
+}
+
+/// Number of groups of a GROUP BY over `keys`: the product of the keys' distinct counts,
+/// capped by the input rows.
+pub fn group_count<'a>(keys: impl Iterator<Item = &'a Expr>, input: &Estimate) -> f64 {
+    let mut product = 1.0f64;
+    for key in keys {
+        product *= input.ndv(key);
+    }
+    product.min(input.rows).max(1.0)
+}
+
+/// Rows of a join of estimates `l` and `r`.
+pub fn join_estimate(kind: JoinKind, l: &Estimate, r: &Estimate, condition: Option<&Expr>, mark: Option<ColumnId>) -> Estimate {
+    let mut merged = Estimate { rows: l.rows * r.rows, columns: l.columns.clone() };
+    merged.columns.extend(r.columns.iter().map(|(k, v)| (*k, v.clone())));
+    let conjuncts = condition.map(|c| c.clone().split_conjunction()).unwrap_or_default();
+    let selectivity = conjunction_selectivity(&conjuncts, &merged);
+    let inner_rows = l.rows * r.rows * selectivity;
+    let semi_fraction = || {
+        // Fraction of left rows with a partner: by key distinct counts when equi-joined.
+        for c in &conjuncts {
+            if let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c {
+                let (lk, rk) = if l.columns.keys().any(|id| left.columns().contains(id)) { (left, right) } else { (right, left) };
+                let ndv_l = l.ndv(lk);
+                let ndv_r = r.ndv(rk);
+                return (ndv_r / ndv_l).min(1.0);
+            }
+        }
+        0.5
+    };
+    let rows = match kind {
+        JoinKind::Inner => inner_rows,
+        JoinKind::Left => inner_rows.max(l.rows),
+        JoinKind::Right => inner_rows.max(r.rows),
+        JoinKind::Full => inner_rows.max(l.rows + r.rows),
+        JoinKind::Semi => l.rows * semi_fraction(),
+        JoinKind::Anti { .. } => l.rows * (1.0 - semi_fraction()).max(0.05),
+        JoinKind::Mark { .. } | JoinKind::Single => l.rows,
+    };
+    let rows = rows.max(if l.rows > 0.0 && r.rows > 0.0 { 1.0 } else { 0.0 });
+    let keep_right = kind.outputs_right();
+    let mut columns = l.columns.clone();
+    if keep_right {
+        columns.extend(r.columns.iter().map(|(k, v)| (*k, v.clone())));
+    }
+    for stat in columns.values_mut() {
+        stat.ndv = stat.ndv.min(rows.max(1.0));
+    }
+    if let Some(mark) = mark {
+        columns.insert(mark, ColumnEstimate { ndv: 2.0, min: None, max: None, null_fraction: 0.0 });
+    }
+    Estimate { rows, columns }
+}
+
+/// Selectivity of a conjunction; range predicates on the same column are combined
+/// into one interval instead of being multiplied.
+pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
+    let mut ranges: HashMap<ColumnId, (Option<f64>, Option<f64>)> = HashMap::new();
+    let mut selectivity = 1.0;
+    for conjunct in conjuncts {
+        if let Some((column, lower, upper)) = range_bound(conjunct) {
+            if input.columns.get(&column).is_some_and(|s| s.min.is_some() && s.max.is_some()) {
+                let entry = ranges.entry(column).or_insert((None, None));
+                if let Some(l) = lower {
+                    entry.0 = Some(entry.0.map_or(l, |e: f64| e.max(l)));
+                }
+                if let Some(u) = upper {
+                    entry.1 = Some(entry.1.map_or(u, |e: f64| e.min(u)));
+                }
+                continue;
+            }
+        }
+        selectivity *= predicate_selectivity(conjunct, input);
+    }
+    for (column, (lower, upper)) in ranges {
+        let stat = &input.columns[&column];
+        let (min, max) = (stat.min.unwrap_or(0.0), stat.max.unwrap_or(0.0));
+        let width = (max - min).max(1e-9);
+        let lo = lower.unwrap_or(min).max(min);
+        let hi = upper.unwrap_or(max).min(max);
+        let fraction = ((hi - lo) / width).clamp(0.0, 1.0);
+        // Point ranges on discrete values still keep about one value's worth of rows.
+        let fraction = fraction.max(1.0 / stat.ndv.max(1.0)).max(MIN_SELECTIVITY);
+        selectivity *= fraction * (1.0 - stat.null_fraction);
+    }
+    if selectivity <= 0.0 {
+        0.0
+    } else {
+        selectivity.clamp(MIN_SELECTIVITY, 1.0)
+    }
+}
+
+/// `column op literal` as a range: (column, lower bound, upper bound).
+fn range_bound(expr: &Expr) -> Option<(ColumnId, Option<f64>, Option<f64>)> {
+    let Expr::Binary { op, left, right, .. } = expr else { return None };
+    let (column, value, op) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) => (c.id, v, *op),
+        (Expr::Literal(v, _), Expr::Column(c)) => (c.id, v, op.flipped()),
+        _ => return None,
+    };
+    let value = literal_f64(value)?;
+    match op {
+        BinaryOp::Lt | BinaryOp::LtEq => Some((column, None, Some(value))),
+        BinaryOp::Gt | BinaryOp::GtEq => Some((column, Some(value), None)),
+        _ => None,
+    }
+}
+
+fn literal_f64(value: &ScalarValue) -> Option<f64> {
+    match value {
+        ScalarValue::Utf8(_) | ScalarValue::Null | ScalarValue::Boolean(_) | ScalarValue::Interval(_) => None,
+        other => other.as_f64(),
+    }
+}
+
+/// Selectivity of one predicate.
+pub fn predicate_selectivity(expr: &Expr, input: &Estimate) -> f64 {
+    match expr {
+        Expr::Literal(ScalarValue::Boolean(true), _) => 1.0,
+        Expr::Literal(_, _) => 0.0,
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
+            conjunction_selectivity(&[(**left).clone(), (**right).clone()], input)
+        }
+        Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
+            let a = predicate_selectivity(left, input);
+            let b = predicate_selectivity(right, input);
+            (a + b - a * b).min(1.0)
+        }
+        Expr::Unary(UnaryOp::Not, inner) => 1.0 - predicate_selectivity(inner, input),
+        Expr::Binary { op: BinaryOp::Eq | BinaryOp::IsNotDistinctFrom, left, right, .. } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Literal(..), other) | (other, Expr::Literal(..)) => 1.0 / input.ndv(other),
+            (a, b) => 1.0 / input.ndv(a).max(input.ndv(b)),
+        },
+        Expr::Binary { op: BinaryOp::NotEq | BinaryOp::IsDistinctFrom, left, right, .. } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Literal(..), other) | (other, Expr::Literal(..)) => 1.0 - 1.0 / input.ndv(other),
+            _ => 0.9,
+        },
+        Expr::Binary { op, .. } if op.is_comparison() => match range_bound(expr) {
+            Some((column, _, _)) if input.columns.get(&column).is_some_and(|s| s.min.is_some() && s.max.is_some()) => {
+                conjunction_selectivity(std::slice::from_ref(expr), input)
+            }
+            _ => 1.0 / 3.0,
+        },
+        Expr::InList { expr, list, negated } => {
+            let s = (list.len() as f64 / input.ndv(expr)).min(1.0);
+            if *negated {
+                1.0 - s
+            } else {
+                s
+            }
+        }
+        Expr::Like { negated, .. } => {
+            if *negated {
+                1.0 - LIKE_SELECTIVITY
+            } else {
+                LIKE_SELECTIVITY
+            }
+        }
+        Expr::IsNull { expr, negated } => {
+            let fraction = match expr.as_ref() {
+                Expr::Column(c) => input.columns.get(&c.id).map_or(0.1, |s| s.null_fraction),
+                _ => 0.1,
+            };
+            if *negated {
+                1.0 - fraction
+            } else {
+                fraction
+            }
+        }
+        _ => DEFAULT_SELECTIVITY,
+    }
+}

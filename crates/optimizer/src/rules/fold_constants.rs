@@ -1,0 +1,92 @@
+//! `fold_constants`: evaluates constant sub-expressions once at planning time and
+//! simplifies boolean logic (`x AND TRUE` -> `x`, `x OR TRUE` -> `TRUE`, ...).
+//!
+//! Folding lets later rules see literals: zone maps and selectivity estimates need
+//! `l_shipdate < DATE '1998-09-02'`, not `... < DATE '1998-12-01' - INTERVAL '90' DAY`.
+
+use apiary_common::Result;
+use apiary_sql::expr::{BinaryOp, Expr, UnaryOp};
+use apiary_sql::LogicalPlan;
+use apiary_types::ScalarValue;
+
+use crate::OptimizerContext;
+
+pub fn run(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
+    let mut error = None;
+    let plan = plan.map_expressions(&mut |expr| match fold(expr, ctx) {
+        Ok(e) => e,
+        Err(err) => {
+            error.get_or_insert(err);
+            Expr::boolean(false)
+        }
+    });
+    match error {
+        Some(err) => Err(err),
+        None => Ok(remove_trivial_filters(plan)),
+    }
+}
+
+/// Folds one expression tree bottom-up.
+pub fn fold(expr: Expr, ctx: &OptimizerContext) -> Result<Expr> {
+    let mut error = None;
+    let folded = expr.transform_up(&mut |e| {
+        if error.is_some() {
+            return e;
+        }
+        let e = simplify(e);
+        if !e.is_literal() && e.is_constant() {
+            let data_type = e.data_type();
+            match ctx.evaluator.evaluate(&e) {
+                Ok(value) => return Expr::Literal(value, data_type),
+                Err(err) => error = Some(err),
+            }
+        }
+        e
+    });
+    match error {
+        Some(err) => Err(err),
+        None => Ok(folded),
+    }
+}
+
+fn as_bool(e: &Expr) -> Option<Option<bool>> {
+    match e {
+        Expr::Literal(ScalarValue::Boolean(b), _) => Some(Some(*b)),
+        Expr::Literal(ScalarValue::Null, _) => Some(None),
+        _ => None,
+    }
+}
+
+fn simplify(expr: Expr) -> Expr {
+    match expr {
+        Expr::Binary { op: BinaryOp::And, left, right, data_type } => match (as_bool(&left), as_bool(&right)) {
+            (Some(Some(true)), _) => *right,
+            (_, Some(Some(true))) => *left,
+            (Some(Some(false)), _) | (_, Some(Some(false))) => Expr::boolean(false),
+            _ => Expr::Binary { op: BinaryOp::And, left, right, data_type },
+        },
+        Expr::Binary { op: BinaryOp::Or, left, right, data_type } => match (as_bool(&left), as_bool(&right)) {
+            (Some(Some(false)), _) => *right,
+            (_, Some(Some(false))) => *left,
+            (Some(Some(true)), _) | (_, Some(Some(true))) => Expr::boolean(true),
+            _ => Expr::Binary { op: BinaryOp::Or, left, right, data_type },
+        },
+        Expr::Unary(UnaryOp::Not, inner) => match *inner {
+            Expr::Unary(UnaryOp::Not, x) if x.data_type() == apiary_types::DataType::Boolean => *x,
+            other => Expr::Unary(UnaryOp::Not, Box::new(other)),
+        },
+        other => other,
+    }
+}
+
+fn remove_trivial_filters(plan: LogicalPlan) -> LogicalPlan {
+    let plan = crate::rules::unnest_subqueries::map_children(plan, &mut |child| Ok(remove_trivial_filters(child)))
+        .expect("infallible rewrite");
+    match plan {
+        LogicalPlan::Filter { predicate: Expr::Literal(ScalarValue::Boolean(true), _), input } => *input,
+        LogicalPlan::Join { kind, left, right, condition: Some(Expr::Literal(ScalarValue::Boolean(true), _)), mark } => {
+            LogicalPlan::Join { kind, left, right, condition: None, mark }
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,7 @@
+//! Optimizer rules, one per file. Each exposes `run(plan, ctx) -> plan`.
+
+pub mod fold_constants;
+pub mod prune_columns;
+pub mod push_down_predicates;
+pub mod reorder_joins;
+pub mod unnest_subqueries;

@@ -1,0 +1,206 @@
+//! `push_down_predicates`: moves filter conjuncts as close to the scans as semantics allow.
+//!
+//! * Through projections (substituting the projected expressions) and sorts.
+//! * Through aggregations when they only read group keys.
+//! * Into joins: one-sided conjuncts go to that side (respecting outer-join semantics),
+//!   two-sided conjuncts become join conditions, which turns `FROM a, b WHERE a.x = b.y`
+//!   into an equi-join.
+//! * An outer join whose NULL-extended side is filtered by a NULL-rejecting predicate is
+//!   turned into an inner (or one-sided outer) join first.
+//! * What reaches a scan becomes a scan filter, evaluated right after each block is read
+//!   (and used by zone maps to skip blocks).
+
+use std::collections::{BTreeSet, HashMap};
+
+use apiary_common::Result;
+use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
+use apiary_sql::{JoinKind, LogicalPlan};
+
+use crate::OptimizerContext;
+
+pub fn run(plan: LogicalPlan, _ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
+    Ok(push(plan, Vec::new()))
+}
+
+fn wrap(plan: LogicalPlan, predicates: Vec<Expr>) -> LogicalPlan {
+    match Expr::conjunction(predicates) {
+        Some(predicate) => LogicalPlan::Filter { predicate, input: Box::new(plan) },
+        None => plan,
+    }
+}
+
+fn subset(expr: &Expr, ids: &BTreeSet<ColumnId>) -> bool {
+    expr.columns().iter().all(|c| ids.contains(c))
+}
+
+fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
+    match plan {
+        LogicalPlan::Filter { predicate, input } => {
+            predicates.extend(predicate.split_conjunction());
+            push(*input, predicates)
+        }
+        LogicalPlan::Project { exprs, input } => {
+            let map: HashMap<ColumnId, Expr> = exprs.iter().map(|(e, c)| (c.id, e.clone())).collect();
+            let (down, keep): (Vec<Expr>, Vec<Expr>) =
+                predicates.into_iter().partition(|p| p.columns().iter().all(|c| map.contains_key(c)));
+            let down = down.into_iter().map(|p| p.replace_columns(&|c| map.get(&c.id).cloned())).collect();
+            let input = push(*input, down);
+            wrap(LogicalPlan::Project { exprs, input: Box::new(input) }, keep)
+        }
+        LogicalPlan::Aggregate { groups, aggregates, input } => {
+            let map: HashMap<ColumnId, Expr> = groups.iter().map(|(e, c)| (c.id, e.clone())).collect();
+            let (down, keep): (Vec<Expr>, Vec<Expr>) = if groups.is_empty() {
+                (Vec::new(), predicates)
+            } else {
+                predicates.into_iter().partition(|p| p.columns().iter().all(|c| map.contains_key(c)))
+            };
+            let down = down.into_iter().map(|p| p.replace_columns(&|c| map.get(&c.id).cloned())).collect();
+            let input = push(*input, down);
+            wrap(LogicalPlan::Aggregate { groups, aggregates, input: Box::new(input) }, keep)
+        }
+        LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(push(*input, predicates)) },
+        LogicalPlan::Limit { limit, offset, input } => {
+            wrap(LogicalPlan::Limit { limit, offset, input: Box::new(push(*input, Vec::new())) }, predicates)
+        }
+        LogicalPlan::Union { inputs, output } => {
+            let inputs = inputs
+                .into_iter()
+                .map(|input| {
+                    let map: HashMap<ColumnId, Expr> =
+                        output.iter().zip(input.output()).map(|(o, i)| (o.id, i.expr())).collect();
+                    let mapped = predicates.iter().map(|p| p.clone().replace_columns(&|c| map.get(&c.id).cloned())).collect();
+                    push(input, mapped)
+                })
+                .collect();
+            LogicalPlan::Union { inputs, output }
+        }
+        LogicalPlan::Scan(mut scan) => {
+            scan.filters.extend(predicates);
+            LogicalPlan::Scan(scan)
+        }
+        LogicalPlan::Values { .. } => wrap(plan, predicates),
+        LogicalPlan::Join { kind, left, right, condition, mark } => push_join(kind, *left, *right, condition, mark, predicates),
+    }
+}
+
+fn push_join(
+    mut kind: JoinKind,
+    left: LogicalPlan,
+    right: LogicalPlan,
+    condition: Option<Expr>,
+    mark: Option<apiary_sql::ColumnRef>,
+    predicates: Vec<Expr>,
+) -> LogicalPlan {
+    let left_ids = left.output_ids();
+    let right_ids = right.output_ids();
+    // Outer joins whose NULL-extended rows a predicate above would reject anyway.
+    let rejects_left = predicates.iter().any(|p| rejects_nulls(p, &left_ids));
+    let rejects_right = predicates.iter().any(|p| rejects_nulls(p, &right_ids));
+    kind = match kind {
+        JoinKind::Left if rejects_right => JoinKind::Inner,
+        JoinKind::Right if rejects_left => JoinKind::Inner,
+        JoinKind::Full if rejects_left && rejects_right => JoinKind::Inner,
+        JoinKind::Full if rejects_right => JoinKind::Left,
+        JoinKind::Full if rejects_left => JoinKind::Right,
+        other => other,
+    };
+    let conjuncts = condition.map(|c| c.split_conjunction()).unwrap_or_default();
+    let mut to_left = Vec::new();
+    let mut to_right = Vec::new();
+    let mut join_conditions = Vec::new();
+    let mut above = Vec::new();
+    match kind {
+        JoinKind::Inner => {
+            for p in predicates.into_iter().chain(conjuncts) {
+                let columns = p.columns();
+                if !columns.is_empty() && subset(&p, &left_ids) {
+                    to_left.push(p);
+                } else if !columns.is_empty() && subset(&p, &right_ids) {
+                    to_right.push(p);
+                } else {
+                    join_conditions.push(p);
+                }
+            }
+        }
+        JoinKind::Left | JoinKind::Single | JoinKind::Mark { .. } | JoinKind::Semi | JoinKind::Anti { .. } => {
+            for p in predicates {
+                if subset(&p, &left_ids) {
+                    to_left.push(p);
+                } else {
+                    above.push(p);
+                }
+            }
+            for p in conjuncts {
+                let columns = p.columns();
+                if !columns.is_empty() && subset(&p, &right_ids) {
+                    to_right.push(p);
+                } else if kind == JoinKind::Semi && !columns.is_empty() && subset(&p, &left_ids) {
+                    to_left.push(p);
+                } else {
+                    join_conditions.push(p);
+                }
+            }
+        }
+        JoinKind::Right => {
+            for p in predicates {
+                if subset(&p, &right_ids) {
+                    to_right.push(p);
+                } else {
+                    above.push(p);
+                }
+            }
+            for p in conjuncts {
+                let columns = p.columns();
+                if !columns.is_empty() && subset(&p, &left_ids) {
+                    to_left.push(p);
+                } else {
+                    join_conditions.push(p);
+                }
+            }
+        }
+        JoinKind::Full => {
+            above = predicates;
+            join_conditions = conjuncts;
+        }
+    }
+    let join = LogicalPlan::Join {
+        kind,
+        left: Box::new(push(left, to_left)),
+        right: Box::new(push(right, to_right)),
+        condition: Expr::conjunction(join_conditions),
+        mark,
+    };
+    wrap(join, above)
+}
+
+/// Whether `predicate` is never TRUE when all of `columns` are NULL.
+pub(crate) fn rejects_nulls(predicate: &Expr, columns: &BTreeSet<ColumnId>) -> bool {
+    match predicate {
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => rejects_nulls(left, columns) || rejects_nulls(right, columns),
+        Expr::Binary { op: BinaryOp::Or, left, right, .. } => rejects_nulls(left, columns) && rejects_nulls(right, columns),
+        Expr::Binary { op: BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom, .. } => false,
+        Expr::Binary { op, left, right, .. } if op.is_comparison() => strict(left, columns) || strict(right, columns),
+        Expr::Like { expr, pattern, .. } => strict(expr, columns) || strict(pattern, columns),
+        Expr::InList { expr, .. } => strict(expr, columns),
+        Expr::IsNull { expr, negated: true } => strict(expr, columns),
+        Expr::Unary(UnaryOp::Not, inner) => strict(inner, columns),
+        Expr::Column(c) => columns.contains(&c.id),
+        _ => false,
+    }
+}
+
+/// Whether `expr` is NULL whenever all of `columns` are NULL.
+fn strict(expr: &Expr, columns: &BTreeSet<ColumnId>) -> bool {
+    match expr {
+        Expr::Column(c) => columns.contains(&c.id),
+        Expr::Binary { op: BinaryOp::And | BinaryOp::Or | BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom, .. } => false,
+        Expr::Binary { left, right, .. } => strict(left, columns) || strict(right, columns),
+        Expr::Unary(_, inner) | Expr::Cast { expr: inner, .. } => strict(inner, columns),
+        Expr::Like { expr, pattern, .. } => strict(expr, columns) || strict(pattern, columns),
+        Expr::Function { func, args, .. } => {
+            !matches!(func, ScalarFunction::Coalesce | ScalarFunction::NullIf | ScalarFunction::Concat)
+                && args.iter().any(|a| strict(a, columns))
+        }
+        _ => false,
+    }
+}

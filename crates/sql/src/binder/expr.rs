@@ -1,0 +1,632 @@
+//! Binding expressions: name resolution, literals, operators with type coercion,
+//! CASE / IN / LIKE / BETWEEN, casts and subqueries.
+
+use apiary_common::{bind_err, not_impl_err, type_err, Result};
+use apiary_types::datetime::{DateField, Interval};
+use apiary_types::decimal::parse_decimal_literal;
+use apiary_types::{DataType, ScalarValue};
+use sqlparser::ast;
+
+use super::{convert_data_type, AggregateCollector, Binder, Scope};
+use crate::coercion::{arithmetic_types, can_assign, common_type};
+use crate::expr::{BinaryOp, ColumnRef, Expr, ScalarFunction, Subquery, SubqueryKind, TrimKind, UnaryOp};
+use crate::plan::LogicalPlan;
+
+impl Binder<'_> {
+    pub(crate) fn bind_expr(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        use ast::Expr as E;
+        let whole = expr;
+        match expr {
+            E::Identifier(ident) => Ok(self.resolve_column(std::slice::from_ref(ident), scope)?.expr()),
+            E::CompoundIdentifier(parts) => Ok(self.resolve_column(parts, scope)?.expr()),
+            E::Value(value) => bind_value(&value.value),
+            E::Nested(inner) => self.bind_expr(inner, scope),
+            E::TypedString(typed) => {
+                let text = match &typed.value.value {
+                    ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                    other => return Err(bind_err!("expected a string after {}, found {other}", typed.data_type)),
+                };
+                let target = convert_data_type(&typed.data_type)?;
+                if target == DataType::Interval {
+                    let interval = Interval::parse(&text, None).ok_or_else(|| bind_err!("invalid INTERVAL literal '{text}'"))?;
+                    return Ok(Expr::Literal(ScalarValue::Interval(interval), DataType::Interval));
+                }
+                self.cast(Expr::literal(ScalarValue::Utf8(text)), target)
+            }
+            E::Interval(interval) => bind_interval(interval),
+            E::UnaryOp { op, expr } => {
+                let operand = self.bind_expr(expr, scope)?;
+                match op {
+                    ast::UnaryOperator::Not => Ok(Expr::not(self.boolean_condition(operand, "NOT")?)),
+                    ast::UnaryOperator::Plus => {
+                        if !operand.data_type().is_numeric() && operand.data_type() != DataType::Null {
+                            return Err(type_err!("operator + is not defined for {}", operand.data_type()));
+                        }
+                        Ok(operand)
+                    }
+                    ast::UnaryOperator::Minus => negate(operand),
+                    other => Err(not_impl_err!("unary operator {other}")),
+                }
+            }
+            E::BinaryOp { left, op, right } => {
+                let l = self.bind_expr(left, scope)?;
+                let r = self.bind_expr(right, scope)?;
+                self.bind_binary(op, l, r)
+            }
+            E::IsNull(e) => Ok(Expr::IsNull { expr: Box::new(self.bind_expr(e, scope)?), negated: false }),
+            E::IsNotNull(e) => Ok(Expr::IsNull { expr: Box::new(self.bind_expr(e, scope)?), negated: true }),
+            E::IsTrue(e) | E::IsNotTrue(e) | E::IsFalse(e) | E::IsNotFalse(e) => {
+                let operand = self.bind_expr(e, scope)?;
+                let operand = self.boolean_condition(operand, "IS TRUE/FALSE")?;
+                let want_true = matches!(expr, E::IsTrue(_) | E::IsNotTrue(_));
+                let negated = matches!(expr, E::IsNotTrue(_) | E::IsNotFalse(_));
+                // x IS TRUE == CASE WHEN x THEN TRUE ELSE FALSE END (never NULL).
+                let condition = if want_true { operand } else { Expr::not(operand) };
+                let is = Expr::Case { whens: vec![(condition, Expr::boolean(true))], otherwise: Some(Box::new(Expr::boolean(false))), data_type: DataType::Boolean };
+                Ok(if negated { Expr::not(is) } else { is })
+            }
+            E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+                let l = self.bind_expr(a, scope)?;
+                let r = self.bind_expr(b, scope)?;
+                let op = if matches!(expr, E::IsDistinctFrom(..)) { BinaryOp::IsDistinctFrom } else { BinaryOp::IsNotDistinctFrom };
+                self.bind_comparison(op, l, r)
+            }
+            E::Between { expr, negated, low, high } => {
+                let value = self.bind_expr(expr, scope)?;
+                let low = self.bind_expr(low, scope)?;
+                let high = self.bind_expr(high, scope)?;
+                if *negated {
+                    let below = self.bind_comparison(BinaryOp::Lt, value.clone(), low)?;
+                    let above = self.bind_comparison(BinaryOp::Gt, value, high)?;
+                    Ok(Expr::binary(BinaryOp::Or, below, above, DataType::Boolean))
+                } else {
+                    let lower = self.bind_comparison(BinaryOp::GtEq, value.clone(), low)?;
+                    let upper = self.bind_comparison(BinaryOp::LtEq, value, high)?;
+                    Ok(Expr::binary(BinaryOp::And, lower, upper, DataType::Boolean))
+                }
+            }
+            E::InList { expr, list, negated } => {
+                let value = self.bind_expr(expr, scope)?;
+                let items: Vec<Expr> = list.iter().map(|e| self.bind_expr(e, scope)).collect::<Result<_>>()?;
+                self.bind_in_list(value, items, *negated)
+            }
+            E::Like { negated, any, expr, pattern, escape_char } | E::ILike { negated, any, expr, pattern, escape_char } => {
+                if *any {
+                    return Err(not_impl_err!("LIKE ANY"));
+                }
+                if let Some(escape) = escape_char {
+                    let is_backslash = matches!(escape.as_ref(), ast::Expr::Value(v) if matches!(&v.value, ast::Value::SingleQuotedString(s) if s == "\\"));
+                    if !is_backslash {
+                        return Err(not_impl_err!("LIKE ... ESCAPE other than '\\'"));
+                    }
+                }
+                let value = self.bind_expr(expr, scope)?;
+                let pattern = self.bind_expr(pattern, scope)?;
+                for (what, e) in [("left operand", &value), ("pattern", &pattern)] {
+                    let t = e.data_type();
+                    if !t.is_string() && t != DataType::Null {
+                        return Err(type_err!("LIKE {what} must be a string, not {t}"));
+                    }
+                }
+                Ok(Expr::Like {
+                    expr: Box::new(value),
+                    pattern: Box::new(pattern),
+                    negated: *negated,
+                    case_insensitive: matches!(whole, E::ILike { .. }),
+                })
+            }
+            E::Case { operand, conditions, else_result, .. } => self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope),
+            E::Cast { kind, expr, data_type, format } => {
+                if format.is_some() {
+                    return Err(not_impl_err!("CAST ... FORMAT"));
+                }
+                if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
+                    return Err(not_impl_err!("TRY_CAST"));
+                }
+                let value = self.bind_expr(expr, scope)?;
+                let target = convert_data_type(data_type)?;
+                self.cast(value, target)
+            }
+            E::Extract { field, expr, .. } => {
+                let field = convert_date_field(field)?;
+                let value = self.bind_expr(expr, scope)?;
+                self.bind_extract(field, value)
+            }
+            E::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![self.bind_expr(expr, scope)?];
+                args.push(match substring_from {
+                    Some(from) => self.bind_expr(from, scope)?,
+                    None => Expr::literal(ScalarValue::Int64(1)),
+                });
+                if let Some(length) = substring_for {
+                    args.push(self.bind_expr(length, scope)?);
+                }
+                self.bind_scalar_function("substring", args)
+            }
+            E::Trim { expr, trim_where, trim_what, trim_characters } => {
+                if trim_characters.is_some() {
+                    return Err(not_impl_err!("TRIM with a character list"));
+                }
+                let mut args = vec![self.bind_expr(expr, scope)?];
+                if let Some(what) = trim_what {
+                    args.push(self.bind_expr(what, scope)?);
+                }
+                let name = match trim_where {
+                    None | Some(ast::TrimWhereField::Both) => "trim",
+                    Some(ast::TrimWhereField::Leading) => "ltrim",
+                    Some(ast::TrimWhereField::Trailing) => "rtrim",
+                };
+                self.bind_scalar_function(name, args)
+            }
+            E::Position { expr, r#in } => {
+                let needle = self.bind_expr(expr, scope)?;
+                let haystack = self.bind_expr(r#in, scope)?;
+                self.bind_scalar_function("strpos", vec![haystack, needle])
+            }
+            E::Ceil { expr, field } | E::Floor { expr, field } => {
+                if !matches!(field, ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime)) {
+                    return Err(not_impl_err!("CEIL/FLOOR with a field or scale"));
+                }
+                let value = self.bind_expr(expr, scope)?;
+                self.bind_scalar_function(if matches!(whole, E::Ceil { .. }) { "ceil" } else { "floor" }, vec![value])
+            }
+            E::Function(function) => self.bind_function(function, scope),
+            E::Subquery(query) => {
+                let (plan, columns) = self.bind_subquery(query, scope)?;
+                if columns.len() != 1 {
+                    return Err(bind_err!("subquery must return only one column, not {}", columns.len()));
+                }
+                let mut output = columns[0].clone();
+                output.nullable = true;
+                Ok(Expr::Subquery(Box::new(Subquery { kind: SubqueryKind::Scalar, plan: Box::new(plan), output: Some(output) })))
+            }
+            E::Exists { subquery, negated } => {
+                let (plan, _) = self.bind_subquery(subquery, scope)?;
+                Ok(Expr::Subquery(Box::new(Subquery { kind: SubqueryKind::Exists { negated: *negated }, plan: Box::new(plan), output: None })))
+            }
+            E::InSubquery { expr, subquery, negated } => {
+                let value = self.bind_expr(expr, scope)?;
+                self.bind_in_subquery(value, subquery, *negated, scope)
+            }
+            E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right } => {
+                let is_any = matches!(expr, E::AnyOp { .. });
+                let negated = match (compare_op, is_any) {
+                    (ast::BinaryOperator::Eq, true) => false,
+                    (ast::BinaryOperator::NotEq, false) => true,
+                    _ => return Err(not_impl_err!("{compare_op} {} (only = ANY and <> ALL)", if is_any { "ANY" } else { "ALL" })),
+                };
+                let ast::Expr::Subquery(query) = right.as_ref() else {
+                    return Err(not_impl_err!("ANY/ALL over a non-subquery"));
+                };
+                let value = self.bind_expr(left, scope)?;
+                self.bind_in_subquery(value, query, negated, scope)
+            }
+            other => Err(not_impl_err!("expression {other}")),
+        }
+    }
+
+    fn bind_subquery(&mut self, query: &ast::Query, scope: &Scope) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        self.outer_scopes.push(scope.clone());
+        self.aggregate_stack.push(None);
+        let bound = self.bind_query_body(query);
+        self.aggregate_stack.pop();
+        self.outer_scopes.pop();
+        let (plan, columns) = bound?;
+        Ok((plan, columns.into_iter().map(|(_, c)| c).collect()))
+    }
+
+    fn bind_in_subquery(&mut self, value: Expr, query: &ast::Query, negated: bool, scope: &Scope) -> Result<Expr> {
+        let (plan, columns) = self.bind_subquery(query, scope)?;
+        if columns.len() != 1 {
+            return Err(bind_err!("subquery has too many columns for IN ({})", columns.len()));
+        }
+        let inner = columns[0].clone();
+        let common = common_type(&value.data_type(), &inner.data_type)
+            .ok_or_else(|| type_err!("cannot compare {} with subquery column of type {}", value.data_type(), inner.data_type))?;
+        let value = self.coerce(value, &common)?;
+        let (plan, output) = if inner.data_type.physical() != common.physical() {
+            let cast = self.coerce(inner.expr(), &common)?;
+            let output = self.new_column(&inner.name, common, inner.nullable);
+            (LogicalPlan::Project { exprs: vec![(cast, output.clone())], input: Box::new(plan) }, output)
+        } else {
+            (plan, inner)
+        };
+        Ok(Expr::Subquery(Box::new(Subquery {
+            kind: SubqueryKind::In { expr: Box::new(value), negated },
+            plan: Box::new(plan),
+            output: Some(output),
+        })))
+    }
+
+    fn bind_binary(&mut self, op: &ast::BinaryOperator, left: Expr, right: Expr) -> Result<Expr> {
+        use ast::BinaryOperator as B;
+        let op = match op {
+            B::Plus => BinaryOp::Add,
+            B::Minus => BinaryOp::Sub,
+            B::Multiply => BinaryOp::Mul,
+            B::Divide => BinaryOp::Div,
+            B::Modulo => BinaryOp::Mod,
+            B::Eq => BinaryOp::Eq,
+            B::NotEq => BinaryOp::NotEq,
+            B::Lt => BinaryOp::Lt,
+            B::LtEq => BinaryOp::LtEq,
+            B::Gt => BinaryOp::Gt,
+            B::GtEq => BinaryOp::GtEq,
+            B::And => BinaryOp::And,
+            B::Or => BinaryOp::Or,
+            B::StringConcat => BinaryOp::Concat,
+            other => return Err(not_impl_err!("operator {other}")),
+        };
+        match op {
+            BinaryOp::And | BinaryOp::Or => {
+                let l = self.boolean_condition(left, op.symbol())?;
+                let r = self.boolean_condition(right, op.symbol())?;
+                Ok(Expr::binary(op, l, r, DataType::Boolean))
+            }
+            BinaryOp::Concat => {
+                let l = self.to_text(left)?;
+                let r = self.to_text(right)?;
+                Ok(Expr::binary(op, l, r, DataType::Varchar(None)))
+            }
+            op if op.is_comparison() => self.bind_comparison(op, left, right),
+            op => self.bind_arithmetic(op, left, right),
+        }
+    }
+
+    fn to_text(&self, expr: Expr) -> Result<Expr> {
+        let t = expr.data_type();
+        if t.is_string() {
+            Ok(expr)
+        } else if t == DataType::Null {
+            Ok(Expr::Literal(ScalarValue::Null, DataType::Varchar(None)))
+        } else {
+            self.cast(expr, DataType::Varchar(None))
+        }
+    }
+
+    pub(crate) fn bind_comparison(&self, op: BinaryOp, left: Expr, right: Expr) -> Result<Expr> {
+        let (left, right) = self.unify_string_literal(left, right)?;
+        let (lt, rt) = (left.data_type(), right.data_type());
+        let common = common_type(&lt, &rt)
+            .ok_or_else(|| type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()))?;
+        if common == DataType::Interval && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq) && lt != rt {
+            return Err(type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()));
+        }
+        Ok(Expr::compare(op, self.coerce(left, &common)?, self.coerce(right, &common)?))
+    }
+
+    /// A string literal compared with (or combined with) a non-string value takes the
+    /// other side's type, as an untyped literal does in PostgreSQL (`d > '1995-01-01'`).
+    fn unify_string_literal(&self, left: Expr, right: Expr) -> Result<(Expr, Expr)> {
+        let is_text_literal = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(_), _));
+        let (lt, rt) = (left.data_type(), right.data_type());
+        if is_text_literal(&left) && !rt.is_string() && rt != DataType::Null {
+            return Ok((self.cast(left, rt)?, right));
+        }
+        if is_text_literal(&right) && !lt.is_string() && lt != DataType::Null {
+            return Ok((left, self.cast(right, lt)?));
+        }
+        Ok((left, right))
+    }
+
+    fn bind_arithmetic(&self, op: BinaryOp, left: Expr, right: Expr) -> Result<Expr> {
+        let (left, right) = self.unify_string_literal(left, right)?;
+        let date_only = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Interval(i), _) if i.micros == 0);
+        let interval_is_date_only = date_only(&left) || date_only(&right);
+        let types = arithmetic_types(op, &left.data_type(), &right.data_type(), interval_is_date_only)?;
+        let left = self.coerce(left, &types.left)?;
+        let right = self.coerce(right, &types.right)?;
+        Ok(Expr::binary(op, left, right, types.result))
+    }
+
+    fn bind_in_list(&self, value: Expr, items: Vec<Expr>, negated: bool) -> Result<Expr> {
+        let mut common = value.data_type();
+        let mut unified = Vec::with_capacity(items.len());
+        for item in items {
+            let (v, item) = self.unify_string_literal(value.clone(), item)?;
+            let _ = v;
+            common = common_type(&common, &item.data_type())
+                .ok_or_else(|| type_err!("IN list item of type {} cannot be compared with {}", item.data_type(), value.data_type()))?;
+            unified.push(item);
+        }
+        let value = self.coerce(value, &common)?;
+        let list = unified.into_iter().map(|e| self.coerce(e, &common)).collect::<Result<Vec<_>>>()?;
+        Ok(Expr::InList { expr: Box::new(value), list, negated })
+    }
+
+    fn bind_case(
+        &mut self,
+        operand: Option<&ast::Expr>,
+        conditions: &[ast::CaseWhen],
+        else_result: Option<&ast::Expr>,
+        scope: &Scope,
+    ) -> Result<Expr> {
+        let operand = operand.map(|o| self.bind_expr(o, scope)).transpose()?;
+        let mut whens = Vec::new();
+        for case_when in conditions {
+            let when = self.bind_expr(&case_when.condition, scope)?;
+            let when = match &operand {
+                Some(o) => self.bind_comparison(BinaryOp::Eq, o.clone(), when)?,
+                None => self.boolean_condition(when, "CASE WHEN")?,
+            };
+            let then = self.bind_expr(&case_when.result, scope)?;
+            whens.push((when, then));
+        }
+        let otherwise = else_result.map(|e| self.bind_expr(e, scope)).transpose()?;
+        let mut result_type = DataType::Null;
+        for t in whens.iter().map(|(_, t)| t.data_type()).chain(otherwise.iter().map(|e| e.data_type())) {
+            result_type = common_type(&result_type, &t).ok_or_else(|| type_err!("CASE types {result_type} and {t} cannot be matched"))?;
+        }
+        let whens = whens.into_iter().map(|(w, t)| Ok((w, self.coerce(t, &result_type)?))).collect::<Result<Vec<_>>>()?;
+        let otherwise = otherwise.map(|e| self.coerce(e, &result_type)).transpose()?.map(Box::new);
+        Ok(Expr::Case { whens, otherwise, data_type: result_type })
+    }
+
+    fn bind_extract(&mut self, field: DateField, value: Expr) -> Result<Expr> {
+        let value = match value.data_type() {
+            DataType::Date | DataType::Timestamp => value,
+            t if t.is_string() => self.cast(value, DataType::Timestamp)?,
+            DataType::Null => Expr::Literal(ScalarValue::Null, DataType::Date),
+            t => return Err(type_err!("EXTRACT needs a DATE or TIMESTAMP, not {t}")),
+        };
+        let data_type = if field == DateField::Epoch { DataType::BigInt } else { DataType::Integer };
+        Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
+    }
+
+    fn bind_function(&mut self, function: &ast::Function, scope: &Scope) -> Result<Expr> {
+        let name = super::object_name_to_table(&function.name)?;
+        if function.over.is_some() {
+            return Err(not_impl_err!("window functions ({name} OVER ...)"));
+        }
+        if !function.within_group.is_empty() {
+            return Err(not_impl_err!("WITHIN GROUP"));
+        }
+        let (arg_list, distinct) = match &function.args {
+            ast::FunctionArguments::None => (Vec::new(), false),
+            ast::FunctionArguments::List(list) => {
+                if !list.clauses.is_empty() {
+                    return Err(not_impl_err!("clauses inside the arguments of {name}"));
+                }
+                (list.args.clone(), matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
+            }
+            ast::FunctionArguments::Subquery(_) => return Err(not_impl_err!("subquery as function argument")),
+        };
+        if super::is_aggregate_function(&name) {
+            return self.bind_aggregate(&name, &arg_list, distinct, function.filter.as_deref(), scope);
+        }
+        if distinct {
+            return Err(bind_err!("DISTINCT specified, but {name} is not an aggregate function"));
+        }
+        if function.filter.is_some() {
+            return Err(bind_err!("FILTER specified, but {name} is not an aggregate function"));
+        }
+        let mut args = Vec::new();
+        for arg in &arg_list {
+            match arg {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(self.bind_expr(e, scope)?),
+                other => return Err(bind_err!("unsupported argument {other} to function {name}")),
+            }
+        }
+        self.bind_scalar_function(&name, args)
+    }
+
+    fn bind_aggregate(
+        &mut self,
+        name: &str,
+        arg_list: &[ast::FunctionArg],
+        distinct: bool,
+        filter: Option<&ast::Expr>,
+        scope: &Scope,
+    ) -> Result<Expr> {
+        match self.aggregate_stack.last() {
+            Some(Some(_)) => {}
+            _ => return Err(bind_err!("aggregate function {name} is not allowed here")),
+        }
+        // Arguments are bound with aggregates disallowed (no nesting).
+        self.aggregate_stack.push(None);
+        let mut star = false;
+        let mut args = Vec::new();
+        let mut result = Ok(());
+        for arg in arg_list {
+            match arg {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => match self.bind_expr(e, scope) {
+                    Ok(bound) => args.push(bound),
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                },
+                other => {
+                    result = Err(bind_err!("unsupported argument {other} to aggregate {name}"));
+                    break;
+                }
+            }
+        }
+        let filter = match (&result, filter) {
+            (Ok(()), Some(f)) => Some(self.bind_expr(f, scope).and_then(|f| self.boolean_condition(f, "FILTER"))),
+            _ => None,
+        };
+        self.aggregate_stack.pop();
+        result?;
+        let filter = filter.transpose()?;
+        let call = self.aggregate_call(name, args, star, distinct, filter)?;
+        let collector: &mut AggregateCollector = match self.aggregate_stack.last_mut() {
+            Some(Some(c)) => c,
+            _ => return Err(bind_err!("aggregate function {name} is not allowed here")),
+        };
+        if let Some((_, column)) = collector.calls.iter().find(|(c, _)| *c == call) {
+            return Ok(column.expr());
+        }
+        let display = call.to_string();
+        let nullable = !matches!(call.func, crate::expr::AggregateFunction::Count | crate::expr::AggregateFunction::CountStar);
+        let column = self.new_column(&display, call.data_type, nullable);
+        if let Some(Some(collector)) = self.aggregate_stack.last_mut() {
+            collector.calls.push((call, column.clone()));
+        }
+        Ok(column.expr())
+    }
+
+    /// Requires a BOOLEAN (or NULL) expression.
+    pub(crate) fn boolean_condition(&self, expr: Expr, clause: &str) -> Result<Expr> {
+        match expr.data_type() {
+            DataType::Boolean => Ok(expr),
+            DataType::Null => Ok(Expr::Literal(ScalarValue::Null, DataType::Boolean)),
+            other => Err(type_err!("argument of {clause} must be BOOLEAN, not {other}")),
+        }
+    }
+
+    /// Implicit conversion of `expr` to `to` (operands of operators, CASE branches, UNION).
+    pub(crate) fn coerce(&self, expr: Expr, to: &DataType) -> Result<Expr> {
+        let from = expr.data_type();
+        if from == *to || (from.is_string() && to.is_string()) {
+            return Ok(expr);
+        }
+        self.cast(expr, *to)
+    }
+
+    /// An explicit cast; constants are converted right away (so `DATE 'x'` errors here).
+    pub(crate) fn cast(&self, expr: Expr, to: DataType) -> Result<Expr> {
+        let from = expr.data_type();
+        if from == to {
+            return Ok(expr);
+        }
+        check_castable(&from, &to)?;
+        match expr {
+            Expr::Literal(value, _) => Ok(Expr::Literal(value.cast_to(&to)?, to)),
+            other => Ok(Expr::Cast { expr: Box::new(other), to }),
+        }
+    }
+
+    /// Conversion for INSERT: like an implicit cast, but strings keep their full length
+    /// (the engine rejects values that are too long instead of truncating them).
+    pub(crate) fn assignment_cast(&self, expr: Expr, to: &DataType, column: &str) -> Result<Expr> {
+        let from = expr.data_type();
+        if !can_assign(&from, to) {
+            return Err(type_err!("column \"{column}\" is of type {to} but the expression is of type {from}"));
+        }
+        if to.is_string() {
+            return self.coerce(expr, &DataType::Varchar(None));
+        }
+        self.coerce(expr, to)
+    }
+}
+
+fn check_castable(from: &DataType, to: &DataType) -> Result<()> {
+    use DataType::*;
+    let ok = from == to
+        || *from == Null
+        || from.is_string()
+        || to.is_string()
+        || (from.is_numeric() && to.is_numeric())
+        || (from.is_numeric() && *to == Boolean)
+        || (*from == Boolean && to.is_numeric())
+        || matches!((from, to), (Date, Timestamp) | (Timestamp, Date));
+    if ok {
+        Ok(())
+    } else {
+        Err(type_err!("cannot cast {from} to {to}"))
+    }
+}
+
+fn negate(operand: Expr) -> Result<Expr> {
+    let t = operand.data_type();
+    if !t.is_numeric() && t != DataType::Interval && t != DataType::Null {
+        return Err(type_err!("operator - is not defined for {t}"));
+    }
+    if let Expr::Literal(value, t) = &operand {
+        let negated = match value {
+            ScalarValue::Int16(v) => v.checked_neg().map(ScalarValue::Int16),
+            ScalarValue::Int32(v) => v.checked_neg().map(ScalarValue::Int32),
+            ScalarValue::Int64(v) => v.checked_neg().map(ScalarValue::Int64),
+            ScalarValue::Float32(v) => Some(ScalarValue::Float32(-v)),
+            ScalarValue::Float64(v) => Some(ScalarValue::Float64(-v)),
+            ScalarValue::Decimal(v, p, s) => Some(ScalarValue::Decimal(-v, *p, *s)),
+            ScalarValue::Interval(i) => i.checked_neg().map(ScalarValue::Interval),
+            ScalarValue::Null => Some(ScalarValue::Null),
+            _ => None,
+        };
+        if let Some(v) = negated {
+            return Ok(Expr::Literal(v, *t));
+        }
+    }
+    Ok(Expr::Unary(UnaryOp::Negate, Box::new(operand)))
+}
+
+fn bind_value(value: &ast::Value) -> Result<Expr> {
+    use ast::Value as V;
+    Ok(match value {
+        V::Number(text, _) => Expr::literal(parse_number(text)?),
+        V::SingleQuotedString(s) | V::EscapedStringLiteral(s) | V::NationalStringLiteral(s) | V::TripleSingleQuotedString(s) => {
+            Expr::literal(ScalarValue::Utf8(s.clone()))
+        }
+        V::DollarQuotedString(s) => Expr::literal(ScalarValue::Utf8(s.value.clone())),
+        V::Boolean(b) => Expr::boolean(*b),
+        V::Null => Expr::Literal(ScalarValue::Null, DataType::Null),
+        V::Placeholder(p) => return Err(not_impl_err!("parameter placeholder {p}")),
+        other => return Err(not_impl_err!("literal {other}")),
+    })
+}
+
+/// Integer literals become INTEGER or BIGINT, literals with a point DECIMAL, literals
+/// with an exponent DOUBLE.
+fn parse_number(text: &str) -> Result<ScalarValue> {
+    if let Ok(v) = text.parse::<i32>() {
+        return Ok(ScalarValue::Int32(v));
+    }
+    if let Ok(v) = text.parse::<i64>() {
+        return Ok(ScalarValue::Int64(v));
+    }
+    if text.contains(['e', 'E']) {
+        return text.parse::<f64>().map(ScalarValue::Float64).map_err(|_| bind_err!("invalid number {text}"));
+    }
+    match parse_decimal_literal(text) {
+        Some((value, precision, scale)) => Ok(ScalarValue::Decimal(value, precision, scale)),
+        None => text.parse::<f64>().map(ScalarValue::Float64).map_err(|_| bind_err!("invalid number {text}")),
+    }
+}
+
+fn bind_interval(interval: &ast::Interval) -> Result<Expr> {
+    if interval.last_field.is_some() {
+        return Err(not_impl_err!("INTERVAL ranges (... TO ...)"));
+    }
+    let text = match interval.value.as_ref() {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            other => return Err(bind_err!("invalid INTERVAL value {other}")),
+        },
+        other => return Err(not_impl_err!("INTERVAL of a non-literal expression {other}")),
+    };
+    let unit = interval.leading_field.as_ref().map(|f| f.to_string().to_lowercase());
+    let parsed = Interval::parse(&text, unit.as_deref()).ok_or_else(|| bind_err!("invalid INTERVAL literal '{text}'"))?;
+    Ok(Expr::Literal(ScalarValue::Interval(parsed), DataType::Interval))
+}
+
+fn convert_date_field(field: &ast::DateTimeField) -> Result<DateField> {
+    use ast::DateTimeField as F;
+    Ok(match field {
+        F::Year | F::Years => DateField::Year,
+        F::Quarter => DateField::Quarter,
+        F::Month | F::Months => DateField::Month,
+        F::Week(_) | F::Weeks => DateField::Week,
+        F::Day | F::Days => DateField::Day,
+        F::DayOfWeek | F::Dow => DateField::DayOfWeek,
+        F::DayOfYear | F::Doy => DateField::DayOfYear,
+        F::Hour | F::Hours => DateField::Hour,
+        F::Minute | F::Minutes => DateField::Minute,
+        F::Second | F::Seconds => DateField::Second,
+        F::Epoch => DateField::Epoch,
+        F::Custom(ident) => DateField::parse(&ident.value).ok_or_else(|| bind_err!("unknown date field {}", ident.value))?,
+        other => return Err(not_impl_err!("date field {other}")),
+    })
+}
+
+/// Trim kind for `trim`/`ltrim`/`rtrim`.
+pub(crate) fn trim_kind(name: &str) -> TrimKind {
+    match name {
+        "ltrim" => TrimKind::Leading,
+        "rtrim" => TrimKind::Trailing,
+        _ => TrimKind::Both,
+    }
+}

@@ -1,0 +1,344 @@
+//! Scalar and aggregate functions: resolution by name and result types.
+
+use apiary_common::{bind_err, type_err, Result};
+use apiary_types::datatype::MAX_DECIMAL_PRECISION;
+use apiary_types::datetime::DateField;
+use apiary_types::{DataType, ScalarValue};
+
+use super::expr::trim_kind;
+use super::Binder;
+use crate::coercion::common_type;
+use crate::expr::{AggregateCall, AggregateFunction, Expr, ScalarFunction};
+
+const AGGREGATES: &[&str] = &[
+    "count", "sum", "avg", "mean", "min", "max", "any_value", "first", "arbitrary", "bool_and", "bool_or", "every",
+    "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop",
+];
+
+pub fn is_aggregate_function(name: &str) -> bool {
+    AGGREGATES.contains(&name)
+}
+
+impl Binder<'_> {
+    pub(crate) fn aggregate_call(
+        &mut self,
+        name: &str,
+        args: Vec<Expr>,
+        star: bool,
+        distinct: bool,
+        filter: Option<Expr>,
+    ) -> Result<AggregateCall> {
+        use AggregateFunction as F;
+        let filter = filter.map(Box::new);
+        if star {
+            if name != "count" || !args.is_empty() {
+                return Err(bind_err!("{name}(*) is not valid; only count(*) takes *"));
+            }
+            return Ok(AggregateCall { func: F::CountStar, args, distinct: false, filter, data_type: DataType::BigInt });
+        }
+        if name == "count" && args.is_empty() {
+            return Ok(AggregateCall { func: F::CountStar, args, distinct: false, filter, data_type: DataType::BigInt });
+        }
+        if args.len() != 1 {
+            return Err(bind_err!("aggregate {name} takes exactly one argument, got {}", args.len()));
+        }
+        let input = args[0].data_type();
+        let numeric = |what: &str| -> Result<()> {
+            if input.is_numeric() || input == DataType::Null {
+                Ok(())
+            } else {
+                Err(type_err!("{what} is not defined for {input}"))
+            }
+        };
+        let (func, data_type) = match name {
+            "count" => (F::Count, DataType::BigInt),
+            "sum" => {
+                numeric("sum")?;
+                let t = match input {
+                    DataType::SmallInt | DataType::Integer => DataType::BigInt,
+                    DataType::BigInt => DataType::decimal(MAX_DECIMAL_PRECISION, 0),
+                    DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale),
+                    DataType::Real | DataType::Double => DataType::Double,
+                    _ => DataType::BigInt,
+                };
+                (F::Sum, t)
+            }
+            "avg" | "mean" => {
+                numeric("avg")?;
+                let t = match input {
+                    DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale.max(6)),
+                    _ => DataType::Double,
+                };
+                (F::Avg, t)
+            }
+            "min" | "max" => {
+                if input == DataType::Interval {
+                    return Err(type_err!("{name} is not defined for INTERVAL"));
+                }
+                (if name == "min" { F::Min } else { F::Max }, if input == DataType::Null { DataType::Integer } else { input })
+            }
+            "any_value" | "first" | "arbitrary" => (F::AnyValue, input),
+            "bool_and" | "every" | "bool_or" => {
+                if input != DataType::Boolean && input != DataType::Null {
+                    return Err(type_err!("{name} needs a BOOLEAN argument, not {input}"));
+                }
+                (if name == "bool_or" { F::BoolOr } else { F::BoolAnd }, DataType::Boolean)
+            }
+            "stddev" | "stddev_samp" | "stddev_pop" | "variance" | "var_samp" | "var_pop" => {
+                numeric(name)?;
+                let func = match name {
+                    "stddev" | "stddev_samp" => F::StddevSamp,
+                    "stddev_pop" => F::StddevPop,
+                    "variance" | "var_samp" => F::VarSamp,
+                    _ => F::VarPop,
+                };
+                (func, DataType::Double)
+            }
+            other => return Err(bind_err!("unknown aggregate function {other}")),
+        };
+        let args = if matches!(func, F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop) {
+            vec![self.cast(args.into_iter().next().expect("one argument"), DataType::Double)?]
+        } else {
+            args
+        };
+        Ok(AggregateCall { func, args, distinct, filter, data_type })
+    }
+
+    pub(crate) fn bind_scalar_function(&mut self, name: &str, args: Vec<Expr>) -> Result<Expr> {
+        use ScalarFunction as F;
+        let arity = |min: usize, max: usize| -> Result<()> {
+            if args.len() < min || args.len() > max {
+                let expected = if min == max { format!("{min}") } else { format!("{min} to {max}") };
+                return Err(bind_err!("function {name} takes {expected} arguments, got {}", args.len()));
+            }
+            Ok(())
+        };
+        let text = DataType::Varchar(None);
+        match name {
+            "substring" | "substr" => {
+                arity(2, 3)?;
+                let mut it = args.into_iter();
+                let value = self.string_arg(name, it.next().expect("arity"))?;
+                let rest = it.map(|a| self.integer_arg(name, a)).collect::<Result<Vec<_>>>()?;
+                let mut args = vec![value];
+                args.extend(rest);
+                Ok(Expr::Function { func: F::Substring, args, data_type: text })
+            }
+            "upper" | "lower" | "ucase" | "lcase" => {
+                arity(1, 1)?;
+                let value = self.string_arg(name, args.into_iter().next().expect("arity"))?;
+                let func = if name == "upper" || name == "ucase" { F::Upper } else { F::Lower };
+                Ok(Expr::Function { func, args: vec![value], data_type: text })
+            }
+            "length" | "char_length" | "character_length" | "len" => {
+                arity(1, 1)?;
+                let value = self.string_arg(name, args.into_iter().next().expect("arity"))?;
+                Ok(Expr::Function { func: F::Length, args: vec![value], data_type: DataType::Integer })
+            }
+            "trim" | "ltrim" | "rtrim" | "btrim" => {
+                arity(1, 2)?;
+                let args = args.into_iter().map(|a| self.string_arg(name, a)).collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func: F::Trim(trim_kind(name)), args, data_type: text })
+            }
+            "replace" => {
+                arity(3, 3)?;
+                let args = args.into_iter().map(|a| self.string_arg(name, a)).collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func: F::Replace, args, data_type: text })
+            }
+            "strpos" | "instr" => {
+                arity(2, 2)?;
+                let args = args.into_iter().map(|a| self.string_arg(name, a)).collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func: F::Position, args, data_type: DataType::Integer })
+            }
+            "starts_with" | "prefix" => {
+                arity(2, 2)?;
+                let args = args.into_iter().map(|a| self.string_arg(name, a)).collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func: F::StartsWith, args, data_type: DataType::Boolean })
+            }
+            "concat" => {
+                if args.is_empty() {
+                    return Err(bind_err!("function concat needs at least one argument"));
+                }
+                let args = args
+                    .into_iter()
+                    .map(|a| if a.data_type().is_string() { Ok(a) } else { self.cast(a, DataType::Varchar(None)) })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func: F::Concat, args, data_type: text })
+            }
+            "abs" => {
+                arity(1, 1)?;
+                let value = self.numeric_arg(name, args.into_iter().next().expect("arity"))?;
+                let t = value.data_type();
+                Ok(Expr::Function { func: F::Abs, args: vec![value], data_type: t })
+            }
+            "round" => {
+                arity(1, 2)?;
+                let mut it = args.into_iter();
+                let value = self.numeric_arg(name, it.next().expect("arity"))?;
+                let digits = match it.next() {
+                    Some(d) => match self.integer_arg(name, d)? {
+                        Expr::Literal(v, _) => v.as_i128().unwrap_or(0) as i32,
+                        _ => return Err(bind_err!("the second argument of round must be a constant")),
+                    },
+                    None => 0,
+                };
+                let data_type = match value.data_type() {
+                    DataType::Decimal { precision, scale } => {
+                        let new_scale = digits.clamp(0, scale as i32) as u8;
+                        DataType::decimal(precision, new_scale)
+                    }
+                    DataType::Real | DataType::Double => DataType::Double,
+                    other => other,
+                };
+                let value = if data_type == DataType::Double { self.cast(value, DataType::Double)? } else { value };
+                let digits = Expr::literal(ScalarValue::Int32(digits));
+                Ok(Expr::Function { func: F::Round, args: vec![value, digits], data_type })
+            }
+            "ceil" | "ceiling" | "floor" => {
+                arity(1, 1)?;
+                let value = self.numeric_arg(name, args.into_iter().next().expect("arity"))?;
+                let data_type = match value.data_type() {
+                    DataType::Decimal { precision, .. } => DataType::decimal(precision, 0),
+                    DataType::Real => DataType::Double,
+                    other => other,
+                };
+                let value = if data_type == DataType::Double { self.cast(value, DataType::Double)? } else { value };
+                let func = if name == "floor" { F::Floor } else { F::Ceil };
+                Ok(Expr::Function { func, args: vec![value], data_type })
+            }
+            "sqrt" | "ln" | "exp" | "power" | "pow" => {
+                let (func, n) = match name {
+                    "sqrt" => (F::Sqrt, 1),
+                    "ln" => (F::Ln, 1),
+                    "exp" => (F::Exp, 1),
+                    _ => (F::Power, 2),
+                };
+                arity(n, n)?;
+                let args = args
+                    .into_iter()
+                    .map(|a| {
+                        let a = self.numeric_arg(name, a)?;
+                        self.cast(a, DataType::Double)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Expr::Function { func, args, data_type: DataType::Double })
+            }
+            "coalesce" | "ifnull" | "nvl" | "greatest" | "least" => {
+                if args.is_empty() || ((name == "ifnull" || name == "nvl") && args.len() != 2) {
+                    return Err(bind_err!("function {name} has the wrong number of arguments"));
+                }
+                let mut t = DataType::Null;
+                for a in &args {
+                    t = common_type(&t, &a.data_type())
+                        .ok_or_else(|| type_err!("{name} types {t} and {} cannot be matched", a.data_type()))?;
+                }
+                if t == DataType::Null {
+                    t = DataType::Integer;
+                }
+                let args = args.into_iter().map(|a| self.coerce(a, &t)).collect::<Result<Vec<_>>>()?;
+                let func = match name {
+                    "greatest" => F::Greatest,
+                    "least" => F::Least,
+                    _ => F::Coalesce,
+                };
+                Ok(Expr::Function { func, args, data_type: t })
+            }
+            "nullif" => {
+                arity(2, 2)?;
+                let mut it = args.into_iter();
+                let a = it.next().expect("arity");
+                let b = it.next().expect("arity");
+                let t = common_type(&a.data_type(), &b.data_type())
+                    .ok_or_else(|| type_err!("nullif types {} and {} cannot be matched", a.data_type(), b.data_type()))?;
+                let a = self.coerce(a, &t)?;
+                let b = self.coerce(b, &t)?;
+                Ok(Expr::Function { func: F::NullIf, args: vec![a, b], data_type: t })
+            }
+            "date_part" | "datepart" => {
+                arity(2, 2)?;
+                let mut it = args.into_iter();
+                let field = match it.next().expect("arity") {
+                    Expr::Literal(ScalarValue::Utf8(s), _) => DateField::parse(&s).ok_or_else(|| bind_err!("unknown date field '{s}'"))?,
+                    _ => return Err(bind_err!("the first argument of date_part must be a constant string")),
+                };
+                self.date_field_function(field, it.next().expect("arity"))
+            }
+            "year" | "month" | "day" | "quarter" | "hour" | "minute" | "second" | "dayofweek" | "dayofyear" => {
+                arity(1, 1)?;
+                let field = DateField::parse(name).expect("listed names parse");
+                self.date_field_function(field, args.into_iter().next().expect("arity"))
+            }
+            "date_trunc" => {
+                arity(2, 2)?;
+                let mut it = args.into_iter();
+                let unit = it.next().expect("arity");
+                let unit_ok = matches!(&unit, Expr::Literal(ScalarValue::Utf8(s), _)
+                    if matches!(s.to_lowercase().as_str(), "year" | "quarter" | "month" | "week" | "day"));
+                if !unit_ok {
+                    return Err(bind_err!("date_trunc unit must be one of 'year', 'quarter', 'month', 'week', 'day'"));
+                }
+                let value = it.next().expect("arity");
+                let value = match value.data_type() {
+                    DataType::Date => value,
+                    DataType::Timestamp => self.cast(value, DataType::Date)?,
+                    t if t.is_string() => self.cast(value, DataType::Date)?,
+                    t => return Err(type_err!("date_trunc needs a DATE, not {t}")),
+                };
+                Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type: DataType::Date })
+            }
+            other => {
+                let hint = apiary_common::error::closest_name(other, KNOWN_SCALAR_FUNCTIONS.iter().copied())
+                    .map(|c| format!(" (did you mean {c}?)"))
+                    .unwrap_or_default();
+                Err(bind_err!("function {other} does not exist{hint}"))
+            }
+        }
+    }
+
+    fn date_field_function(&mut self, field: DateField, value: Expr) -> Result<Expr> {
+        let value = match value.data_type() {
+            DataType::Date | DataType::Timestamp => value,
+            t if t.is_string() => self.cast(value, DataType::Timestamp)?,
+            t => return Err(type_err!("date part needs a DATE or TIMESTAMP, not {t}")),
+        };
+        let data_type = if field == DateField::Epoch { DataType::BigInt } else { DataType::Integer };
+        Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
+    }
+
+    fn string_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+        let t = arg.data_type();
+        if t.is_string() {
+            Ok(arg)
+        } else if t == DataType::Null {
+            Ok(Expr::Literal(ScalarValue::Null, DataType::Varchar(None)))
+        } else {
+            Err(type_err!("function {function} needs a string argument, not {t}"))
+        }
+    }
+
+    fn integer_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+        let t = arg.data_type();
+        if t.is_integer() || t == DataType::Null {
+            self.coerce(arg, &DataType::BigInt)
+        } else {
+            Err(type_err!("function {function} needs an integer argument, not {t}"))
+        }
+    }
+
+    fn numeric_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+        let t = arg.data_type();
+        if t.is_numeric() {
+            Ok(arg)
+        } else if t == DataType::Null {
+            Ok(Expr::Literal(ScalarValue::Null, DataType::Double))
+        } else {
+            Err(type_err!("function {function} needs a numeric argument, not {t}"))
+        }
+    }
+}
+
+const KNOWN_SCALAR_FUNCTIONS: &[&str] = &[
+    "substring", "substr", "upper", "lower", "length", "char_length", "trim", "ltrim", "rtrim", "replace", "strpos",
+    "starts_with", "concat", "abs", "round", "ceil", "floor", "sqrt", "ln", "exp", "power", "coalesce", "greatest",
+    "least", "nullif", "date_part", "date_trunc", "year", "month", "day",
+];

@@ -1,0 +1,353 @@
+//! The binder: resolves names and types in a parsed statement and builds a logical plan.
+//!
+//! ```text
+//! Binder
+//!  ├─ query.rs   WITH, SELECT, set operations, VALUES, ORDER BY / LIMIT, FROM and joins
+//!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
+//!  │             IN / LIKE / BETWEEN, subqueries, casts
+//!  └─ function.rs scalar and aggregate functions by name
+//! ```
+//!
+//! Name resolution uses a [`Scope`] per FROM clause: a list of visible columns with their
+//! qualifier (table name or alias). While a subquery is bound, the enclosing scopes stay
+//! reachable as *outer scopes*: a name found there becomes an outer reference (the column
+//! id of the enclosing query), which is what makes a subquery correlated.
+
+mod expr;
+mod function;
+mod query;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apiary_common::error::closest_name;
+use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
+use apiary_storage::{Catalog, Table};
+use apiary_types::{DataType, ScalarValue};
+use sqlparser::ast;
+
+use crate::expr::{AggregateCall, ColumnId, ColumnRef};
+use crate::plan::LogicalPlan;
+
+pub use function::is_aggregate_function;
+
+/// Resolves table functions (`read_csv('f')`, `read_parquet('f')`, system views) to a
+/// table the binder can scan. Implemented by the engine, which owns the file readers.
+pub trait TableFunctionProvider {
+    /// `Ok(None)` when no function has that name.
+    fn call(&self, name: &str, args: &[ScalarValue], named_args: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>>;
+}
+
+/// A provider that knows no table functions.
+pub struct NoTableFunctions;
+
+impl TableFunctionProvider for NoTableFunctions {
+    fn call(&self, _: &str, _: &[ScalarValue], _: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
+        Ok(None)
+    }
+}
+
+/// A bound query: its plan, the user-visible output column names, and the next unused
+/// column id (the optimizer keeps numbering from there).
+#[derive(Debug, Clone)]
+pub struct BoundStatement {
+    pub plan: LogicalPlan,
+    pub names: Vec<String>,
+    pub next_column_id: u32,
+}
+
+/// A column visible in a scope.
+#[derive(Clone, Debug)]
+pub(crate) struct ScopeColumn {
+    /// The table name or alias that qualifies this column (`t` in `t.a`).
+    pub qualifier: Option<String>,
+    pub name: String,
+    pub column: ColumnRef,
+    /// Hidden from unqualified lookup (the right-hand copy of a `USING` column).
+    pub hidden: bool,
+}
+
+/// The columns visible to expressions of one query level.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scope {
+    pub columns: Vec<ScopeColumn>,
+}
+
+impl Scope {
+    pub fn from_columns(qualifier: Option<&str>, columns: &[(String, ColumnRef)]) -> Scope {
+        Scope {
+            columns: columns
+                .iter()
+                .map(|(name, column)| ScopeColumn {
+                    qualifier: qualifier.map(str::to_string),
+                    name: name.clone(),
+                    column: column.clone(),
+                    hidden: false,
+                })
+                .collect(),
+        }
+    }
+
+    pub fn merge(mut self, other: Scope) -> Scope {
+        self.columns.extend(other.columns);
+        self
+    }
+
+    /// Finds `qualifier.name` or an unqualified `name`. `Ok(None)` when absent,
+    /// an error when ambiguous.
+    fn lookup(&self, qualifier: Option<&str>, name: &str) -> Result<Option<&ScopeColumn>> {
+        let mut found: Option<&ScopeColumn> = None;
+        for column in &self.columns {
+            let qualifier_matches = match qualifier {
+                Some(q) => column.qualifier.as_deref() == Some(q),
+                None => !column.hidden,
+            };
+            if qualifier_matches && column.name == name {
+                if let Some(previous) = found {
+                    if previous.column.id != column.column.id {
+                        return Err(bind_err!("column reference \"{name}\" is ambiguous"));
+                    }
+                }
+                found = Some(column);
+            }
+        }
+        Ok(found)
+    }
+
+    fn has_qualifier(&self, qualifier: &str) -> bool {
+        self.columns.iter().any(|c| c.qualifier.as_deref() == Some(qualifier))
+    }
+}
+
+/// A `WITH` definition, re-bound at each reference (CTEs are inlined).
+#[derive(Clone)]
+struct CteDefinition {
+    query: ast::Query,
+    column_aliases: Vec<String>,
+}
+
+/// Collects aggregate calls while the SELECT list / HAVING / ORDER BY of a grouped query
+/// are bound.
+#[derive(Default)]
+pub(crate) struct AggregateCollector {
+    pub calls: Vec<(AggregateCall, ColumnRef)>,
+}
+
+pub struct Binder<'a> {
+    catalog: &'a Catalog,
+    table_functions: &'a dyn TableFunctionProvider,
+    next_column_id: u32,
+    /// CTE frames, innermost last.
+    ctes: Vec<HashMap<String, CteDefinition>>,
+    /// Scopes of the enclosing queries while binding a subquery, innermost last.
+    outer_scopes: Vec<Scope>,
+    /// Aggregate collectors; `None` marks a subquery boundary (aggregates inside a
+    /// subquery belong to the subquery).
+    aggregate_stack: Vec<Option<AggregateCollector>>,
+    /// Block size for temporary tables created by table functions.
+    pub block_rows: usize,
+}
+
+impl<'a> Binder<'a> {
+    pub fn new(catalog: &'a Catalog, table_functions: &'a dyn TableFunctionProvider) -> Self {
+        Binder {
+            catalog,
+            table_functions,
+            next_column_id: 0,
+            ctes: Vec::new(),
+            outer_scopes: Vec::new(),
+            aggregate_stack: Vec::new(),
+            block_rows: apiary_storage::BLOCK_ROWS,
+        }
+    }
+
+    /// Binds a query (`SELECT ...`, `VALUES ...`, set operations, `WITH`).
+    pub fn bind_query(&mut self, query: &ast::Query) -> Result<BoundStatement> {
+        let (plan, columns) = self.bind_query_body(query)?;
+        let names = columns.iter().map(|(name, _)| name.clone()).collect();
+        // The plan's output order is the visible column order.
+        Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
+    }
+
+    /// Binds the source of `INSERT INTO table [(columns)] source`: a plan producing one
+    /// column per table column, in table order, cast to the table's types (columns not
+    /// listed get NULL).
+    pub fn bind_insert_source(&mut self, table: &Table, target_columns: &[ast::Ident], source: &ast::Query) -> Result<BoundStatement> {
+        let (plan, columns) = self.bind_query_body(source)?;
+        let positions: Vec<usize> = if target_columns.is_empty() {
+            (0..table.schema.len()).collect()
+        } else {
+            let mut positions = Vec::new();
+            for ident in target_columns {
+                let name = normalize_ident(ident);
+                let position = table.schema.index_of(&name).ok_or_else(|| {
+                    let hint = closest_name(&name, table.schema.fields.iter().map(|f| f.name.as_str()))
+                        .map(|c| format!(" (did you mean \"{c}\"?)"))
+                        .unwrap_or_default();
+                    bind_err!("column \"{name}\" of table \"{}\" does not exist{hint}", table.name)
+                })?;
+                if positions.contains(&position) {
+                    return Err(bind_err!("column \"{name}\" specified more than once"));
+                }
+                positions.push(position);
+            }
+            positions
+        };
+        if columns.len() != positions.len() {
+            return Err(bind_err!(
+                "INSERT has {} target columns but the source produces {} columns",
+                positions.len(),
+                columns.len()
+            ));
+        }
+        let mut exprs = Vec::with_capacity(table.schema.len());
+        for (field_idx, field) in table.schema.fields.iter().enumerate() {
+            let expr = match positions.iter().position(|&p| p == field_idx) {
+                Some(source_idx) => {
+                    let source = columns[source_idx].1.expr();
+                    self.assignment_cast(source, &field.data_type, &field.name)?
+                }
+                None => crate::expr::Expr::Literal(ScalarValue::Null, field.data_type),
+            };
+            let output = self.new_column(&field.name, field.data_type, true);
+            exprs.push((expr, output));
+        }
+        let plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
+        let names = table.schema.fields.iter().map(|f| f.name.clone()).collect();
+        Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
+    }
+
+    /// A fresh column id.
+    pub(crate) fn new_column(&mut self, name: &str, data_type: DataType, nullable: bool) -> ColumnRef {
+        let id = ColumnId(self.next_column_id);
+        self.next_column_id += 1;
+        ColumnRef { id, name: Arc::from(name), data_type, nullable }
+    }
+
+    fn lookup_cte(&self, name: &str) -> Option<CteDefinition> {
+        self.ctes.iter().rev().find_map(|frame| frame.get(name).cloned())
+    }
+
+    /// Resolves a possibly qualified column name in `scope`, then in the outer scopes.
+    pub(crate) fn resolve_column(&self, parts: &[ast::Ident], scope: &Scope) -> Result<ColumnRef> {
+        let names: Vec<String> = parts.iter().map(normalize_ident).collect();
+        let (qualifier, name) = match names.as_slice() {
+            [name] => (None, name.as_str()),
+            [.., qualifier, name] => (Some(qualifier.as_str()), name.as_str()),
+            [] => return Err(bind_err!("empty column name")),
+        };
+        if let Some(found) = scope.lookup(qualifier, name)? {
+            return Ok(found.column.clone());
+        }
+        for outer in self.outer_scopes.iter().rev() {
+            if let Some(found) = outer.lookup(qualifier, name)? {
+                return Ok(found.column.clone());
+            }
+        }
+        let display = names.join(".");
+        if let Some(q) = qualifier {
+            if !scope.has_qualifier(q) && !self.outer_scopes.iter().any(|s| s.has_qualifier(q)) {
+                return Err(bind_err!("missing FROM-clause entry for table \"{q}\" in column reference \"{display}\""));
+            }
+        }
+        let candidates: Vec<&str> = scope
+            .columns
+            .iter()
+            .filter(|c| qualifier.is_none() || c.qualifier.as_deref() == qualifier)
+            .map(|c| c.name.as_str())
+            .collect();
+        let hint = closest_name(name, candidates).map(|c| format!(" (did you mean \"{c}\"?)")).unwrap_or_default();
+        Err(bind_err!("column \"{display}\" does not exist{hint}"))
+    }
+}
+
+/// Unquoted identifiers are case-insensitive (folded to lower case); quoted ones are kept.
+pub fn normalize_ident(ident: &ast::Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+/// The table name of an object name (`schema.table` -> `table`; schemas are not
+/// supported beyond `main`/`public`).
+pub fn object_name_to_table(name: &ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|part| match part.as_ident() {
+            Some(ident) => Ok(normalize_ident(ident)),
+            None => Err(not_impl_err!("object name {name}")),
+        })
+        .collect::<Result<_>>()?;
+    match parts.as_slice() {
+        [table] => Ok(table.clone()),
+        [schema, table] if schema == "main" || schema == "public" => Ok(table.clone()),
+        _ => Err(ApiaryError::Catalog(format!("schema in \"{name}\" does not exist (only main/public)"))),
+    }
+}
+
+/// Converts a SQL type name to a [`DataType`].
+pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
+    use ast::DataType as T;
+    let length = |len: &Option<ast::CharacterLength>| -> Result<Option<u32>> {
+        match len {
+            None => Ok(None),
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => {
+                if *length == 0 || *length > u32::MAX as u64 {
+                    Err(bind_err!("length for type {data_type} must be between 1 and {}", u32::MAX))
+                } else {
+                    Ok(Some(*length as u32))
+                }
+            }
+            Some(ast::CharacterLength::Max) => Ok(None),
+        }
+    };
+    let decimal = |info: &ast::ExactNumberInfo| -> Result<DataType> {
+        let (precision, scale) = match info {
+            ast::ExactNumberInfo::None => (18, 3),
+            ast::ExactNumberInfo::Precision(p) => (*p, 0),
+            ast::ExactNumberInfo::PrecisionAndScale(p, s) => {
+                if *s < 0 {
+                    return Err(bind_err!("DECIMAL scale must not be negative"));
+                }
+                (*p, *s as u64)
+            }
+        };
+        if precision == 0 || precision > 38 {
+            return Err(bind_err!("DECIMAL precision {precision} must be between 1 and 38"));
+        }
+        if scale > precision {
+            return Err(bind_err!("DECIMAL scale {scale} must not exceed precision {precision}"));
+        }
+        Ok(DataType::decimal(precision as u8, scale as u8))
+    };
+    Ok(match data_type {
+        T::Boolean | T::Bool => DataType::Boolean,
+        T::SmallInt(_) | T::Int2(_) | T::TinyInt(_) => DataType::SmallInt,
+        T::Int(_) | T::Integer(_) | T::Int4(_) | T::MediumInt(_) => DataType::Integer,
+        T::BigInt(_) | T::Int8(_) | T::Int64 => DataType::BigInt,
+        T::Real | T::Float4 | T::Float32 => DataType::Real,
+        T::Double(_) | T::DoublePrecision | T::Float8 | T::Float64 => DataType::Double,
+        T::Float(info) => match info {
+            ast::ExactNumberInfo::Precision(p) if *p <= 24 => DataType::Real,
+            _ => DataType::Double,
+        },
+        T::Decimal(info) | T::Numeric(info) | T::Dec(info) => decimal(info)?,
+        T::Char(len) | T::Character(len) => DataType::Char(length(len)?.unwrap_or(1)),
+        T::Varchar(len) | T::CharacterVarying(len) | T::CharVarying(len) | T::Nvarchar(len) => DataType::Varchar(length(len)?),
+        T::Text | T::String(_) => DataType::Varchar(None),
+        T::Date => DataType::Date,
+        T::Timestamp(_, tz) if *tz == ast::TimezoneInfo::None || *tz == ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
+        T::Datetime(_) => DataType::Timestamp,
+        T::Interval { .. } => DataType::Interval,
+        T::Custom(name, _) => match object_name_to_table(name)?.as_str() {
+            "varchar" | "string" | "text" => DataType::Varchar(None),
+            "int" | "int4" | "integer" => DataType::Integer,
+            "long" | "int8" => DataType::BigInt,
+            "double" | "float8" => DataType::Double,
+            other => return Err(not_impl_err!("data type {other}")),
+        },
+        other => return Err(not_impl_err!("data type {other}")),
+    })
+}

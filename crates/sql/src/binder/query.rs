@@ -1,0 +1,913 @@
+//! Binding queries: WITH, SELECT, set operations, VALUES, ORDER BY, LIMIT, FROM, joins.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use apiary_common::{bind_err, not_impl_err, type_err, ApiaryError, Result};
+use apiary_types::{DataType, ScalarValue};
+use sqlparser::ast;
+
+use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, CteDefinition, Scope, ScopeColumn};
+use crate::coercion::common_type;
+use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
+use crate::plan::{JoinKind, LogicalPlan, Scan};
+
+/// Output columns of a bound query: (visible name, column).
+pub(crate) type OutputColumns = Vec<(String, ColumnRef)>;
+
+/// Guards against runaway CTE expansion (a CTE referring to itself without RECURSIVE).
+const MAX_CTE_DEPTH: usize = 64;
+
+impl Binder<'_> {
+    pub(crate) fn bind_query_body(&mut self, query: &ast::Query) -> Result<(LogicalPlan, OutputColumns)> {
+        let Some(with) = &query.with else {
+            return self.bind_query_without_with(query);
+        };
+        if with.recursive {
+            return Err(not_impl_err!("WITH RECURSIVE"));
+        }
+        if self.ctes.len() >= MAX_CTE_DEPTH {
+            return Err(bind_err!("common table expressions are nested too deeply (or refer to themselves)"));
+        }
+        self.ctes.push(HashMap::new());
+        for cte in &with.cte_tables {
+            let name = normalize_ident(&cte.alias.name);
+            let frame = self.ctes.last_mut().expect("frame pushed above");
+            if frame.contains_key(&name) {
+                self.ctes.pop();
+                return Err(bind_err!("WITH query name \"{name}\" specified more than once"));
+            }
+            let column_aliases = cte.alias.columns.iter().map(|c| normalize_ident(&c.name)).collect();
+            frame.insert(name, CteDefinition { query: (*cte.query).clone(), column_aliases });
+        }
+        let result = self.bind_query_without_with(query);
+        self.ctes.pop();
+        result
+    }
+
+    fn bind_query_without_with(&mut self, query: &ast::Query) -> Result<(LogicalPlan, OutputColumns)> {
+        if query.fetch.as_ref().is_some_and(|f| f.with_ties || f.percent) {
+            return Err(not_impl_err!("FETCH ... WITH TIES / PERCENT"));
+        }
+        let order_by: &[ast::OrderByExpr] = match &query.order_by {
+            None => &[],
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) => exprs,
+            Some(_) => return Err(not_impl_err!("ORDER BY ALL")),
+        };
+        let (limit, offset) = self.bind_limit(query)?;
+        match query.body.as_ref() {
+            ast::SetExpr::Select(select) => self.bind_select(select, order_by, limit, offset),
+            other => {
+                let (plan, columns) = self.bind_set_expr(other)?;
+                let plan = self.order_by_outputs(plan, &columns, order_by)?;
+                Ok((apply_limit(plan, limit, offset), columns))
+            }
+        }
+    }
+
+    fn bind_limit(&mut self, query: &ast::Query) -> Result<(Option<u64>, u64)> {
+        let (limit, offset) = match &query.limit_clause {
+            None => (None, None),
+            Some(ast::LimitClause::LimitOffset { limit, offset, limit_by }) => {
+                if !limit_by.is_empty() {
+                    return Err(not_impl_err!("LIMIT BY"));
+                }
+                (limit.as_ref(), offset.as_ref().map(|o| &o.value))
+            }
+            Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => (Some(limit), Some(offset)),
+        };
+        let fetch = query.fetch.as_ref().and_then(|f| f.quantity.as_ref());
+        let mut evaluate = |expr: Option<&ast::Expr>, what: &str| -> Result<Option<u64>> {
+            let Some(expr) = expr else { return Ok(None) };
+            let bound = self.bind_expr(expr, &Scope::default())?;
+            match bound {
+                Expr::Literal(ScalarValue::Null, _) => Ok(None),
+                Expr::Literal(value, _) => match value.as_i128() {
+                    Some(v) if v >= 0 => Ok(Some(v.min(u64::MAX as i128) as u64)),
+                    _ => Err(bind_err!("{what} must be a non-negative integer, got {value}")),
+                },
+                other => Err(bind_err!("{what} must be a constant integer, got {other}")),
+            }
+        };
+        let limit = match (limit, fetch) {
+            (Some(l), None) => evaluate(Some(l), "LIMIT")?,
+            (None, Some(f)) => evaluate(Some(f), "FETCH FIRST")?,
+            (None, None) => None,
+            (Some(_), Some(_)) => return Err(bind_err!("cannot use both LIMIT and FETCH")),
+        };
+        let offset = evaluate(offset, "OFFSET")?.unwrap_or(0);
+        Ok((limit, offset))
+    }
+
+    fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
+        match body {
+            ast::SetExpr::Select(select) => self.bind_select(select, &[], None, 0),
+            ast::SetExpr::Query(query) => self.bind_query_body(query),
+            ast::SetExpr::Values(values) => self.bind_values(values),
+            ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
+                let (left_plan, left_columns) = self.bind_set_expr(left)?;
+                let (right_plan, right_columns) = self.bind_set_expr(right)?;
+                self.bind_set_operation(*op, *set_quantifier, (left_plan, left_columns), (right_plan, right_columns))
+            }
+            ast::SetExpr::Table(table) => {
+                let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?;
+                let table = self.catalog.table(&name.to_lowercase())?;
+                let (plan, scope) = self.scan_table(table, &name.to_lowercase(), None)?;
+                let columns = scope.columns.into_iter().map(|c| (c.name, c.column)).collect();
+                Ok((plan, columns))
+            }
+            other => Err(not_impl_err!("query body {other}")),
+        }
+    }
+
+    fn bind_set_operation(
+        &mut self,
+        op: ast::SetOperator,
+        quantifier: ast::SetQuantifier,
+        left: (LogicalPlan, OutputColumns),
+        right: (LogicalPlan, OutputColumns),
+    ) -> Result<(LogicalPlan, OutputColumns)> {
+        let op_name = match op {
+            ast::SetOperator::Union => "UNION",
+            ast::SetOperator::Intersect => "INTERSECT",
+            ast::SetOperator::Except | ast::SetOperator::Minus => "EXCEPT",
+        };
+        if left.1.len() != right.1.len() {
+            return Err(bind_err!("each {op_name} query must have the same number of columns ({} vs {})", left.1.len(), right.1.len()));
+        }
+        let all = match quantifier {
+            ast::SetQuantifier::All => true,
+            ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+            _ => return Err(not_impl_err!("{op_name} BY NAME")),
+        };
+        let mut types = Vec::new();
+        for ((name, l), (_, r)) in left.1.iter().zip(&right.1) {
+            let t = common_type(&l.data_type, &r.data_type).ok_or_else(|| {
+                type_err!("{op_name} types {} and {} cannot be matched (column \"{name}\")", l.data_type, r.data_type)
+            })?;
+            types.push(t);
+        }
+        let left_plan = self.cast_outputs(left.0, &left.1, &types)?;
+        let right_plan = self.cast_outputs(right.0, &right.1, &types)?;
+        let names: Vec<String> = left.1.iter().map(|(n, _)| n.clone()).collect();
+        match op {
+            ast::SetOperator::Union => {
+                let output: Vec<ColumnRef> = names
+                    .iter()
+                    .zip(&types)
+                    .enumerate()
+                    .map(|(i, (n, t))| {
+                        let nullable = left.1[i].1.nullable || right.1[i].1.nullable;
+                        self.new_column(n, *t, nullable)
+                    })
+                    .collect();
+                let union = LogicalPlan::Union { inputs: vec![left_plan, right_plan], output: output.clone() };
+                let columns: OutputColumns = names.iter().cloned().zip(output).collect();
+                if all {
+                    Ok((union, columns))
+                } else {
+                    Ok(self.distinct(union, columns))
+                }
+            }
+            ast::SetOperator::Intersect | ast::SetOperator::Except | ast::SetOperator::Minus => {
+                if all {
+                    return Err(not_impl_err!("{op_name} ALL"));
+                }
+                // Distinct left rows with (INTERSECT) / without (EXCEPT) a NULL-safe match.
+                let left_columns = left_plan.output();
+                let right_columns = right_plan.output();
+                let condition = Expr::conjunction(left_columns.iter().zip(&right_columns).map(|(l, r)| {
+                    Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())
+                }));
+                let kind = if op == ast::SetOperator::Intersect { JoinKind::Semi } else { JoinKind::Anti { null_aware: false } };
+                let joined = LogicalPlan::Join { kind, left: Box::new(left_plan), right: Box::new(right_plan), condition, mark: None };
+                let columns: OutputColumns = names.into_iter().zip(left_columns).collect();
+                Ok(self.distinct(joined, columns))
+            }
+        }
+    }
+
+    /// Projects `columns` cast to `types` (a no-op projection is skipped).
+    fn cast_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, types: &[DataType]) -> Result<LogicalPlan> {
+        let needs_cast = columns.iter().zip(types).any(|((_, c), t)| c.data_type != *t);
+        let in_order = plan.output().iter().map(|c| c.id).eq(columns.iter().map(|(_, c)| c.id));
+        if !needs_cast && in_order {
+            return Ok(plan);
+        }
+        let mut exprs = Vec::new();
+        for ((name, column), t) in columns.iter().zip(types) {
+            let expr = self.coerce(column.expr(), t)?;
+            let output = self.new_column(name, *t, column.nullable);
+            exprs.push((expr, output));
+        }
+        Ok(LogicalPlan::Project { exprs, input: Box::new(plan) })
+    }
+
+    /// `SELECT DISTINCT` over `columns` of `plan`: an aggregation with only group keys.
+    fn distinct(&mut self, plan: LogicalPlan, columns: OutputColumns) -> (LogicalPlan, OutputColumns) {
+        let mut groups = Vec::new();
+        let mut output = Vec::new();
+        for (name, column) in columns {
+            let grouped = self.new_column(&name, column.data_type, column.nullable);
+            groups.push((column.expr(), grouped.clone()));
+            output.push((name, grouped));
+        }
+        (LogicalPlan::Aggregate { groups, aggregates: Vec::new(), input: Box::new(plan) }, output)
+    }
+
+    fn bind_values(&mut self, values: &ast::Values) -> Result<(LogicalPlan, OutputColumns)> {
+        let width = values.rows.first().map_or(0, |r| r.content.len());
+        let mut rows: Vec<Vec<Expr>> = Vec::with_capacity(values.rows.len());
+        for row in &values.rows {
+            if row.content.len() != width {
+                return Err(bind_err!("VALUES lists must all be the same length"));
+            }
+            let bound: Vec<Expr> = row.content.iter().map(|e| self.bind_expr(e, &Scope::default())).collect::<Result<_>>()?;
+            if let Some(e) = bound.iter().find(|e| !e.is_constant()) {
+                return Err(not_impl_err!("non-constant expression in VALUES: {e}"));
+            }
+            rows.push(bound);
+        }
+        let mut types = vec![DataType::Null; width];
+        for row in &rows {
+            for (t, e) in types.iter_mut().zip(row) {
+                *t = common_type(t, &e.data_type())
+                    .ok_or_else(|| type_err!("VALUES types {} and {} cannot be matched", t, e.data_type()))?;
+            }
+        }
+        for t in types.iter_mut() {
+            if *t == DataType::Null {
+                *t = DataType::Integer;
+            }
+        }
+        let rows: Vec<Vec<Expr>> = rows
+            .into_iter()
+            .map(|row| row.into_iter().zip(&types).map(|(e, t)| self.coerce(e, t)).collect::<Result<_>>())
+            .collect::<Result<_>>()?;
+        let mut output = Vec::new();
+        for (i, t) in types.iter().enumerate() {
+            let nullable = rows.iter().any(|r| r[i].nullable());
+            output.push((format!("column{}", i + 1), self.new_column(&format!("column{}", i + 1), *t, nullable)));
+        }
+        let plan = LogicalPlan::Values { rows, output: output.iter().map(|(_, c)| c.clone()).collect() };
+        Ok((plan, output))
+    }
+
+    /// ORDER BY for set operations and VALUES: keys must name output columns.
+    fn order_by_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, order_by: &[ast::OrderByExpr]) -> Result<LogicalPlan> {
+        if order_by.is_empty() {
+            return Ok(plan);
+        }
+        let scope = Scope::from_columns(None, columns);
+        let mut keys = Vec::new();
+        for item in order_by {
+            let expr = match ordinal(&item.expr, columns.len())? {
+                Some(idx) => columns[idx].1.expr(),
+                None => self.bind_expr(&item.expr, &scope)?,
+            };
+            keys.push(sort_key(expr, &item.options)?);
+        }
+        Ok(LogicalPlan::Sort { keys, input: Box::new(plan) })
+    }
+
+    /// Binds one SELECT block with the ORDER BY / LIMIT of its query.
+    pub(crate) fn bind_select(
+        &mut self,
+        select: &ast::Select,
+        order_by: &[ast::OrderByExpr],
+        limit: Option<u64>,
+        offset: u64,
+    ) -> Result<(LogicalPlan, OutputColumns)> {
+        reject_unsupported_select_clauses(select)?;
+        let (mut plan, scope) = self.bind_from(&select.from)?;
+
+        if let Some(selection) = &select.selection {
+            self.aggregate_stack.push(None);
+            let predicate = self.bind_expr(selection, &scope);
+            self.aggregate_stack.pop();
+            let predicate = self.boolean_condition(predicate?, "WHERE")?;
+            plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
+        }
+
+        // GROUP BY keys (may name select-list aliases or ordinals).
+        let group_asts: Vec<ast::Expr> = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) => {
+                if !modifiers.is_empty() {
+                    return Err(not_impl_err!("GROUP BY modifiers (ROLLUP/CUBE/GROUPING SETS)"));
+                }
+                exprs.clone()
+            }
+            ast::GroupByExpr::All(_) => return Err(not_impl_err!("GROUP BY ALL")),
+        };
+        let mut groups: Vec<(Expr, ColumnRef)> = Vec::new();
+        for group_ast in &group_asts {
+            let resolved = self.resolve_group_key(group_ast, select, &scope)?;
+            self.aggregate_stack.push(None);
+            let bound = self.bind_expr(&resolved, &scope);
+            self.aggregate_stack.pop();
+            let bound = bound?;
+            if groups.iter().any(|(g, _)| *g == bound) {
+                continue;
+            }
+            let name = match &bound {
+                Expr::Column(c) => c.name.to_string(),
+                _ => resolved.to_string(),
+            };
+            let column = self.new_column(&name, bound.data_type(), bound.nullable());
+            groups.push((bound, column));
+        }
+
+        // SELECT list, HAVING and ORDER BY, collecting aggregates.
+        self.aggregate_stack.push(Some(AggregateCollector::default()));
+        let bound_items = self.bind_select_items(&select.projection, &scope);
+        let having = match (&bound_items, &select.having) {
+            (Ok(_), Some(having)) => Some(self.bind_expr(having, &scope)),
+            _ => None,
+        };
+        let order_keys = match &bound_items {
+            Ok(items) => Some(self.bind_order_keys(order_by, items, &scope)),
+            Err(_) => None,
+        };
+        let collector = self.aggregate_stack.pop().flatten().unwrap_or_default();
+        let mut items = bound_items?;
+        let mut having = having.transpose()?;
+        let mut order_keys = order_keys.transpose()?.unwrap_or_default();
+
+        let aggregated = !groups.is_empty() || !collector.calls.is_empty() || having.is_some();
+        if aggregated {
+            let input_columns: Vec<ColumnId> = scope.columns.iter().map(|c| c.column.id).collect();
+            let rewrite = |expr: Expr, clause: &str| resolve_grouped(expr, &groups, &input_columns, clause);
+            for (_, expr) in items.iter_mut() {
+                *expr = rewrite(std::mem::replace(expr, Expr::boolean(true)), "SELECT list")?;
+            }
+            if let Some(h) = having.take() {
+                having = Some(rewrite(h, "HAVING clause")?);
+            }
+            for key in order_keys.iter_mut() {
+                if let OrderTarget::Expr(e) = &mut key.0 {
+                    *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "ORDER BY clause")?;
+                }
+            }
+            // Outer references from subqueries in the SELECT list to group keys now read
+            // the aggregate's key columns.
+            let key_map: HashMap<ColumnId, Expr> = groups
+                .iter()
+                .filter_map(|(g, out)| match g {
+                    Expr::Column(c) => Some((c.id, out.expr())),
+                    _ => None,
+                })
+                .collect();
+            let aggregates = collector.calls;
+            plan = LogicalPlan::Aggregate { groups: groups.clone(), aggregates, input: Box::new(plan) };
+            if !key_map.is_empty() {
+                for (_, expr) in items.iter_mut() {
+                    *expr = crate::plan::rewrite_subquery_columns(std::mem::replace(expr, Expr::boolean(true)), &key_map);
+                }
+            }
+            if let Some(h) = having.take() {
+                let predicate = self.boolean_condition(h, "HAVING")?;
+                plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
+            }
+        }
+
+        // Projection: visible items, then hidden ORDER BY expressions.
+        let mut exprs: Vec<(Expr, ColumnRef)> = Vec::new();
+        let mut columns: OutputColumns = Vec::new();
+        for (name, expr) in items {
+            let column = match &expr {
+                // Pass columns through under their own id when possible.
+                Expr::Column(c) if !exprs.iter().any(|(_, o): &(Expr, ColumnRef)| o.id == c.id) => c.clone(),
+                _ => self.new_column(&name, expr.data_type(), expr.nullable()),
+            };
+            exprs.push((expr, column.clone()));
+            columns.push((name, column));
+        }
+        let visible = exprs.len();
+
+        let distinct = match &select.distinct {
+            None | Some(ast::Distinct::All) => false,
+            Some(ast::Distinct::Distinct) => true,
+            Some(ast::Distinct::On(_)) => return Err(not_impl_err!("DISTINCT ON")),
+        };
+
+        let mut sort_keys = Vec::new();
+        for (target, options) in order_keys {
+            let expr = match target {
+                OrderTarget::Output(idx) => columns[idx].1.expr(),
+                OrderTarget::Expr(expr) => match exprs.iter().position(|(e, _)| *e == expr) {
+                    Some(idx) => exprs[idx].1.expr(),
+                    None => {
+                        if distinct {
+                            return Err(bind_err!("for SELECT DISTINCT, ORDER BY expressions must appear in the select list"));
+                        }
+                        let column = self.new_column(&expr.to_string(), expr.data_type(), expr.nullable());
+                        exprs.push((expr, column.clone()));
+                        column.expr()
+                    }
+                },
+            };
+            sort_keys.push(sort_key(expr, &options)?);
+        }
+
+        plan = LogicalPlan::Project { exprs: exprs.clone(), input: Box::new(plan) };
+        if distinct {
+            let (distinct_plan, distinct_columns) = self.distinct(plan, columns.clone());
+            // Sort keys referred to the pre-distinct outputs; map them to the group keys.
+            let map: HashMap<ColumnId, Expr> =
+                columns.iter().zip(&distinct_columns).map(|((_, before), (_, after))| (before.id, after.expr())).collect();
+            for key in sort_keys.iter_mut() {
+                key.expr = std::mem::replace(&mut key.expr, Expr::boolean(true)).replace_columns(&|c| map.get(&c.id).cloned());
+            }
+            plan = distinct_plan;
+            columns = distinct_columns;
+        }
+        if !sort_keys.is_empty() {
+            plan = LogicalPlan::Sort { keys: sort_keys, input: Box::new(plan) };
+        }
+        plan = apply_limit(plan, limit, offset);
+        if !distinct && exprs.len() > visible {
+            // Drop the hidden ORDER BY columns.
+            let visible_exprs = columns.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
+            plan = LogicalPlan::Project { exprs: visible_exprs, input: Box::new(plan) };
+        }
+        Ok((plan, columns))
+    }
+
+    /// A GROUP BY item may be an ordinal (`GROUP BY 1`) or a select-list alias.
+    fn resolve_group_key(&self, group: &ast::Expr, select: &ast::Select, scope: &Scope) -> Result<ast::Expr> {
+        let item_expr = |item: &ast::SelectItem| -> Option<ast::Expr> {
+            match item {
+                ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => Some(e.clone()),
+                _ => None,
+            }
+        };
+        if let Some(idx) = ordinal(group, select.projection.len())? {
+            return item_expr(&select.projection[idx]).ok_or_else(|| bind_err!("GROUP BY position {} is not an expression", idx + 1));
+        }
+        if let ast::Expr::Identifier(ident) = group {
+            let name = normalize_ident(ident);
+            if scope.lookup(None, &name)?.is_none() {
+                for item in &select.projection {
+                    if let ast::SelectItem::ExprWithAlias { expr, alias } = item {
+                        if normalize_ident(alias) == name {
+                            return Ok(expr.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok(group.clone())
+    }
+
+    fn bind_select_items(&mut self, projection: &[ast::SelectItem], scope: &Scope) -> Result<Vec<(String, Expr)>> {
+        let mut items = Vec::new();
+        for item in projection {
+            match item {
+                ast::SelectItem::UnnamedExpr(expr) => {
+                    let bound = self.bind_expr(expr, scope)?;
+                    items.push((output_name(expr, &bound), bound));
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    let bound = self.bind_expr(expr, scope)?;
+                    items.push((normalize_ident(alias), bound));
+                }
+                ast::SelectItem::Wildcard(options) => {
+                    reject_wildcard_options(options)?;
+                    let visible: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| !c.hidden).collect();
+                    if visible.is_empty() {
+                        return Err(bind_err!("SELECT * with no tables specified is not valid"));
+                    }
+                    items.extend(visible.into_iter().map(|c| (c.name.clone(), c.column.expr())));
+                }
+                ast::SelectItem::QualifiedWildcard(kind, options) => {
+                    reject_wildcard_options(options)?;
+                    let qualifier = match kind {
+                        ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
+                        _ => return Err(not_impl_err!("wildcard on an expression")),
+                    };
+                    let matching: Vec<&ScopeColumn> =
+                        scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
+                    if matching.is_empty() {
+                        return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
+                    }
+                    items.extend(matching.into_iter().map(|c| (c.name.clone(), c.column.expr())));
+                }
+                ast::SelectItem::ExprWithAliases { .. } => return Err(not_impl_err!("multiple aliases for one expression")),
+            }
+        }
+        Ok(items)
+    }
+
+    fn bind_order_keys(
+        &mut self,
+        order_by: &[ast::OrderByExpr],
+        items: &[(String, Expr)],
+        scope: &Scope,
+    ) -> Result<Vec<(OrderTarget, ast::OrderByOptions)>> {
+        let mut keys = Vec::new();
+        for item in order_by {
+            if item.with_fill.is_some() {
+                return Err(not_impl_err!("ORDER BY ... WITH FILL"));
+            }
+            if let Some(idx) = ordinal(&item.expr, items.len())? {
+                keys.push((OrderTarget::Output(idx), item.options.clone()));
+                continue;
+            }
+            if let ast::Expr::Identifier(ident) = &item.expr {
+                let name = normalize_ident(ident);
+                let matches: Vec<usize> = items.iter().enumerate().filter(|(_, (n, _))| *n == name).map(|(i, _)| i).collect();
+                if matches.len() == 1 {
+                    keys.push((OrderTarget::Output(matches[0]), item.options.clone()));
+                    continue;
+                }
+                if matches.len() > 1 && scope.lookup(None, &name)?.is_none() {
+                    return Err(bind_err!("ORDER BY \"{name}\" is ambiguous"));
+                }
+            }
+            let bound = self.bind_expr(&item.expr, scope)?;
+            keys.push((OrderTarget::Expr(bound), item.options.clone()));
+        }
+        Ok(keys)
+    }
+
+    // ---------------------------------------------------------------- FROM and joins
+
+    pub(crate) fn bind_from(&mut self, from: &[ast::TableWithJoins]) -> Result<(LogicalPlan, Scope)> {
+        let mut result: Option<(LogicalPlan, Scope)> = None;
+        for item in from {
+            let (plan, scope) = self.bind_table_with_joins(item)?;
+            result = Some(match result {
+                None => (plan, scope),
+                Some((left_plan, left_scope)) => {
+                    check_duplicate_qualifiers(&left_scope, &scope)?;
+                    let joined = LogicalPlan::Join {
+                        kind: JoinKind::Inner,
+                        left: Box::new(left_plan),
+                        right: Box::new(plan),
+                        condition: None,
+                        mark: None,
+                    };
+                    (joined, left_scope.merge(scope))
+                }
+            });
+        }
+        Ok(result.unwrap_or_else(|| (LogicalPlan::Values { rows: vec![vec![]], output: vec![] }, Scope::default())))
+    }
+
+    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<(LogicalPlan, Scope)> {
+        let (mut plan, mut scope) = self.bind_table_factor(&item.relation)?;
+        for join in &item.joins {
+            let (right_plan, right_scope) = self.bind_table_factor(&join.relation)?;
+            check_duplicate_qualifiers(&scope, &right_scope)?;
+            use ast::JoinOperator as J;
+            let (kind, constraint) = match &join.join_operator {
+                J::Join(c) | J::Inner(c) => (JoinKind::Inner, c),
+                J::Left(c) | J::LeftOuter(c) => (JoinKind::Left, c),
+                J::Right(c) | J::RightOuter(c) => (JoinKind::Right, c),
+                J::FullOuter(c) => (JoinKind::Full, c),
+                J::CrossJoin(c) => (JoinKind::Inner, c),
+                J::Semi(c) | J::LeftSemi(c) => (JoinKind::Semi, c),
+                J::Anti(c) | J::LeftAnti(c) => (JoinKind::Anti { null_aware: false }, c),
+                other => return Err(not_impl_err!("join type {other:?}")),
+            };
+            let using: Option<Vec<String>> = match constraint {
+                ast::JoinConstraint::Using(names) => {
+                    Some(names.iter().map(object_name_to_table).collect::<Result<Vec<_>>>()?)
+                }
+                ast::JoinConstraint::Natural => {
+                    let left_names: Vec<&str> = scope.columns.iter().filter(|c| !c.hidden).map(|c| c.name.as_str()).collect();
+                    Some(
+                        right_scope
+                            .columns
+                            .iter()
+                            .filter(|c| !c.hidden && left_names.contains(&c.name.as_str()))
+                            .map(|c| c.name.clone())
+                            .collect(),
+                    )
+                }
+                _ => None,
+            };
+            let merged = scope.clone().merge(right_scope.clone());
+            let (condition, new_scope, coalesced) = match (constraint, using) {
+                (_, Some(names)) => self.bind_using(&scope, &right_scope, &names, kind)?,
+                (ast::JoinConstraint::On(expr), None) => {
+                    let bound = self.bind_expr(expr, &merged)?;
+                    (Some(self.boolean_condition(bound, "JOIN ... ON")?), merged, Vec::new())
+                }
+                (_, None) => (None, merged, Vec::new()),
+            };
+            let new_scope = match kind {
+                JoinKind::Semi | JoinKind::Anti { .. } => scope.clone(),
+                _ => new_scope,
+            };
+            plan = LogicalPlan::Join { kind, left: Box::new(plan), right: Box::new(right_plan), condition, mark: None };
+            if !coalesced.is_empty() {
+                // FULL JOIN USING: the shared columns are COALESCE(left, right).
+                let mut exprs: Vec<(Expr, ColumnRef)> = plan.output().into_iter().map(|c| (c.expr(), c)).collect();
+                exprs.extend(coalesced.iter().map(|(e, c)| (e.clone(), c.clone())));
+                plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
+            }
+            scope = new_scope;
+        }
+        Ok((plan, scope))
+    }
+
+    /// `USING (a, b)`: equality conditions, and a scope where each shared column appears
+    /// once for unqualified references.
+    fn bind_using(
+        &mut self,
+        left: &Scope,
+        right: &Scope,
+        names: &[String],
+        kind: JoinKind,
+    ) -> Result<(Option<Expr>, Scope, Vec<(Expr, ColumnRef)>)> {
+        let mut conditions = Vec::new();
+        let mut scope = left.clone().merge(right.clone());
+        let mut coalesced = Vec::new();
+        for name in names {
+            let l = left.lookup(None, name)?.ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in left table"))?;
+            let r = right.lookup(None, name)?.ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in right table"))?;
+            let (l, r) = (l.column.clone(), r.column.clone());
+            let condition = self.bind_comparison(crate::expr::BinaryOp::Eq, l.expr(), r.expr())?;
+            conditions.push(condition);
+            let (hide, keep) = match kind {
+                JoinKind::Right => (l.id, r.id),
+                _ => (r.id, l.id),
+            };
+            for column in scope.columns.iter_mut() {
+                if column.column.id == hide || (kind == JoinKind::Full && column.column.id == keep) {
+                    column.hidden = true;
+                }
+            }
+            if kind == JoinKind::Full {
+                let t = common_type(&l.data_type, &r.data_type).unwrap_or(l.data_type);
+                let args = vec![self.coerce(l.expr(), &t)?, self.coerce(r.expr(), &t)?];
+                let output = self.new_column(name, t, l.nullable && r.nullable);
+                coalesced.push((Expr::Function { func: ScalarFunction::Coalesce, args, data_type: t }, output.clone()));
+                scope.columns.push(ScopeColumn { qualifier: None, name: name.clone(), column: output, hidden: false });
+            }
+        }
+        Ok((Expr::conjunction(conditions), scope, coalesced))
+    }
+
+    fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<(LogicalPlan, Scope)> {
+        match factor {
+            ast::TableFactor::Table { name, alias, args, .. } => {
+                let table_name = object_name_to_table(name)?;
+                if let Some(args) = args {
+                    let table = self.call_table_function(&table_name, &args.args)?;
+                    return self.scan_table(table, &table_name, alias.as_ref());
+                }
+                if let Some(cte) = self.lookup_cte(&table_name) {
+                    return self.bind_cte_reference(&table_name, cte, alias.as_ref());
+                }
+                let table = self.catalog.table(&table_name)?;
+                self.scan_table(table, &table_name, alias.as_ref())
+            }
+            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
+                if *lateral {
+                    return Err(not_impl_err!("LATERAL subqueries"));
+                }
+                // A derived table cannot see sibling FROM items, but can see outer queries.
+                self.aggregate_stack.push(None);
+                let bound = self.bind_query_body(subquery);
+                self.aggregate_stack.pop();
+                let (plan, columns) = bound?;
+                let qualifier = alias.as_ref().map(|a| normalize_ident(&a.name));
+                let columns = rename_columns(columns, alias.as_ref())?;
+                Ok((plan, Scope::from_columns(qualifier.as_deref(), &columns)))
+            }
+            ast::TableFactor::NestedJoin { table_with_joins, alias } => {
+                let (plan, mut scope) = self.bind_table_with_joins(table_with_joins)?;
+                if let Some(alias) = alias {
+                    let qualifier = normalize_ident(&alias.name);
+                    for column in scope.columns.iter_mut() {
+                        column.qualifier = Some(qualifier.clone());
+                    }
+                }
+                Ok((plan, scope))
+            }
+            ast::TableFactor::Function { name, args, alias, .. } => {
+                let table_name = object_name_to_table(name)?;
+                let table = self.call_table_function(&table_name, args)?;
+                self.scan_table(table, &table_name, alias.as_ref())
+            }
+            other => Err(not_impl_err!("FROM item {other}")),
+        }
+    }
+
+    fn bind_cte_reference(&mut self, name: &str, cte: CteDefinition, alias: Option<&ast::TableAlias>) -> Result<(LogicalPlan, Scope)> {
+        // CTEs are inlined: each reference binds the definition afresh (new column ids).
+        // The definition sees the CTE frames visible where it is referenced minus itself.
+        let depth = self.ctes.len();
+        let mut hidden_frames = Vec::new();
+        while let Some(frame) = self.ctes.last() {
+            if frame.contains_key(name) {
+                break;
+            }
+            hidden_frames.push(self.ctes.pop().expect("checked above"));
+        }
+        let shadowed = self.ctes.last_mut().and_then(|frame| frame.remove(name));
+        self.aggregate_stack.push(None);
+        let outer = std::mem::take(&mut self.outer_scopes);
+        let bound = self.bind_query_body(&cte.query);
+        self.outer_scopes = outer;
+        self.aggregate_stack.pop();
+        if let (Some(frame), Some(definition)) = (self.ctes.last_mut(), shadowed) {
+            frame.insert(name.to_string(), definition);
+        }
+        while let Some(frame) = hidden_frames.pop() {
+            self.ctes.push(frame);
+        }
+        debug_assert_eq!(self.ctes.len(), depth);
+        let (plan, mut columns) = bound?;
+        if !cte.column_aliases.is_empty() {
+            if cte.column_aliases.len() > columns.len() {
+                return Err(bind_err!("WITH query \"{name}\" has {} columns available but {} columns specified", columns.len(), cte.column_aliases.len()));
+            }
+            for (column, alias) in columns.iter_mut().zip(&cte.column_aliases) {
+                column.0 = alias.clone();
+            }
+        }
+        let columns = rename_columns(columns, alias)?;
+        let qualifier = alias.map(|a| normalize_ident(&a.name)).unwrap_or_else(|| name.to_string());
+        Ok((plan, Scope::from_columns(Some(&qualifier), &columns)))
+    }
+
+    pub(crate) fn scan_table(
+        &mut self,
+        table: Arc<apiary_storage::Table>,
+        table_name: &str,
+        alias: Option<&ast::TableAlias>,
+    ) -> Result<(LogicalPlan, Scope)> {
+        let mut columns = Vec::new();
+        let mut named = Vec::new();
+        for (idx, field) in table.schema.fields.iter().enumerate() {
+            let column = self.new_column(&field.name, field.data_type, field.nullable);
+            named.push((field.name.clone(), column.clone()));
+            columns.push((idx, column));
+        }
+        let named = rename_columns(named, alias)?;
+        let qualifier = alias.map(|a| normalize_ident(&a.name)).unwrap_or_else(|| table_name.to_string());
+        let label = if qualifier == table_name { table_name.to_string() } else { format!("{table_name} AS {qualifier}") };
+        let plan = LogicalPlan::Scan(Scan { table, label, columns, filters: Vec::new() });
+        Ok((plan, Scope::from_columns(Some(&qualifier), &named)))
+    }
+
+    fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg]) -> Result<Arc<apiary_storage::Table>> {
+        let mut positional = Vec::new();
+        let mut named = Vec::new();
+        for arg in args {
+            let (arg_name, value) = match arg {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => (None, e),
+                ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. } => (Some(normalize_ident(name)), e),
+                ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), .. } => {
+                    (Some(normalize_ident(name)), e)
+                }
+                other => return Err(bind_err!("unsupported argument {other} to table function {name}")),
+            };
+            let bound = self.bind_expr(value, &Scope::default())?;
+            let Expr::Literal(value, _) = bound else {
+                return Err(bind_err!("arguments of table function {name} must be constants"));
+            };
+            match arg_name {
+                Some(n) => named.push((n, value)),
+                None => positional.push(value),
+            }
+        }
+        match self.table_functions.call(name, &positional, &named)? {
+            Some(table) => Ok(table),
+            None => Err(ApiaryError::Catalog(format!("table function \"{name}\" does not exist"))),
+        }
+    }
+}
+
+/// What an ORDER BY key refers to before the projection is built.
+enum OrderTarget {
+    /// A select-list item (by alias or ordinal).
+    Output(usize),
+    Expr(Expr),
+}
+
+fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> Result<SortKey> {
+    let ascending = match &options.sort {
+        None | Some(ast::OrderBySort::Asc) => true,
+        Some(ast::OrderBySort::Desc) => false,
+        Some(ast::OrderBySort::Using(_)) => return Err(not_impl_err!("ORDER BY ... USING")),
+    };
+    // PostgreSQL: NULLs sort as larger than every value.
+    let nulls_first = options.nulls_first.unwrap_or(!ascending);
+    Ok(SortKey { expr, ascending, nulls_first })
+}
+
+/// `Some(index)` when `expr` is an integer literal used as a 1-based position.
+fn ordinal(expr: &ast::Expr, count: usize) -> Result<Option<usize>> {
+    if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) = expr {
+        let position: usize = text.parse().map_err(|_| bind_err!("position {text} is not a valid integer"))?;
+        if position == 0 || position > count {
+            return Err(bind_err!("position {position} is not in select list"));
+        }
+        return Ok(Some(position - 1));
+    }
+    Ok(None)
+}
+
+fn apply_limit(plan: LogicalPlan, limit: Option<u64>, offset: u64) -> LogicalPlan {
+    if limit.is_none() && offset == 0 {
+        plan
+    } else {
+        LogicalPlan::Limit { limit, offset, input: Box::new(plan) }
+    }
+}
+
+/// Replaces grouped expressions by the aggregate's key columns and rejects leftover
+/// references to ungrouped input columns.
+fn resolve_grouped(expr: Expr, groups: &[(Expr, ColumnRef)], input_columns: &[ColumnId], clause: &str) -> Result<Expr> {
+    let mut error: Option<ApiaryError> = None;
+    let rewritten = expr.transform_down(&mut |e| {
+        if let Some((_, column)) = groups.iter().find(|(g, _)| *g == e) {
+            return Ok(column.expr());
+        }
+        if let Expr::Column(c) = &e {
+            if input_columns.contains(&c.id) && error.is_none() {
+                error = Some(bind_err!(
+                    "column \"{}\" must appear in the GROUP BY clause or be used in an aggregate function ({clause})",
+                    c.name
+                ));
+            }
+        }
+        Err(e)
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(rewritten),
+    }
+}
+
+/// The output name of an unaliased select item: the column name for a column, else the
+/// expression's SQL text.
+fn output_name(ast_expr: &ast::Expr, bound: &Expr) -> String {
+    match ast_expr {
+        ast::Expr::Identifier(ident) => normalize_ident(ident),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().map(normalize_ident).unwrap_or_default(),
+        _ => match bound {
+            Expr::Column(c) if matches!(ast_expr, ast::Expr::Nested(_)) => c.name.to_string(),
+            _ => ast_expr.to_string(),
+        },
+    }
+}
+
+/// Applies `AS alias(c1, c2, ...)` column renames.
+fn rename_columns(mut columns: Vec<(String, ColumnRef)>, alias: Option<&ast::TableAlias>) -> Result<Vec<(String, ColumnRef)>> {
+    if let Some(alias) = alias {
+        if alias.columns.len() > columns.len() {
+            return Err(bind_err!(
+                "table \"{}\" has {} columns available but {} columns specified",
+                alias.name,
+                columns.len(),
+                alias.columns.len()
+            ));
+        }
+        for (column, new_name) in columns.iter_mut().zip(&alias.columns) {
+            column.0 = normalize_ident(&new_name.name);
+        }
+    }
+    Ok(columns)
+}
+
+fn check_duplicate_qualifiers(left: &Scope, right: &Scope) -> Result<()> {
+    for column in &right.columns {
+        if let Some(q) = &column.qualifier {
+            if left.has_qualifier(q) {
+                return Err(bind_err!("table name \"{q}\" specified more than once (use an alias)"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn reject_wildcard_options(options: &ast::WildcardAdditionalOptions) -> Result<()> {
+    if options.opt_exclude.is_some() || options.opt_except.is_some() || options.opt_replace.is_some() || options.opt_rename.is_some() {
+        return Err(not_impl_err!("wildcard options (EXCLUDE/EXCEPT/REPLACE/RENAME)"));
+    }
+    Ok(())
+}
+
+fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
+    if select.top.is_some() {
+        return Err(not_impl_err!("TOP"));
+    }
+    if select.into.is_some() {
+        return Err(not_impl_err!("SELECT INTO (use CREATE TABLE ... AS)"));
+    }
+    if !select.named_window.is_empty() || select.qualify.is_some() {
+        return Err(not_impl_err!("window functions"));
+    }
+    if !select.lateral_views.is_empty() || select.prewhere.is_some() || !select.sort_by.is_empty() {
+        return Err(not_impl_err!("non-standard SELECT clauses"));
+    }
+    if !select.cluster_by.is_empty() || !select.distribute_by.is_empty() || !select.connect_by.is_empty() {
+        return Err(not_impl_err!("CLUSTER BY / DISTRIBUTE BY / CONNECT BY"));
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Parsing SQL text with the `sqlparser` crate.
+//!
+//! We parse with PostgreSQL's dialect (the closest to what Apiary accepts) and rewrite
+//! its error messages into "syntax error at line L, column C: expected X, found Y".
+
+use apiary_common::{ApiaryError, Result};
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::{Parser, ParserError};
+
+/// Parses one or more `;`-separated statements.
+pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
+    let dialect = PostgreSqlDialect {};
+    Parser::new(&dialect)
+        .with_recursion_limit(256)
+        .try_with_sql(sql)
+        .and_then(|mut parser| parser.parse_statements())
+        .map_err(|err| ApiaryError::Parse(describe_parser_error(err)))
+}
+
+/// Splits text into statements without binding them, keeping each statement's text
+/// (used by the shell and `-f` to run statements one at a time).
+pub fn split_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
+    let statements = parse_sql(sql)?;
+    Ok(statements.into_iter().map(|s| {
+        let text = s.to_string();
+        (s, text)
+    }).collect())
+}
+
+fn describe_parser_error(err: ParserError) -> String {
+    let message = match err {
+        ParserError::ParserError(m) | ParserError::TokenizerError(m) => m,
+        ParserError::RecursionLimitExceeded => return "statement is nested too deeply".to_string(),
+    };
+    // sqlparser: "Expected: an expression, found: FROM at Line: 1, Column: 8"
+    let (body, position) = match message.rfind(" at Line: ") {
+        Some(pos) => (&message[..pos], Some(&message[pos + " at Line: ".len()..])),
+        None => (message.as_str(), None),
+    };
+    let body = body.replace("Expected: ", "expected ").replace(", found: ", ", found ");
+    match position.and_then(parse_line_column) {
+        Some((line, column)) => format!("at line {line}, column {column}: {body}"),
+        None => body,
+    }
+}
+
+fn parse_line_column(text: &str) -> Option<(u64, u64)> {
+    let (line, column) = text.split_once(", Column: ")?;
+    let column: String = column.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((line.trim().parse().ok()?, column.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let err = parse_sql("SELECT a,\n  FROM t").unwrap_err().to_string();
+        assert!(err.contains("line 2, column 3"), "{err}");
+        assert!(err.contains("expected"), "{err}");
+    }
+
+    #[test]
+    fn parses_several_statements() {
+        assert_eq!(parse_sql("select 1; select 2;").unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,212 @@
+//! Blocks and column stripes.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use apiary_types::vector::NativeType;
+use apiary_types::{DataType, ScalarValue, Vector, VectorData};
+
+/// Maximum number of rows in a block (= one scan work order).
+pub const BLOCK_ROWS: usize = 65_536;
+
+/// Smallest and largest non-NULL value of a stripe and its NULL count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneMap {
+    /// `Null` when the stripe has no non-NULL value.
+    pub min: ScalarValue,
+    pub max: ScalarValue,
+    pub null_count: usize,
+}
+
+impl ZoneMap {
+    /// Computes the zone map of a vector.
+    pub fn of(vector: &Vector) -> ZoneMap {
+        let null_count = vector.null_count();
+        let (min, max) = if null_count == vector.len() {
+            (ScalarValue::Null, ScalarValue::Null)
+        } else {
+            min_max(vector)
+        };
+        ZoneMap { min, max, null_count }
+    }
+
+    /// Whether some value `v` of the stripe may satisfy `lower <= v <= upper` (bounds
+    /// inclusive when the flag is set; `None` = unbounded).
+    pub fn may_contain_range(&self, lower: Option<(&ScalarValue, bool)>, upper: Option<(&ScalarValue, bool)>) -> bool {
+        if self.min.is_null() {
+            return false;
+        }
+        if let Some((bound, inclusive)) = lower {
+            match self.max.total_cmp(bound) {
+                Ordering::Less => return false,
+                Ordering::Equal if !inclusive => return false,
+                _ => {}
+            }
+        }
+        if let Some((bound, inclusive)) = upper {
+            match self.min.total_cmp(bound) {
+                Ordering::Greater => return false,
+                Ordering::Equal if !inclusive => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+}
+
+fn native_min_max<T: NativeType>(vector: &Vector, to_scalar: impl Fn(T) -> ScalarValue) -> (ScalarValue, ScalarValue) {
+    let values = vector.values::<T>();
+    let mut min: Option<T> = None;
+    let mut max: Option<T> = None;
+    for (idx, &value) in values.iter().enumerate() {
+        if !vector.is_valid(idx) {
+            continue;
+        }
+        // Floats: NaN is neither min nor max candidate via partial_cmp; it is skipped.
+        if min.is_none_or(|m| value < m) {
+            min = Some(value);
+        }
+        if max.is_none_or(|m| value > m) {
+            max = Some(value);
+        }
+    }
+    match (min, max) {
+        (Some(min), Some(max)) => (to_scalar(min), to_scalar(max)),
+        _ => (ScalarValue::Null, ScalarValue::Null),
+    }
+}
+
+fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
+    let data_type = vector.data_type;
+    match (&vector.data, data_type) {
+        (VectorData::Bool(_), _) => native_min_max::<bool>(vector, ScalarValue::Boolean),
+        (VectorData::I16(_), _) => native_min_max::<i16>(vector, ScalarValue::Int16),
+        (VectorData::I32(_), DataType::Date) => native_min_max::<i32>(vector, ScalarValue::Date),
+        (VectorData::I32(_), _) => native_min_max::<i32>(vector, ScalarValue::Int32),
+        (VectorData::I64(_), DataType::Timestamp) => native_min_max::<i64>(vector, ScalarValue::Timestamp),
+        (VectorData::I64(_), DataType::Decimal { precision, scale }) => {
+            native_min_max::<i64>(vector, |v| ScalarValue::Decimal(v as i128, precision, scale))
+        }
+        (VectorData::I64(_), _) => native_min_max::<i64>(vector, ScalarValue::Int64),
+        (VectorData::I128(_), DataType::Decimal { precision, scale }) => {
+            native_min_max::<i128>(vector, |v| ScalarValue::Decimal(v, precision, scale))
+        }
+        (VectorData::I128(_), _) => native_min_max::<i128>(vector, |v| ScalarValue::Decimal(v, 38, 0)),
+        (VectorData::F32(_), _) => native_min_max::<f32>(vector, ScalarValue::Float32),
+        (VectorData::F64(_), _) => native_min_max::<f64>(vector, ScalarValue::Float64),
+        (VectorData::Interval(_), _) => (ScalarValue::Null, ScalarValue::Null),
+        (VectorData::Str(strings), _) => {
+            let mut min: Option<&str> = None;
+            let mut max: Option<&str> = None;
+            for idx in 0..strings.len() {
+                if !vector.is_valid(idx) {
+                    continue;
+                }
+                let value = strings.get(idx);
+                if min.is_none_or(|m| value < m) {
+                    min = Some(value);
+                }
+                if max.is_none_or(|m| value > m) {
+                    max = Some(value);
+                }
+            }
+            match (min, max) {
+                (Some(min), Some(max)) => (ScalarValue::Utf8(min.to_string()), ScalarValue::Utf8(max.to_string())),
+                _ => (ScalarValue::Null, ScalarValue::Null),
+            }
+        }
+    }
+}
+
+/// One column of one block.
+#[derive(Debug)]
+pub struct ColumnStripe {
+    /// The values, plain-encoded, with their validity.
+    values: Vector,
+    pub zone_map: ZoneMap,
+}
+
+impl ColumnStripe {
+    pub fn new(values: Vector) -> Self {
+        let zone_map = ZoneMap::of(&values);
+        ColumnStripe { values, zone_map }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn data_type(&self) -> DataType {
+        self.values.data_type
+    }
+
+    /// Rows `[offset, offset + len)` as a vector (a zero-copy slice for plain stripes).
+    pub fn read(&self, offset: usize, len: usize) -> Vector {
+        if offset == 0 && len == self.values.len() {
+            return self.values.clone();
+        }
+        self.values.slice(offset, len)
+    }
+
+    /// All rows of the stripe.
+    pub fn vector(&self) -> &Vector {
+        &self.values
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.values.allocated_bytes()
+    }
+}
+
+/// Up to [`BLOCK_ROWS`] rows of a table, stored column by column.
+#[derive(Debug)]
+pub struct Block {
+    pub row_count: usize,
+    pub columns: Vec<Arc<ColumnStripe>>,
+}
+
+impl Block {
+    pub fn new(columns: Vec<Vector>) -> Block {
+        let row_count = columns.first().map_or(0, |c| c.len());
+        debug_assert!(columns.iter().all(|c| c.len() == row_count));
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::new(c))).collect() }
+    }
+
+    pub fn column(&self, idx: usize) -> &ColumnStripe {
+        &self.columns[idx]
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.columns.iter().map(|c| c.memory_bytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_types::VectorBuilder;
+
+    #[test]
+    fn zone_maps_skip_nulls() {
+        let mut builder = VectorBuilder::new(DataType::Integer);
+        for v in [Some(5), None, Some(-3), Some(9)] {
+            match v {
+                Some(v) => builder.push_scalar(&ScalarValue::Int32(v)),
+                None => builder.push_null(),
+            }
+        }
+        let zone = ZoneMap::of(&builder.finish());
+        assert_eq!(zone.min, ScalarValue::Int32(-3));
+        assert_eq!(zone.max, ScalarValue::Int32(9));
+        assert_eq!(zone.null_count, 1);
+        let ten = ScalarValue::Int32(10);
+        let nine = ScalarValue::Int32(9);
+        assert!(!zone.may_contain_range(Some((&ten, true)), None));
+        assert!(zone.may_contain_range(Some((&nine, true)), None));
+        assert!(!zone.may_contain_range(Some((&nine, false)), None));
+    }
+}

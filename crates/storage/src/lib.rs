@@ -1,0 +1,30 @@
+//! # apiary-storage
+//!
+//! Tables as lists of immutable blocks (Quickstep §3).
+//!
+//! ```text
+//! Catalog ── name ──▶ Table ── snapshot ──▶ TableData { blocks: [Arc<Block>], stats }
+//!                                                        │
+//!                              Block { row_count, columns: [Arc<ColumnStripe>] }
+//!                                                        │
+//!                          ColumnStripe { encoded values, validity, ZoneMap(min, max, nulls) }
+//! ```
+//!
+//! * A block holds at most [`BLOCK_ROWS`] rows, one stripe per column. Blocks never change
+//!   once published: an append builds new blocks (copying a trailing partial block) and
+//!   publishes a new [`TableData`] snapshot atomically, so a failed statement leaves the
+//!   table untouched and running queries keep reading the snapshot they started with.
+//! * The block is the unit of work: a scan work order reads one block, zone maps let
+//!   scans skip whole blocks.
+//! * [`stats`] keeps per-column min/max/null counts and a HyperLogLog distinct-count
+//!   sketch that the optimizer's cardinality estimates use.
+
+pub mod block;
+pub mod catalog;
+pub mod stats;
+pub mod table;
+
+pub use block::{Block, ColumnStripe, ZoneMap, BLOCK_ROWS};
+pub use catalog::Catalog;
+pub use stats::{ColumnStats, TableStats};
+pub use table::{Table, TableAppender, TableData};

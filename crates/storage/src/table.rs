@@ -1,0 +1,242 @@
+//! Tables: a schema and an atomically replaced snapshot of immutable blocks.
+
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use apiary_common::{internal_err, Result};
+use apiary_types::{DataChunk, Schema, Vector, VectorBuilder};
+
+use crate::block::Block;
+use crate::stats::TableStats;
+
+/// The published contents of a table: what a query reads.
+#[derive(Debug, Default)]
+pub struct TableData {
+    pub blocks: Vec<Arc<Block>>,
+    pub stats: TableStats,
+}
+
+impl TableData {
+    pub fn row_count(&self) -> usize {
+        self.stats.row_count
+    }
+
+    pub fn memory_bytes(&self) -> usize {
+        self.blocks.iter().map(|b| b.memory_bytes()).sum()
+    }
+}
+
+#[derive(Debug)]
+pub struct Table {
+    pub name: String,
+    pub schema: Schema,
+    /// Maximum rows per block for this table.
+    pub block_rows: usize,
+    data: RwLock<Arc<TableData>>,
+    /// Held by the one appender allowed at a time.
+    writer: Mutex<()>,
+}
+
+impl Table {
+    pub fn new(name: impl Into<String>, schema: Schema, block_rows: usize) -> Table {
+        let stats = TableStats::empty(schema.len());
+        Table {
+            name: name.into(),
+            schema,
+            block_rows: block_rows.max(1),
+            data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats })),
+            writer: Mutex::new(()),
+        }
+    }
+
+    /// The current contents; later appends do not affect the returned snapshot.
+    pub fn snapshot(&self) -> Arc<TableData> {
+        Arc::clone(&self.data.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub fn row_count(&self) -> usize {
+        self.snapshot().row_count()
+    }
+
+    /// Starts an append. Only one appender per table exists at a time (others wait).
+    /// Nothing is visible until [`TableAppender::commit`]; dropping the appender discards
+    /// everything it buffered.
+    pub fn appender(&self) -> TableAppender<'_> {
+        let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let base = self.snapshot();
+        let mut builders: Vec<VectorBuilder> =
+            self.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
+        // Continue the trailing partial block so blocks stay full.
+        let mut replaces_last = false;
+        if let Some(last) = base.blocks.last() {
+            if last.row_count < self.block_rows {
+                for (builder, stripe) in builders.iter_mut().zip(&last.columns) {
+                    builder.append(stripe.vector(), None);
+                }
+                replaces_last = true;
+            }
+        }
+        TableAppender { table: self, _guard: guard, base, builders, sealed: Vec::new(), replaces_last, appended_rows: 0 }
+    }
+
+    /// Replaces the table's contents with nothing (used by DROP to release memory early).
+    pub fn clear(&self) {
+        let _guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let empty = TableData { blocks: Vec::new(), stats: TableStats::empty(self.schema.len()) };
+        *self.data.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(empty);
+    }
+}
+
+/// Buffers appended rows into new blocks and publishes them on commit.
+pub struct TableAppender<'a> {
+    table: &'a Table,
+    _guard: MutexGuard<'a, ()>,
+    base: Arc<TableData>,
+    /// Rows of the open (not yet full) block.
+    builders: Vec<VectorBuilder>,
+    sealed: Vec<Arc<Block>>,
+    /// Whether the base snapshot's last block was copied into `builders`.
+    replaces_last: bool,
+    appended_rows: usize,
+}
+
+impl TableAppender<'_> {
+    /// Appends the live rows of `chunk`, whose columns must have the table's types.
+    pub fn append(&mut self, chunk: &DataChunk) -> Result<()> {
+        if chunk.column_count() != self.builders.len() {
+            return Err(internal_err!(
+                "appending {} columns to table {} with {}",
+                chunk.column_count(),
+                self.table.name,
+                self.builders.len()
+            ));
+        }
+        for (column, field) in chunk.columns.iter().zip(&self.table.schema.fields) {
+            if column.data_type.physical() != field.data_type.physical() {
+                return Err(internal_err!("column {} of type {} receives {}", field.name, field.data_type, column.data_type));
+            }
+        }
+        let selection: Option<Vec<u32>> = chunk.selection().map(|s| s.to_vec());
+        let all: Vec<u32>;
+        let rows: &[u32] = match &selection {
+            Some(s) => s,
+            None => {
+                all = (0..chunk.physical_len() as u32).collect();
+                &all
+            }
+        };
+        let mut start = 0;
+        while start < rows.len() {
+            let room = self.table.block_rows - self.builders[0].len();
+            let end = (start + room).min(rows.len());
+            let piece = &rows[start..end];
+            let contiguous = selection.is_none();
+            for (builder, column) in self.builders.iter_mut().zip(&chunk.columns) {
+                if contiguous && piece.len() == column.len() {
+                    builder.append(column, None);
+                } else {
+                    builder.append(column, Some(piece));
+                }
+            }
+            start = end;
+            if self.builders[0].len() == self.table.block_rows {
+                self.seal();
+            }
+        }
+        self.appended_rows += rows.len();
+        Ok(())
+    }
+
+    /// Appends whole columns (all rows).
+    pub fn append_columns(&mut self, columns: Vec<Vector>) -> Result<()> {
+        let len = columns.first().map_or(0, |c| c.len());
+        self.append(&DataChunk::new(columns, len))
+    }
+
+    /// Number of rows appended so far by this appender.
+    pub fn appended_rows(&self) -> usize {
+        self.appended_rows
+    }
+
+    fn seal(&mut self) {
+        let fields = &self.table.schema.fields;
+        let builders = std::mem::replace(
+            &mut self.builders,
+            fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, self.table.block_rows.min(1 << 16))).collect(),
+        );
+        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        self.sealed.push(Arc::new(Block::new(columns)));
+    }
+
+    /// Publishes the appended rows atomically; returns the number of rows appended.
+    pub fn commit(mut self) -> Result<usize> {
+        if self.appended_rows == 0 {
+            return Ok(0);
+        }
+        if !self.builders[0].is_empty() {
+            self.seal();
+        }
+        let mut blocks = self.base.blocks.clone();
+        let removed = if self.replaces_last { blocks.pop() } else { None };
+        let stats = self.base.stats.with_blocks(removed.as_deref(), &self.sealed);
+        blocks.extend(self.sealed.drain(..));
+        let data = Arc::new(TableData { blocks, stats });
+        *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = data;
+        Ok(self.appended_rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_types::{DataType, Field, ScalarValue};
+
+    fn table(block_rows: usize) -> Table {
+        Table::new("t", Schema::new(vec![Field::new("a", DataType::Integer, true)]), block_rows)
+    }
+
+    fn ints(range: std::ops::Range<i32>) -> DataChunk {
+        let len = range.len();
+        DataChunk::new(vec![Vector::from_native(DataType::Integer, range.collect())], len)
+    }
+
+    #[test]
+    fn appends_fill_blocks_and_commit_atomically() {
+        let table = table(4);
+        let mut appender = table.appender();
+        appender.append(&ints(0..6)).unwrap();
+        assert_eq!(table.row_count(), 0, "nothing visible before commit");
+        appender.commit().unwrap();
+        let data = table.snapshot();
+        assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 2]);
+
+        let mut appender = table.appender();
+        appender.append(&ints(6..9)).unwrap();
+        appender.commit().unwrap();
+        let data = table.snapshot();
+        assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 4, 1]);
+        assert_eq!(data.stats.row_count, 9);
+        assert_eq!(data.stats.columns[0].max, ScalarValue::Int32(8));
+        let second = data.blocks[1].column(0).vector();
+        assert_eq!(second.values::<i32>(), &[4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn dropped_appender_changes_nothing() {
+        let table = table(4);
+        {
+            let mut appender = table.appender();
+            appender.append(&ints(0..3)).unwrap();
+        }
+        assert_eq!(table.row_count(), 0);
+    }
+
+    #[test]
+    fn selection_is_respected() {
+        let table = table(100);
+        let mut appender = table.appender();
+        appender.append(&ints(0..10).with_selection(Some(vec![1, 3, 5]))).unwrap();
+        assert_eq!(appender.commit().unwrap(), 3);
+        let data = table.snapshot();
+        assert_eq!(data.blocks[0].column(0).vector().values::<i32>(), &[1, 3, 5]);
+    }
+}

@@ -1,0 +1,451 @@
+//! DATE, TIMESTAMP and INTERVAL.
+//!
+//! A DATE is an `i32` count of days since 1970-01-01 (proleptic Gregorian calendar), a
+//! TIMESTAMP an `i64` count of microseconds since 1970-01-01 00:00:00. Conversions use
+//! Howard Hinnant's civil-calendar algorithms (no tables, no branches on month lengths
+//! except when adding months).
+
+use std::fmt;
+
+pub const MICROS_PER_SECOND: i64 = 1_000_000;
+pub const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+
+/// A span of time: months and days are kept apart from microseconds because their
+/// length depends on the date they are added to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Interval {
+    pub months: i32,
+    pub days: i32,
+    pub micros: i64,
+}
+
+impl Interval {
+    pub fn new(months: i32, days: i32, micros: i64) -> Self {
+        Interval { months, days, micros }
+    }
+
+    pub fn checked_neg(self) -> Option<Interval> {
+        Some(Interval { months: self.months.checked_neg()?, days: self.days.checked_neg()?, micros: self.micros.checked_neg()? })
+    }
+
+    pub fn checked_add(self, other: Interval) -> Option<Interval> {
+        Some(Interval {
+            months: self.months.checked_add(other.months)?,
+            days: self.days.checked_add(other.days)?,
+            micros: self.micros.checked_add(other.micros)?,
+        })
+    }
+
+    /// Parses PostgreSQL-style interval text: `'90'` with a unit given separately, or
+    /// `'1 year 2 months 3 days 04:05:06'`, `'2 hours'`, `'-3 days'`.
+    pub fn parse(text: &str, unit: Option<&str>) -> Option<Interval> {
+        let text = text.trim();
+        if let Some(unit) = unit {
+            if let Ok(count) = text.parse::<i64>() {
+                return Interval::from_unit(count, unit);
+            }
+        }
+        let mut result = Interval::default();
+        let tokens: Vec<&str> = text.split_whitespace().collect();
+        let mut i = 0;
+        while i < tokens.len() {
+            let token = tokens[i];
+            if token.contains(':') {
+                let negative = token.starts_with('-');
+                let parts: Vec<&str> = token.trim_start_matches(['-', '+']).split(':').collect();
+                if parts.len() < 2 || parts.len() > 3 {
+                    return None;
+                }
+                let hours: i64 = parts[0].parse().ok()?;
+                let minutes: i64 = parts[1].parse().ok()?;
+                let seconds: f64 = if parts.len() == 3 { parts[2].parse().ok()? } else { 0.0 };
+                let mut micros = (hours * 3600 + minutes * 60) * MICROS_PER_SECOND + (seconds * 1e6).round() as i64;
+                if negative {
+                    micros = -micros;
+                }
+                result.micros = result.micros.checked_add(micros)?;
+                i += 1;
+                continue;
+            }
+            let count: f64 = token.parse().ok()?;
+            let unit = match tokens.get(i + 1) {
+                Some(unit) => {
+                    i += 2;
+                    *unit
+                }
+                None => {
+                    i += 1;
+                    unit.unwrap_or("second")
+                }
+            };
+            let part = if count.fract() == 0.0 {
+                Interval::from_unit(count as i64, unit)?
+            } else {
+                // Fractional units spill into smaller ones (e.g. 1.5 days = 1 day 12 hours).
+                Interval::from_fraction(count, unit)?
+            };
+            result = result.checked_add(part)?;
+        }
+        if tokens.is_empty() {
+            return None;
+        }
+        Some(result)
+    }
+
+    fn from_unit(count: i64, unit: &str) -> Option<Interval> {
+        let count32 = || i32::try_from(count).ok();
+        Some(match normalize_unit(unit)? {
+            "year" => Interval::new(count32()?.checked_mul(12)?, 0, 0),
+            "month" => Interval::new(count32()?, 0, 0),
+            "week" => Interval::new(0, count32()?.checked_mul(7)?, 0),
+            "day" => Interval::new(0, count32()?, 0),
+            "hour" => Interval::new(0, 0, count.checked_mul(3600 * MICROS_PER_SECOND)?),
+            "minute" => Interval::new(0, 0, count.checked_mul(60 * MICROS_PER_SECOND)?),
+            "second" => Interval::new(0, 0, count.checked_mul(MICROS_PER_SECOND)?),
+            "millisecond" => Interval::new(0, 0, count.checked_mul(1000)?),
+            _ => Interval::new(0, 0, count),
+        })
+    }
+
+    fn from_fraction(count: f64, unit: &str) -> Option<Interval> {
+        let micros = |factor: f64| Some(Interval::new(0, 0, (count * factor).round() as i64));
+        match normalize_unit(unit)? {
+            "day" => {
+                let whole = count.trunc();
+                Some(Interval::new(0, whole as i32, ((count - whole) * MICROS_PER_DAY as f64).round() as i64))
+            }
+            "hour" => micros(3600e6),
+            "minute" => micros(60e6),
+            "second" => micros(1e6),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        let years = self.months / 12;
+        let months = self.months % 12;
+        let plural = |n: i64, unit: &str| if n.abs() == 1 { format!("{n} {unit}") } else { format!("{n} {unit}s") };
+        if years != 0 {
+            parts.push(plural(years as i64, "year"));
+        }
+        if months != 0 {
+            parts.push(plural(months as i64, "month"));
+        }
+        if self.days != 0 {
+            parts.push(plural(self.days as i64, "day"));
+        }
+        if self.micros != 0 || parts.is_empty() {
+            let sign = if self.micros < 0 { "-" } else { "" };
+            let total = self.micros.unsigned_abs();
+            let seconds = total / 1_000_000;
+            let fraction = total % 1_000_000;
+            let time = format!("{:02}:{:02}:{:02}", seconds / 3600, (seconds / 60) % 60, seconds % 60);
+            if fraction != 0 {
+                parts.push(format!("{sign}{time}.{fraction:06}").trim_end_matches('0').to_string());
+            } else {
+                parts.push(format!("{sign}{time}"));
+            }
+        }
+        write!(f, "{}", parts.join(" "))
+    }
+}
+
+/// The canonical singular name of an interval unit (`"days"`, `"d"` -> `"day"`).
+fn normalize_unit(unit: &str) -> Option<&'static str> {
+    Some(match unit.to_ascii_lowercase().as_str() {
+        "year" | "years" | "yr" | "yrs" | "y" => "year",
+        "month" | "months" | "mon" | "mons" => "month",
+        "week" | "weeks" | "w" => "week",
+        "day" | "days" | "d" => "day",
+        "hour" | "hours" | "hr" | "hrs" | "h" => "hour",
+        "minute" | "minutes" | "min" | "mins" | "m" => "minute",
+        "second" | "seconds" | "sec" | "secs" | "s" => "second",
+        "millisecond" | "milliseconds" | "ms" => "millisecond",
+        "microsecond" | "microseconds" | "us" => "microsecond",
+        _ => return None,
+    })
+}
+
+/// Days since 1970-01-01 of the civil date `year-month-day`.
+pub fn days_from_civil(year: i32, month: u32, day: u32) -> i32 {
+    let y = if month <= 2 { year - 1 } else { year } as i64;
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let m = month as i64;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe - 719_468) as i32
+}
+
+/// The civil date (year, month, day) of a day count.
+pub fn civil_from_days(days: i32) -> (i32, u32, u32) {
+    let z = days as i64 + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    ((if m <= 2 { y + 1 } else { y }) as i32, m, d)
+}
+
+pub fn is_leap_year(year: i32) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+pub fn days_in_month(year: i32, month: u32) -> u32 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ => {
+            if is_leap_year(year) {
+                29
+            } else {
+                28
+            }
+        }
+    }
+}
+
+/// Parses `YYYY-MM-DD` (also accepts single-digit month/day).
+pub fn parse_date(text: &str) -> Option<i32> {
+    parse_date_bytes(text.trim().as_bytes())
+}
+
+/// Parses `YYYY-MM-DD` from bytes; the fast path of bulk loading.
+#[inline]
+pub fn parse_date_bytes(bytes: &[u8]) -> Option<i32> {
+    if bytes.len() == 10 && bytes[4] == b'-' && bytes[7] == b'-' {
+        let digit = |i: usize| -> Option<u32> {
+            let d = bytes[i].wrapping_sub(b'0');
+            (d <= 9).then_some(d as u32)
+        };
+        let year = digit(0)? * 1000 + digit(1)? * 100 + digit(2)? * 10 + digit(3)?;
+        let month = digit(5)? * 10 + digit(6)?;
+        let day = digit(8)? * 10 + digit(9)?;
+        return make_date(year as i32, month, day);
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let mut parts = text.splitn(3, '-');
+    let year: i32 = parts.next()?.parse().ok()?;
+    let month: u32 = parts.next()?.parse().ok()?;
+    let day: u32 = parts.next()?.parse().ok()?;
+    make_date(if negative { -year } else { year }, month, day)
+}
+
+fn make_date(year: i32, month: u32, day: u32) -> Option<i32> {
+    if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) || !(-4713..=294_276).contains(&year) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day))
+}
+
+pub fn format_date(days: i32) -> String {
+    let (y, m, d) = civil_from_days(days);
+    if y < 0 {
+        format!("{:04}-{m:02}-{d:02} BC", 1 - y)
+    } else {
+        format!("{y:04}-{m:02}-{d:02}")
+    }
+}
+
+/// Parses `YYYY-MM-DD[ T]HH:MM[:SS[.ffffff]]` (or a bare date, meaning midnight).
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (date_part, time_part) = match text.find([' ', 'T']) {
+        Some(pos) => (&text[..pos], Some(text[pos + 1..].trim())),
+        None => (text, None),
+    };
+    let days = parse_date(date_part)? as i64;
+    let mut micros = 0i64;
+    if let Some(time) = time_part {
+        let mut parts = time.splitn(3, ':');
+        let hours: i64 = parts.next()?.parse().ok()?;
+        let minutes: i64 = parts.next()?.parse().ok()?;
+        let seconds_text = parts.next().unwrap_or("0");
+        let (whole, fraction) = match seconds_text.find('.') {
+            Some(pos) => (&seconds_text[..pos], &seconds_text[pos + 1..]),
+            None => (seconds_text, ""),
+        };
+        let seconds: i64 = whole.parse().ok()?;
+        if hours > 23 || minutes > 59 || seconds > 60 || fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let mut frac_micros = 0i64;
+        for (i, b) in fraction.bytes().take(6).enumerate() {
+            frac_micros += (b - b'0') as i64 * 10i64.pow(5 - i as u32);
+        }
+        micros = (hours * 3600 + minutes * 60 + seconds) * MICROS_PER_SECOND + frac_micros;
+    }
+    days.checked_mul(MICROS_PER_DAY)?.checked_add(micros)
+}
+
+pub fn format_timestamp(micros: i64) -> String {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let time = micros.rem_euclid(MICROS_PER_DAY);
+    let seconds = time / MICROS_PER_SECOND;
+    let fraction = time % MICROS_PER_SECOND;
+    let mut text = format!("{} {:02}:{:02}:{:02}", format_date(days as i32), seconds / 3600, (seconds / 60) % 60, seconds % 60);
+    if fraction != 0 {
+        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+    }
+    text
+}
+
+/// Adds whole months to a date, clamping the day to the target month's length
+/// (2024-01-31 + 1 month = 2024-02-29), as PostgreSQL does.
+pub fn add_months_to_date(days: i32, months: i32) -> Option<i32> {
+    if months == 0 {
+        return Some(days);
+    }
+    let (y, m, d) = civil_from_days(days);
+    let total = y as i64 * 12 + (m as i64 - 1) + months as i64;
+    let year = i32::try_from(total.div_euclid(12)).ok()?;
+    let month = (total.rem_euclid(12) + 1) as u32;
+    let day = d.min(days_in_month(year, month));
+    make_date(year, month, day)
+}
+
+/// `date + interval` when the interval has no time part.
+pub fn add_interval_to_date(days: i32, interval: Interval) -> Option<i32> {
+    let shifted = add_months_to_date(days, interval.months)?;
+    shifted.checked_add(interval.days)
+}
+
+/// `timestamp + interval`.
+pub fn add_interval_to_timestamp(micros: i64, interval: Interval) -> Option<i64> {
+    let days = micros.div_euclid(MICROS_PER_DAY);
+    let time = micros.rem_euclid(MICROS_PER_DAY);
+    let shifted = add_months_to_date(i32::try_from(days).ok()?, interval.months)? as i64;
+    let shifted = shifted.checked_add(interval.days as i64)?;
+    shifted.checked_mul(MICROS_PER_DAY)?.checked_add(time)?.checked_add(interval.micros)
+}
+
+/// A field of a date or timestamp for `EXTRACT(field FROM ...)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateField {
+    Year,
+    Quarter,
+    Month,
+    Week,
+    Day,
+    DayOfWeek,
+    DayOfYear,
+    Hour,
+    Minute,
+    Second,
+    Epoch,
+}
+
+impl DateField {
+    pub fn parse(name: &str) -> Option<DateField> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "year" | "years" => DateField::Year,
+            "quarter" => DateField::Quarter,
+            "month" | "months" => DateField::Month,
+            "week" => DateField::Week,
+            "day" | "days" => DateField::Day,
+            "dow" | "dayofweek" => DateField::DayOfWeek,
+            "doy" | "dayofyear" => DateField::DayOfYear,
+            "hour" | "hours" => DateField::Hour,
+            "minute" | "minutes" => DateField::Minute,
+            "second" | "seconds" => DateField::Second,
+            "epoch" => DateField::Epoch,
+            _ => return None,
+        })
+    }
+}
+
+/// Extracts a field from a date (days since epoch).
+pub fn extract_from_date(field: DateField, days: i32) -> i64 {
+    let (y, m, d) = civil_from_days(days);
+    match field {
+        DateField::Year => y as i64,
+        DateField::Quarter => ((m - 1) / 3 + 1) as i64,
+        DateField::Month => m as i64,
+        DateField::Day => d as i64,
+        // 1970-01-01 was a Thursday; Sunday = 0 as in PostgreSQL.
+        DateField::DayOfWeek => (days as i64 + 4).rem_euclid(7),
+        DateField::DayOfYear => (days - days_from_civil(y, 1, 1) + 1) as i64,
+        DateField::Week => iso_week(days) as i64,
+        DateField::Hour | DateField::Minute | DateField::Second => 0,
+        DateField::Epoch => days as i64 * 86_400,
+    }
+}
+
+/// Extracts a field from a timestamp (microseconds since epoch).
+pub fn extract_from_timestamp(field: DateField, micros: i64) -> i64 {
+    let days = micros.div_euclid(MICROS_PER_DAY) as i32;
+    let time = micros.rem_euclid(MICROS_PER_DAY) / MICROS_PER_SECOND;
+    match field {
+        DateField::Hour => time / 3600,
+        DateField::Minute => (time / 60) % 60,
+        DateField::Second => time % 60,
+        DateField::Epoch => micros.div_euclid(MICROS_PER_SECOND),
+        _ => extract_from_date(field, days),
+    }
+}
+
+fn iso_week(days: i32) -> u32 {
+    // ISO weeks start on Monday; week 1 contains the year's first Thursday.
+    let weekday = (days as i64 + 3).rem_euclid(7) as i32; // Monday = 0
+    let thursday = days - weekday + 3;
+    let (year, _, _) = civil_from_days(thursday);
+    ((thursday - days_from_civil(year, 1, 1)) / 7 + 1) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_round_trip() {
+        for days in [-800_000, -1, 0, 1, 10_000, 19_000, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1998-12-01").map(format_date).as_deref(), Some("1998-12-01"));
+        assert_eq!(parse_date("2023-02-29"), None);
+        assert_eq!(parse_date("2024-02-29").map(format_date).as_deref(), Some("2024-02-29"));
+        assert_eq!(parse_date("1995-3-5").map(format_date).as_deref(), Some("1995-03-05"));
+    }
+
+    #[test]
+    fn date_arithmetic() {
+        let d = parse_date("1998-12-01").unwrap();
+        assert_eq!(format_date(add_interval_to_date(d, Interval::new(0, -90, 0)).unwrap()), "1998-09-02");
+        let jan31 = parse_date("2024-01-31").unwrap();
+        assert_eq!(format_date(add_months_to_date(jan31, 1).unwrap()), "2024-02-29");
+        assert_eq!(format_date(add_months_to_date(jan31, -13).unwrap()), "2022-12-31");
+    }
+
+    #[test]
+    fn extract_fields() {
+        let d = parse_date("1995-03-15").unwrap();
+        assert_eq!(extract_from_date(DateField::Year, d), 1995);
+        assert_eq!(extract_from_date(DateField::Month, d), 3);
+        assert_eq!(extract_from_date(DateField::Quarter, d), 1);
+        assert_eq!(extract_from_date(DateField::DayOfWeek, d), 3); // a Wednesday
+        assert_eq!(extract_from_date(DateField::DayOfYear, d), 74);
+    }
+
+    #[test]
+    fn timestamps_and_intervals() {
+        let ts = parse_timestamp("2024-05-06 07:08:09.5").unwrap();
+        assert_eq!(format_timestamp(ts), "2024-05-06 07:08:09.5");
+        assert_eq!(Interval::parse("90", Some("day")), Some(Interval::new(0, 90, 0)));
+        assert_eq!(Interval::parse("1 year 2 months", None), Some(Interval::new(14, 0, 0)));
+        assert_eq!(Interval::parse("3 days 04:00:00", None), Some(Interval::new(0, 3, 4 * 3600 * 1_000_000)));
+        assert_eq!(Interval::new(14, 3, 0).to_string(), "1 year 2 months 3 days");
+    }
+}

@@ -1,0 +1,275 @@
+//! `ScalarValue`: a single SQL value.
+//!
+//! Used for literals, constant folding, zone-map bounds and the row-at-a-time result API;
+//! never on a per-row hot path.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use apiary_common::{exec_err, Result};
+
+use crate::datatype::DataType;
+use crate::datetime::{self, Interval};
+use crate::decimal::{self, format_decimal};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScalarValue {
+    Null,
+    Boolean(bool),
+    Int16(i16),
+    Int32(i32),
+    Int64(i64),
+    Float32(f32),
+    Float64(f64),
+    /// A scaled integer and its type's precision and scale.
+    Decimal(i128, u8, u8),
+    Utf8(String),
+    Date(i32),
+    Timestamp(i64),
+    Interval(Interval),
+}
+
+impl ScalarValue {
+    pub fn is_null(&self) -> bool {
+        matches!(self, ScalarValue::Null)
+    }
+
+    /// The natural type of this value (`Utf8` is `VARCHAR`).
+    pub fn data_type(&self) -> DataType {
+        match self {
+            ScalarValue::Null => DataType::Null,
+            ScalarValue::Boolean(_) => DataType::Boolean,
+            ScalarValue::Int16(_) => DataType::SmallInt,
+            ScalarValue::Int32(_) => DataType::Integer,
+            ScalarValue::Int64(_) => DataType::BigInt,
+            ScalarValue::Float32(_) => DataType::Real,
+            ScalarValue::Float64(_) => DataType::Double,
+            ScalarValue::Decimal(_, p, s) => DataType::Decimal { precision: *p, scale: *s },
+            ScalarValue::Utf8(_) => DataType::Varchar(None),
+            ScalarValue::Date(_) => DataType::Date,
+            ScalarValue::Timestamp(_) => DataType::Timestamp,
+            ScalarValue::Interval(_) => DataType::Interval,
+        }
+    }
+
+    /// The value as an `i128` if it is an integer, decimal (scaled), date or timestamp.
+    pub fn as_i128(&self) -> Option<i128> {
+        match self {
+            ScalarValue::Boolean(b) => Some(*b as i128),
+            ScalarValue::Int16(v) => Some(*v as i128),
+            ScalarValue::Int32(v) | ScalarValue::Date(v) => Some(*v as i128),
+            ScalarValue::Int64(v) | ScalarValue::Timestamp(v) => Some(*v as i128),
+            ScalarValue::Decimal(v, _, _) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The value as a float, for numeric types.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            ScalarValue::Int16(v) => Some(*v as f64),
+            ScalarValue::Int32(v) => Some(*v as f64),
+            ScalarValue::Int64(v) => Some(*v as f64),
+            ScalarValue::Float32(v) => Some(*v as f64),
+            ScalarValue::Float64(v) => Some(*v),
+            ScalarValue::Decimal(v, _, s) => Some(decimal::decimal_to_f64(*v, *s)),
+            ScalarValue::Date(v) => Some(*v as f64),
+            ScalarValue::Timestamp(v) => Some(*v as f64),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            ScalarValue::Utf8(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            ScalarValue::Boolean(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// Compares two non-null values of the same type. NULLs sort last.
+    pub fn total_cmp(&self, other: &ScalarValue) -> Ordering {
+        use ScalarValue::*;
+        match (self, other) {
+            (Null, Null) => Ordering::Equal,
+            (Null, _) => Ordering::Greater,
+            (_, Null) => Ordering::Less,
+            (Boolean(a), Boolean(b)) => a.cmp(b),
+            (Utf8(a), Utf8(b)) => a.cmp(b),
+            (Float32(_) | Float64(_), _) | (_, Float32(_) | Float64(_)) => {
+                self.as_f64().unwrap_or(f64::NAN).total_cmp(&other.as_f64().unwrap_or(f64::NAN))
+            }
+            (Decimal(a, _, sa), Decimal(b, _, sb)) => {
+                let scale = (*sa).max(*sb);
+                match (decimal::rescale(*a, *sa, scale), decimal::rescale(*b, *sb, scale)) {
+                    (Some(a), Some(b)) => a.cmp(&b),
+                    _ => decimal::decimal_to_f64(*a, *sa).total_cmp(&decimal::decimal_to_f64(*b, *sb)),
+                }
+            }
+            (Decimal(a, _, s), _) => match other.as_i128().and_then(|b| decimal::rescale(b, 0, *s)) {
+                Some(b) => a.cmp(&b),
+                None => Ordering::Less,
+            },
+            (_, Decimal(..)) => other.total_cmp(self).reverse(),
+            (Interval(a), Interval(b)) => a.cmp(b),
+            _ => match (self.as_i128(), other.as_i128()) {
+                (Some(a), Some(b)) => a.cmp(&b),
+                _ => format!("{self}").cmp(&format!("{other}")),
+            },
+        }
+    }
+
+    /// Converts this value to `target`, with SQL cast semantics (errors on overflow or
+    /// unparsable text).
+    pub fn cast_to(&self, target: &DataType) -> Result<ScalarValue> {
+        use ScalarValue as S;
+        if self.is_null() {
+            return Ok(S::Null);
+        }
+        if &self.data_type() == target {
+            return Ok(self.clone());
+        }
+        let out_of_range = || exec_err!("value {self} is out of range for type {target}");
+        Ok(match target {
+            DataType::Null => S::Null,
+            DataType::Boolean => match self {
+                S::Utf8(s) => match s.trim().to_ascii_lowercase().as_str() {
+                    "true" | "t" | "yes" | "y" | "on" | "1" => S::Boolean(true),
+                    "false" | "f" | "no" | "n" | "off" | "0" => S::Boolean(false),
+                    _ => return Err(exec_err!("invalid input for BOOLEAN: '{s}'")),
+                },
+                _ => S::Boolean(self.as_i128().ok_or_else(|| self.cannot_cast(target))? != 0),
+            },
+            DataType::SmallInt | DataType::Integer | DataType::BigInt => {
+                let value: i128 = match self {
+                    S::Utf8(s) => s.trim().parse::<i128>().map_err(|_| exec_err!("invalid input for {target}: '{s}'"))?,
+                    S::Float32(_) | S::Float64(_) => {
+                        let f = self.as_f64().unwrap_or(f64::NAN).round();
+                        if !f.is_finite() || f.abs() > 1e38 {
+                            return Err(out_of_range());
+                        }
+                        f as i128
+                    }
+                    S::Decimal(v, _, s) => decimal::rescale(*v, *s, 0).ok_or_else(out_of_range)?,
+                    S::Boolean(b) => *b as i128,
+                    S::Int16(_) | S::Int32(_) | S::Int64(_) => self.as_i128().unwrap_or_default(),
+                    _ => return Err(self.cannot_cast(target)),
+                };
+                match target {
+                    DataType::SmallInt => S::Int16(i16::try_from(value).map_err(|_| out_of_range())?),
+                    DataType::Integer => S::Int32(i32::try_from(value).map_err(|_| out_of_range())?),
+                    _ => S::Int64(i64::try_from(value).map_err(|_| out_of_range())?),
+                }
+            }
+            DataType::Real | DataType::Double => {
+                let value = match self {
+                    S::Utf8(s) => s.trim().parse::<f64>().map_err(|_| exec_err!("invalid input for {target}: '{s}'"))?,
+                    S::Boolean(b) => *b as i32 as f64,
+                    _ if self.data_type().is_numeric() => self.as_f64().unwrap_or_default(),
+                    _ => return Err(self.cannot_cast(target)),
+                };
+                if *target == DataType::Real {
+                    S::Float32(value as f32)
+                } else {
+                    S::Float64(value)
+                }
+            }
+            DataType::Decimal { precision, scale } => {
+                let value = match self {
+                    S::Utf8(s) => decimal::parse_decimal(s, *precision, *scale)?,
+                    S::Float32(_) | S::Float64(_) => {
+                        let f = self.as_f64().unwrap_or(f64::NAN) * decimal::POW10[*scale as usize] as f64;
+                        if !f.is_finite() || f.abs() >= 1e38 {
+                            return Err(out_of_range());
+                        }
+                        f.round() as i128
+                    }
+                    S::Decimal(v, _, s) => decimal::rescale(*v, *s, *scale).ok_or_else(out_of_range)?,
+                    S::Int16(_) | S::Int32(_) | S::Int64(_) => {
+                        decimal::rescale(self.as_i128().unwrap_or_default(), 0, *scale).ok_or_else(out_of_range)?
+                    }
+                    _ => return Err(self.cannot_cast(target)),
+                };
+                if !decimal::fits_precision(value, *precision) {
+                    return Err(out_of_range());
+                }
+                S::Decimal(value, *precision, *scale)
+            }
+            DataType::Char(n) | DataType::Varchar(Some(n)) => {
+                let mut text = self.to_string();
+                if let DataType::Char(_) = target {
+                    text.truncate(text.trim_end_matches(' ').len());
+                }
+                if text.chars().count() > *n as usize {
+                    // PostgreSQL: an explicit cast truncates; only assignment checks length.
+                    text = text.chars().take(*n as usize).collect();
+                }
+                S::Utf8(text)
+            }
+            DataType::Varchar(None) => S::Utf8(self.to_string()),
+            DataType::Date => match self {
+                S::Utf8(s) => S::Date(datetime::parse_date(s).ok_or_else(|| exec_err!("invalid input for DATE: '{s}'"))?),
+                S::Timestamp(t) => S::Date(t.div_euclid(datetime::MICROS_PER_DAY) as i32),
+                _ => return Err(self.cannot_cast(target)),
+            },
+            DataType::Timestamp => match self {
+                S::Utf8(s) => {
+                    S::Timestamp(datetime::parse_timestamp(s).ok_or_else(|| exec_err!("invalid input for TIMESTAMP: '{s}'"))?)
+                }
+                S::Date(d) => S::Timestamp(*d as i64 * datetime::MICROS_PER_DAY),
+                _ => return Err(self.cannot_cast(target)),
+            },
+            DataType::Interval => match self {
+                S::Utf8(s) => S::Interval(Interval::parse(s, None).ok_or_else(|| exec_err!("invalid input for INTERVAL: '{s}'"))?),
+                _ => return Err(self.cannot_cast(target)),
+            },
+        })
+    }
+
+    fn cannot_cast(&self, target: &DataType) -> apiary_common::ApiaryError {
+        apiary_common::ApiaryError::Type(format!("cannot cast {} to {target}", self.data_type()))
+    }
+}
+
+impl fmt::Display for ScalarValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScalarValue::Null => write!(f, "NULL"),
+            ScalarValue::Boolean(b) => write!(f, "{b}"),
+            ScalarValue::Int16(v) => write!(f, "{v}"),
+            ScalarValue::Int32(v) => write!(f, "{v}"),
+            ScalarValue::Int64(v) => write!(f, "{v}"),
+            ScalarValue::Float32(v) => write!(f, "{}", format_float(*v as f64)),
+            ScalarValue::Float64(v) => write!(f, "{}", format_float(*v)),
+            ScalarValue::Decimal(v, _, s) => write!(f, "{}", format_decimal(*v, *s)),
+            ScalarValue::Utf8(s) => write!(f, "{s}"),
+            ScalarValue::Date(d) => write!(f, "{}", datetime::format_date(*d)),
+            ScalarValue::Timestamp(t) => write!(f, "{}", datetime::format_timestamp(*t)),
+            ScalarValue::Interval(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// Formats a float the way users expect: shortest round-trip representation,
+/// `inf`/`-inf`/`nan` spelled out.
+pub fn format_float(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".to_string()
+    } else if value.is_infinite() {
+        if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+    } else {
+        let text = format!("{value}");
+        // Show integral floats as floats ("2.0", not "2"), as users of other engines expect.
+        if value.fract() == 0.0 && value.abs() < 1e16 && !text.contains(['e', 'E']) {
+            format!("{text}.0")
+        } else {
+            text
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Strings as 16-byte views.
+//!
+//! ```text
+//!  StrView, 16 bytes
+//!  ┌──────────┬──────────────────────────────────────────────┐
+//!  │ len: u32 │ len <= 12: the bytes, inline, zero padded     │
+//!  │          ├───────────────┬──────────────┬───────────────┤
+//!  │          │ prefix: 4 B   │ heap: u32    │ offset: u32   │   len > 12
+//!  └──────────┴───────────────┴──────────────┴───────────────┘
+//! ```
+//!
+//! A string column is a buffer of views plus the list of heaps (byte buffers) that long
+//! strings point into. Gathering, filtering and hash-table materialisation copy 16-byte
+//! views, never string bytes; comparisons usually decide on the length and the 4-byte
+//! prefix without touching the heap. Heaps are immutable and shared by reference count, so
+//! a view stays valid as long as any column holding its heap list lives.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::buffer::Buffer;
+
+/// Strings of at most this many bytes are stored inside the view.
+pub const INLINE_LEN: usize = 12;
+
+/// A string heap: the bytes that long views point into.
+pub type Heap = Arc<Vec<u8>>;
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(C, align(8))]
+pub struct StrView {
+    len: u32,
+    data: [u8; 12],
+}
+
+impl StrView {
+    /// A view of an inline string (`bytes.len() <= 12`).
+    #[inline]
+    pub fn inline(bytes: &[u8]) -> StrView {
+        debug_assert!(bytes.len() <= INLINE_LEN);
+        let mut data = [0u8; 12];
+        data[..bytes.len()].copy_from_slice(bytes);
+        StrView { len: bytes.len() as u32, data }
+    }
+
+    /// A view of a long string at `offset` in heap number `heap`.
+    #[inline]
+    pub fn long(bytes: &[u8], heap: u32, offset: u32) -> StrView {
+        debug_assert!(bytes.len() > INLINE_LEN);
+        let mut data = [0u8; 12];
+        data[..4].copy_from_slice(&bytes[..4]);
+        data[4..8].copy_from_slice(&heap.to_le_bytes());
+        data[8..12].copy_from_slice(&offset.to_le_bytes());
+        StrView { len: bytes.len() as u32, data }
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    pub fn is_inline(&self) -> bool {
+        self.len as usize <= INLINE_LEN
+    }
+
+    /// The first (up to) four bytes.
+    #[inline(always)]
+    pub fn prefix(&self) -> [u8; 4] {
+        [self.data[0], self.data[1], self.data[2], self.data[3]]
+    }
+
+    #[inline(always)]
+    pub fn heap_index(&self) -> u32 {
+        u32::from_le_bytes([self.data[4], self.data[5], self.data[6], self.data[7]])
+    }
+
+    #[inline(always)]
+    pub fn heap_offset(&self) -> u32 {
+        u32::from_le_bytes([self.data[8], self.data[9], self.data[10], self.data[11]])
+    }
+
+    /// The same string pointing into heap number `heap` instead (used when heap lists merge).
+    #[inline]
+    pub fn with_heap_index(mut self, heap: u32) -> StrView {
+        debug_assert!(!self.is_inline());
+        self.data[4..8].copy_from_slice(&heap.to_le_bytes());
+        self
+    }
+
+    /// The string's bytes, resolving long strings through `heaps`.
+    #[inline(always)]
+    pub fn bytes<'a>(&'a self, heaps: &'a [Heap]) -> &'a [u8] {
+        let len = self.len as usize;
+        if len <= INLINE_LEN {
+            &self.data[..len]
+        } else {
+            let start = self.heap_offset() as usize;
+            &heaps[self.heap_index() as usize][start..start + len]
+        }
+    }
+
+    /// The string as `&str`. Views are only ever built from valid UTF-8.
+    #[inline(always)]
+    pub fn as_str<'a>(&'a self, heaps: &'a [Heap]) -> &'a str {
+        let bytes = self.bytes(heaps);
+        debug_assert!(std::str::from_utf8(bytes).is_ok());
+        // SAFETY: every constructor of string columns (`StrColumnBuilder::push` and the
+        // loaders) only stores bytes that came from a `&str`.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
+    /// Fast equality on views: the first eight bytes (length + prefix) decide most cases.
+    #[inline(always)]
+    pub fn eq_in(&self, self_heaps: &[Heap], other: &StrView, other_heaps: &[Heap]) -> bool {
+        if self.len != other.len || self.prefix() != other.prefix() {
+            return false;
+        }
+        if self.is_inline() {
+            return self.data == other.data;
+        }
+        self.bytes(self_heaps) == other.bytes(other_heaps)
+    }
+}
+
+impl fmt::Debug for StrView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_inline() {
+            write!(f, "{:?}", String::from_utf8_lossy(&self.data[..self.len as usize]))
+        } else {
+            write!(f, "StrView(len={}, heap={}, offset={})", self.len, self.heap_index(), self.heap_offset())
+        }
+    }
+}
+
+/// A column of strings: views plus the heaps long views point into.
+#[derive(Clone, Debug)]
+pub struct StrColumn {
+    pub views: Buffer<StrView>,
+    pub heaps: Arc<Vec<Heap>>,
+}
+
+impl StrColumn {
+    pub fn empty() -> Self {
+        StrColumn { views: Buffer::empty(), heaps: Arc::new(Vec::new()) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.views.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+
+    #[inline(always)]
+    pub fn get(&self, idx: usize) -> &str {
+        self.views[idx].as_str(&self.heaps)
+    }
+
+    #[inline(always)]
+    pub fn get_bytes(&self, idx: usize) -> &[u8] {
+        self.views[idx].bytes(&self.heaps)
+    }
+
+    pub fn slice(&self, offset: usize, len: usize) -> StrColumn {
+        StrColumn { views: self.views.slice(offset, len), heaps: Arc::clone(&self.heaps) }
+    }
+
+    /// Rows at `indices`, sharing this column's heaps.
+    pub fn gather(&self, indices: &[u32]) -> StrColumn {
+        let views = self.views.as_slice();
+        let gathered: Vec<StrView> = indices.iter().map(|&i| views[i as usize]).collect();
+        StrColumn { views: Buffer::from_vec(gathered), heaps: Arc::clone(&self.heaps) }
+    }
+
+    pub fn from_strs<'a>(values: impl IntoIterator<Item = &'a str>) -> StrColumn {
+        let mut builder = StrColumnBuilder::new();
+        for value in values {
+            builder.push(value);
+        }
+        builder.finish()
+    }
+
+    /// Bytes held by views and heaps.
+    pub fn allocated_bytes(&self) -> usize {
+        self.views.allocated_bytes() + self.heaps.iter().map(|h| h.capacity()).sum::<usize>()
+    }
+}
+
+/// Size at which the builder starts a new heap (keeps offsets in `u32` and heaps shareable).
+const HEAP_CHUNK: usize = 1 << 20;
+
+/// Builds string columns by appending strings or views of other columns.
+#[derive(Default)]
+pub struct StrColumnBuilder {
+    views: Vec<StrView>,
+    /// Heaps already referenced (frozen): other columns' heaps and our full ones.
+    heaps: Vec<Heap>,
+    /// Position of a foreign heap in `heaps`, by address, so a heap is listed once.
+    heap_positions: HashMap<usize, u32>,
+    /// The heap we are currently appending long strings to; `heaps.len()` is its index.
+    current: Vec<u8>,
+}
+
+impl StrColumnBuilder {
+    pub fn new() -> Self {
+        StrColumnBuilder::default()
+    }
+
+    pub fn with_capacity(rows: usize) -> Self {
+        StrColumnBuilder { views: Vec::with_capacity(rows), ..Default::default() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.views.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+
+    #[inline]
+    pub fn push(&mut self, value: &str) {
+        self.push_bytes_unchecked(value.as_bytes());
+    }
+
+    /// Appends bytes that are known to be valid UTF-8.
+    #[inline]
+    pub fn push_bytes_unchecked(&mut self, bytes: &[u8]) {
+        if bytes.len() <= INLINE_LEN {
+            self.views.push(StrView::inline(bytes));
+            return;
+        }
+        if self.current.len() + bytes.len() > HEAP_CHUNK && !self.current.is_empty() {
+            self.freeze_current();
+        }
+        let offset = self.current.len() as u32;
+        self.current.extend_from_slice(bytes);
+        self.views.push(StrView::long(bytes, self.heaps.len() as u32, offset));
+    }
+
+    /// Appends the empty string as a placeholder (for NULL rows).
+    #[inline]
+    pub fn push_empty(&mut self) {
+        self.views.push(StrView::default());
+    }
+
+    fn freeze_current(&mut self) {
+        let full = std::mem::take(&mut self.current);
+        self.heaps.push(Arc::new(full));
+    }
+
+    /// Registers another column's heaps; returns the index remapping to use with
+    /// [`StrColumnBuilder::push_view`].
+    pub fn adopt_heaps(&mut self, heaps: &[Heap]) -> Vec<u32> {
+        let mut mapping = Vec::with_capacity(heaps.len());
+        for heap in heaps {
+            let key = Arc::as_ptr(heap) as usize;
+            let position = match self.heap_positions.get(&key) {
+                Some(&p) => p,
+                None => {
+                    // Keep the open heap's index (== heaps.len()) free: freeze it first.
+                    if !self.current.is_empty() {
+                        self.freeze_current();
+                    }
+                    let p = self.heaps.len() as u32;
+                    self.heaps.push(Arc::clone(heap));
+                    self.heap_positions.insert(key, p);
+                    p
+                }
+            };
+            mapping.push(position);
+        }
+        mapping
+    }
+
+    /// Appends a view of a column whose heaps were registered with `adopt_heaps`.
+    #[inline]
+    pub fn push_view(&mut self, view: StrView, mapping: &[u32]) {
+        if view.is_inline() {
+            self.views.push(view);
+        } else {
+            self.views.push(view.with_heap_index(mapping[view.heap_index() as usize]));
+        }
+    }
+
+    /// Appends rows of `column` selected by `indices` (all rows when `None`), copying views.
+    pub fn extend_from(&mut self, column: &StrColumn, indices: Option<&[u32]>) {
+        let mapping = self.adopt_heaps(&column.heaps);
+        let views = column.views.as_slice();
+        let remap = |view: StrView| if view.is_inline() { view } else { view.with_heap_index(mapping[view.heap_index() as usize]) };
+        match indices {
+            Some(indices) => self.views.extend(indices.iter().map(|&i| remap(views[i as usize]))),
+            None => self.views.extend(views.iter().map(|&v| remap(v))),
+        }
+    }
+
+    pub fn finish(mut self) -> StrColumn {
+        if !self.current.is_empty() {
+            self.freeze_current();
+        }
+        StrColumn { views: Buffer::from_vec(self.views), heaps: Arc::new(self.heaps) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_and_long_strings() {
+        let column = StrColumn::from_strs(["short", "", "a string longer than twelve bytes", "exactly12byt"]);
+        assert_eq!(column.get(0), "short");
+        assert_eq!(column.get(1), "");
+        assert_eq!(column.get(2), "a string longer than twelve bytes");
+        assert_eq!(column.get(3), "exactly12byt");
+        assert!(column.views[3].is_inline());
+        assert!(!column.views[2].is_inline());
+    }
+
+    #[test]
+    fn extend_from_merges_heaps_once() {
+        let a = StrColumn::from_strs(["first long string in a", "x"]);
+        let b = StrColumn::from_strs(["second long string in b"]);
+        let mut builder = StrColumnBuilder::new();
+        builder.extend_from(&a, None);
+        builder.extend_from(&b, Some(&[0]));
+        builder.push("a third long string, own heap");
+        builder.extend_from(&a, Some(&[0]));
+        let merged = builder.finish();
+        let values: Vec<&str> = (0..merged.len()).map(|i| merged.get(i)).collect();
+        assert_eq!(
+            values,
+            ["first long string in a", "x", "second long string in b", "a third long string, own heap", "first long string in a"]
+        );
+        assert_eq!(merged.heaps.len(), 3);
+    }
+
+    #[test]
+    fn view_equality() {
+        let a = StrColumn::from_strs(["same long string here", "abc"]);
+        let b = StrColumn::from_strs(["same long string here", "abd"]);
+        assert!(a.views[0].eq_in(&a.heaps, &b.views[0], &b.heaps));
+        assert!(!a.views[1].eq_in(&a.heaps, &b.views[1], &b.heaps));
+    }
+}
