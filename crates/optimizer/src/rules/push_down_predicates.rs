@@ -9,6 +9,10 @@
 //!   turned into an inner (or one-sided outer) join first.
 //! * What reaches a scan becomes a scan filter, evaluated right after each block is read
 //!   (and used by zone maps to skip blocks).
+//! * Disjunctions are factored (`(a AND b) OR (a AND c)` -> `a AND (b OR c)`), and a
+//!   disjunction spanning both sides of a join also yields, for each side, the implied
+//!   disjunction of that side's parts, which is pushed down too (Quickstep's partial
+//!   predicate push-down; TPC-H Q7 and Q19).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -36,7 +40,7 @@ fn subset(expr: &Expr, ids: &BTreeSet<ColumnId>) -> bool {
 fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
     match plan {
         LogicalPlan::Filter { predicate, input } => {
-            predicates.extend(predicate.split_conjunction());
+            predicates.extend(predicate.split_conjunction().into_iter().flat_map(|p| factor_disjunction(p).split_conjunction()));
             push(*input, predicates)
         }
         LogicalPlan::Project { exprs, input } => {
@@ -75,7 +79,11 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             LogicalPlan::Union { inputs, output }
         }
         LogicalPlan::Scan(mut scan) => {
-            scan.filters.extend(predicates);
+            for p in predicates {
+                if !scan.filters.contains(&p) {
+                    scan.filters.push(p);
+                }
+            }
             LogicalPlan::Scan(scan)
         }
         LogicalPlan::Values { .. } => wrap(plan, predicates),
@@ -118,6 +126,9 @@ fn push_join(
                 } else if !columns.is_empty() && subset(&p, &right_ids) {
                     to_right.push(p);
                 } else {
+                    // A disjunction over both sides implies one per side.
+                    to_left.extend(implied_for_side(&p, &left_ids));
+                    to_right.extend(implied_for_side(&p, &right_ids));
                     join_conditions.push(p);
                 }
             }
@@ -171,6 +182,43 @@ fn push_join(
         mark,
     };
     wrap(join, above)
+}
+
+/// `(a AND b) OR (a AND c)` -> `a AND (b OR c)`: conjuncts common to every disjunct
+/// are factored out (which turns TPC-H Q19's join key into a plain equi-join).
+pub(crate) fn factor_disjunction(predicate: Expr) -> Expr {
+    if !matches!(predicate, Expr::Binary { op: BinaryOp::Or, .. }) {
+        return predicate;
+    }
+    let disjuncts: Vec<Vec<Expr>> = predicate.split_disjunction().into_iter().map(|d| d.clone().split_conjunction()).collect();
+    let common: Vec<Expr> = disjuncts[0].iter().filter(|c| disjuncts[1..].iter().all(|d| d.contains(c))).cloned().collect();
+    if common.is_empty() {
+        return predicate;
+    }
+    let remainders: Vec<Vec<Expr>> = disjuncts.into_iter().map(|d| d.into_iter().filter(|c| !common.contains(c)).collect()).collect();
+    let mut parts = common;
+    // If some disjunct is entirely common, the disjunction is implied by the common part.
+    if remainders.iter().all(|r| !r.is_empty()) {
+        let rest = Expr::disjunction(remainders.into_iter().map(|r| Expr::conjunction(r).expect("non-empty")));
+        parts.extend(rest);
+    }
+    Expr::conjunction(parts).expect("non-empty")
+}
+
+/// For a disjunction spanning several relations: the disjunction of, per disjunct, the
+/// conjuncts that only read `ids` — implied by the original. `None` when some disjunct
+/// has no such conjunct (nothing is implied).
+fn implied_for_side(predicate: &Expr, ids: &BTreeSet<ColumnId>) -> Option<Expr> {
+    if !matches!(predicate, Expr::Binary { op: BinaryOp::Or, .. }) {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for disjunct in predicate.split_disjunction() {
+        let local: Vec<Expr> =
+            disjunct.clone().split_conjunction().into_iter().filter(|c| !c.columns().is_empty() && subset(c, ids)).collect();
+        parts.push(Expr::conjunction(local)?);
+    }
+    Expr::disjunction(parts)
 }
 
 /// Whether `predicate` is never TRUE when all of `columns` are NULL.

@@ -1,0 +1,96 @@
+//! TPC-H: the 22 queries at SF0.01 and SF0.1 against the reference answers in
+//! `tpch/answers`, under several execution configurations, plus concurrent runs.
+
+use apiary::{tpch, Connection, Database};
+
+fn load(sf: f64, settings: &[&str]) -> (Database, Connection) {
+    let db = Database::open_in_memory().expect("database");
+    let mut conn = db.connect();
+    for s in settings {
+        conn.execute(s).expect("setting");
+    }
+    tpch::load(&mut conn, sf).expect("TPC-H data");
+    (db, conn)
+}
+
+/// Runs all 22 queries; returns the failures.
+fn run_all(conn: &mut Connection, sf: f64, label: &str) -> Vec<String> {
+    let mut failures = Vec::new();
+    for q in 1..=22 {
+        let sql = tpch::query(q).expect("query text");
+        let expected = tpch::answer(sf, q).expect("reference answer");
+        match conn.query(sql) {
+            Ok(result) => {
+                if let Err(why) = tpch::check_answer(&result, expected) {
+                    failures.push(format!("[{label}] Q{q}: {why}"));
+                }
+            }
+            Err(e) => failures.push(format!("[{label}] Q{q}: error {e}")),
+        }
+    }
+    failures
+}
+
+#[test]
+fn tpch_sf001_configurations() {
+    let mut failures = Vec::new();
+    // Default blocks: one block per table at this scale.
+    let (_db, mut conn) = load(0.01, &[]);
+    failures.extend(run_all(&mut conn, 0.01, "default"));
+    for (label, settings) in [
+        ("1 thread", &["SET threads = 1"][..]),
+        ("vector 64", &["SET vector_size = 64"][..]),
+        ("vector 16384", &["SET vector_size = 16384"][..]),
+    ] {
+        for s in settings {
+            conn.execute(s).expect("setting");
+        }
+        failures.extend(run_all(&mut conn, 0.01, label));
+        conn.execute("SET threads = 2").expect("reset");
+        conn.execute("SET vector_size = 2048").expect("reset");
+    }
+    // Many small blocks: many work orders per scan, partitioned builds and aggregates.
+    for threads in [1, 2] {
+        let (_db, mut conn) = load(0.01, &["SET block_size = 1000", &format!("SET threads = {threads}")]);
+        failures.extend(run_all(&mut conn, 0.01, &format!("small blocks, {threads} threads")));
+    }
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn tpch_sf01() {
+    let (_db, mut conn) = load(0.1, &[]);
+    let failures = run_all(&mut conn, 0.1, "sf0.1");
+    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Many connections run queries at the same time on one worker pool; every answer must
+/// equal the reference (which single-threaded runs also match).
+#[test]
+fn concurrent_queries_share_the_scheduler() {
+    let (db, _conn) = load(0.01, &["SET block_size = 2000"]);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for client in 0..4 {
+            let db = db.clone();
+            let failures = &failures;
+            scope.spawn(move || {
+                let mut conn = db.connect();
+                for round in 0..2 {
+                    for q in (1..=22).filter(|q| (q + client + round) % 2 == 0) {
+                        let result = conn.query(tpch::query(q).expect("query"));
+                        let outcome = match result {
+                            Ok(r) => tpch::check_answer(&r, tpch::answer(0.01, q).expect("answer")),
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if let Err(why) = outcome {
+                            failures.lock().unwrap().push(format!("client {client} Q{q}: {why}"));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
