@@ -13,7 +13,9 @@ fn cells(result: &QueryResult) -> Vec<Vec<Option<String>>> {
     result
         .chunks
         .iter()
-        .flat_map(|chunk| (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| QueryResult::format_cell(chunk, r, c)).collect()))
+        .flat_map(|chunk| {
+            (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| QueryResult::format_cell(chunk, r, c)).collect())
+        })
         .collect()
 }
 
@@ -41,7 +43,8 @@ pub fn render(result: &QueryResult, format: Format) -> String {
 
 fn render_table(result: &QueryResult) -> String {
     let rows = cells(result);
-    let shown: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| c.clone().unwrap_or_else(|| "NULL".to_string())).collect()).collect();
+    let shown: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| c.clone().unwrap_or_else(|| "NULL".to_string())).collect()).collect();
     let type_names: Vec<String> = result.types.iter().map(|t| t.to_string().to_lowercase()).collect();
     let mut widths: Vec<usize> = result.columns.iter().zip(&type_names).map(|(c, t)| c.chars().count().max(t.chars().count())).collect();
     for row in &shown {

@@ -60,7 +60,7 @@ impl Bitmap {
 
     #[inline]
     pub fn push(&mut self, value: bool) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.words.push(0);
         }
         if value {
@@ -73,7 +73,7 @@ impl Bitmap {
     pub fn push_n(&mut self, value: bool, count: usize) {
         // Simple and fast enough: fill whole words where possible.
         let mut remaining = count;
-        while remaining > 0 && self.len % 64 != 0 {
+        while remaining > 0 && !self.len.is_multiple_of(64) {
             self.push(value);
             remaining -= 1;
         }
@@ -128,7 +128,7 @@ impl Bitmap {
 
     /// Bits `[offset, offset + len)` as a new bitmap.
     pub fn slice(&self, offset: usize, len: usize) -> Bitmap {
-        if offset % 64 == 0 {
+        if offset.is_multiple_of(64) {
             let first = offset / 64;
             let last = (offset + len).div_ceil(64);
             let mut bitmap = Bitmap { words: self.words[first..last].to_vec(), len };

@@ -65,13 +65,17 @@ pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
         (VectorData::I32(b), _) => Arc::new(Int32Array::new(b.to_vec().into(), n)),
         (VectorData::I64(b), DataType::Timestamp) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n)),
         (VectorData::I64(b), DataType::Decimal { precision, scale }) => Arc::new(
-            Decimal128Array::new(b.iter().map(|&x| x as i128).collect::<Vec<_>>().into(), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?,
+            Decimal128Array::new(b.iter().map(|&x| x as i128).collect::<Vec<_>>().into(), n)
+                .with_precision_and_scale(precision, scale as i8)
+                .map_err(arrow_error)?,
         ),
         (VectorData::I64(b), _) => Arc::new(Int64Array::new(b.to_vec().into(), n)),
         (VectorData::I128(b), DataType::Decimal { precision, scale }) => {
             Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?)
         }
-        (VectorData::I128(b), _) => Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(38, 0).map_err(arrow_error)?),
+        (VectorData::I128(b), _) => {
+            Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(38, 0).map_err(arrow_error)?)
+        }
         (VectorData::F32(b), _) => Arc::new(Float32Array::new(b.to_vec().into(), n)),
         (VectorData::F64(b), _) => Arc::new(Float64Array::new(b.to_vec().into(), n)),
         (VectorData::Str(s), _) => {
@@ -91,9 +95,7 @@ fn arrow_error(e: arrow::error::ArrowError) -> apiary_common::ApiaryError {
 
 /// The Arrow schema of a result.
 pub fn arrow_schema(names: &[String], types: &[DataType]) -> Arc<ArrowSchema> {
-    Arc::new(ArrowSchema::new(
-        names.iter().zip(types).map(|(n, t)| ArrowField::new(n, to_arrow_type(*t), true)).collect::<Vec<_>>(),
-    ))
+    Arc::new(ArrowSchema::new(names.iter().zip(types).map(|(n, t)| ArrowField::new(n, to_arrow_type(*t), true)).collect::<Vec<_>>()))
 }
 
 /// Converts a chunk to a record batch with `schema`.
@@ -127,32 +129,88 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
             let a = array.as_any().downcast_ref::<BooleanArray>().ok_or_else(bad)?;
             VectorData::Bool((0..a.len()).map(|i| a.value(i)).collect::<Vec<_>>().into())
         }
-        (ArrowType::Int8, _) => {
-            VectorData::I16(array.as_any().downcast_ref::<arrow::array::Int8Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i16).collect::<Vec<_>>().into())
-        }
-        (ArrowType::UInt8, _) => {
-            VectorData::I16(array.as_any().downcast_ref::<arrow::array::UInt8Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i16).collect::<Vec<_>>().into())
-        }
+        (ArrowType::Int8, _) => VectorData::I16(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::Int8Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&x| x as i16)
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        (ArrowType::UInt8, _) => VectorData::I16(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::UInt8Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&x| x as i16)
+                .collect::<Vec<_>>()
+                .into(),
+        ),
         (ArrowType::Int16, _) => VectorData::I16(prim!(Int16Array).to_vec().into()),
-        (ArrowType::UInt16, _) => {
-            VectorData::I32(array.as_any().downcast_ref::<arrow::array::UInt16Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i32).collect::<Vec<_>>().into())
-        }
+        (ArrowType::UInt16, _) => VectorData::I32(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::UInt16Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&x| x as i32)
+                .collect::<Vec<_>>()
+                .into(),
+        ),
         (ArrowType::Int32, _) => VectorData::I32(prim!(Int32Array).to_vec().into()),
-        (ArrowType::UInt32, _) => {
-            VectorData::I64(array.as_any().downcast_ref::<arrow::array::UInt32Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i64).collect::<Vec<_>>().into())
-        }
+        (ArrowType::UInt32, _) => VectorData::I64(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::UInt32Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&x| x as i64)
+                .collect::<Vec<_>>()
+                .into(),
+        ),
         (ArrowType::Int64, _) => VectorData::I64(prim!(Int64Array).to_vec().into()),
-        (ArrowType::UInt64, _) => {
-            VectorData::I128(array.as_any().downcast_ref::<arrow::array::UInt64Array>().ok_or_else(bad)?.values().iter().map(|&x| x as i128).collect::<Vec<_>>().into())
-        }
-        (ArrowType::Float16, _) => {
-            VectorData::F32(array.as_any().downcast_ref::<arrow::array::Float16Array>().ok_or_else(bad)?.values().iter().map(|x| x.to_f32()).collect::<Vec<_>>().into())
-        }
+        (ArrowType::UInt64, _) => VectorData::I128(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::UInt64Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&x| x as i128)
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        (ArrowType::Float16, _) => VectorData::F32(
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::Float16Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|x| x.to_f32())
+                .collect::<Vec<_>>()
+                .into(),
+        ),
         (ArrowType::Float32, _) => VectorData::F32(prim!(Float32Array).to_vec().into()),
         (ArrowType::Float64, _) => VectorData::F64(prim!(Float64Array).to_vec().into()),
         (ArrowType::Date32, _) => VectorData::I32(prim!(Date32Array).to_vec().into()),
         (ArrowType::Date64, _) => VectorData::I32(
-            array.as_any().downcast_ref::<arrow::array::Date64Array>().ok_or_else(bad)?.values().iter().map(|&ms| (ms / 86_400_000) as i32).collect::<Vec<_>>().into(),
+            array
+                .as_any()
+                .downcast_ref::<arrow::array::Date64Array>()
+                .ok_or_else(bad)?
+                .values()
+                .iter()
+                .map(|&ms| (ms / 86_400_000) as i32)
+                .collect::<Vec<_>>()
+                .into(),
         ),
         (ArrowType::Timestamp(unit, None), _) => {
             let a = array.as_any().downcast_ref::<arrow::array::PrimitiveArray<arrow::datatypes::TimestampMicrosecondType>>();
@@ -207,7 +265,11 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
             VectorData::Str(builder.finish())
         }
         (ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano), _) => VectorData::Interval(
-            prim!(IntervalMonthDayNanoArray).iter().map(|v| Interval::new(v.months, v.days, v.nanoseconds / 1000)).collect::<Vec<_>>().into(),
+            prim!(IntervalMonthDayNanoArray)
+                .iter()
+                .map(|v| Interval::new(v.months, v.days, v.nanoseconds / 1000))
+                .collect::<Vec<_>>()
+                .into(),
         ),
         _ => return Err(bad()),
     };

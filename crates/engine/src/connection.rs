@@ -358,7 +358,10 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
     let mut columns = Vec::with_capacity(chunk.column_count());
     for (vector, field) in chunk.columns.into_iter().zip(&table.schema.fields) {
         if !field.nullable && vector.null_count() > 0 {
-            return Err(ApiaryError::Constraint(format!("null value in column \"{}\" of table \"{}\" violates not-null constraint", field.name, table.name)));
+            return Err(ApiaryError::Constraint(format!(
+                "null value in column \"{}\" of table \"{}\" violates not-null constraint",
+                field.name, table.name
+            )));
         }
         let vector = match field.data_type {
             DataType::Char(n) | DataType::Varchar(Some(n)) => {
@@ -376,7 +379,10 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
                         value = trimmed;
                     }
                     if value.chars().count() > n as usize {
-                        return Err(ApiaryError::Constraint(format!("value too long for type {} in column \"{}\": '{value}'", field.data_type, field.name)));
+                        return Err(ApiaryError::Constraint(format!(
+                            "value too long for type {} in column \"{}\": '{value}'",
+                            field.data_type, field.name
+                        )));
                     }
                 }
                 if rewrite {

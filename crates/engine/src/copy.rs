@@ -63,7 +63,13 @@ fn file_options(path: &str, options: &[ast::CopyOption]) -> Result<FileOptions> 
     Ok(FileOptions { format, csv, header_given })
 }
 
-pub fn copy(conn: &mut Connection, source: &ast::CopySource, to: bool, target: &ast::CopyTarget, options: &[ast::CopyOption]) -> Result<QueryResult> {
+pub fn copy(
+    conn: &mut Connection,
+    source: &ast::CopySource,
+    to: bool,
+    target: &ast::CopyTarget,
+    options: &[ast::CopyOption],
+) -> Result<QueryResult> {
     let ast::CopyTarget::File { filename } = target else {
         return Err(not_impl_err!("COPY from/to STDIN, STDOUT or a program (use a file name)"));
     };
@@ -127,7 +133,8 @@ fn copy_to(conn: &mut Connection, source: &ast::CopySource, path: &Path, file: F
     let query: ast::Query = match source {
         ast::CopySource::Query(query) => (**query).clone(),
         ast::CopySource::Table { table_name, columns } => {
-            let list = if columns.is_empty() { "*".to_string() } else { columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ") };
+            let list =
+                if columns.is_empty() { "*".to_string() } else { columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ") };
             let sql = format!("SELECT {list} FROM {table_name}");
             match apiary_sql::parser::parse_sql(&sql)?.pop() {
                 Some(ast::Statement::Query(q)) => *q,

@@ -117,7 +117,9 @@ impl ColumnParser {
                 v.push(parsed)
             }
             (Values::I64(v), _) => v.push(parse_int(field).ok_or_else(invalid)?),
-            (Values::I128(v), DataType::Decimal { precision, scale }) => v.push(parse_decimal(text()?, precision, scale).map_err(|e| e.to_string())?),
+            (Values::I128(v), DataType::Decimal { precision, scale }) => {
+                v.push(parse_decimal(text()?, precision, scale).map_err(|e| e.to_string())?)
+            }
             (Values::I128(v), _) => v.push(text()?.trim().parse().map_err(|_| invalid())?),
             (Values::F32(v), _) => v.push(text()?.trim().parse().map_err(|_| invalid())?),
             (Values::F64(v), _) => v.push(text()?.trim().parse().map_err(|_| invalid())?),
@@ -411,7 +413,7 @@ pub fn infer_fields(path: &Path, options: &CsvOptions) -> Result<Vec<Field>> {
             parts
                 .iter()
                 .map(|p| match p {
-                    RawField::Plain(f) if f.is_empty() => None,
+                    RawField::Plain([]) => None,
                     RawField::Plain(f) => Some(String::from_utf8_lossy(f).to_string()),
                     RawField::Quoted(f) => Some(String::from_utf8_lossy(f).to_string()),
                 })

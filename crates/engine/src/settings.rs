@@ -22,8 +22,7 @@ impl Default for Settings {
 }
 
 /// Names accepted by SET (threads is handled by the database).
-pub const SETTING_NAMES: &[&str] =
-    &["threads", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
+pub const SETTING_NAMES: &[&str] = &["threads", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
 
 fn parse_bool(name: &str, value: &str) -> Result<bool> {
     match value.to_ascii_lowercase().as_str() {

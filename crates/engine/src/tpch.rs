@@ -8,7 +8,8 @@ use std::path::Path;
 use apiary_common::{ApiaryError, Result};
 use apiary_types::{DataChunk, DataType, StrColumnBuilder, Vector, VectorData};
 use tpchgen::generators::{
-    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator, RegionGenerator, SupplierGenerator,
+    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator, RegionGenerator,
+    SupplierGenerator,
 };
 
 use crate::result::QueryResult;
@@ -45,19 +46,17 @@ macro_rules! queries {
     ($($n:literal),*) => { [$(include_str!(concat!("../../../tpch/queries/q", $n, ".sql"))),*] };
 }
 
-const QUERIES: [&str; 22] =
-    queries!("01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
+const QUERIES: [&str; 22] = queries!(
+    "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22"
+);
 
 macro_rules! answers {
     ($sf:literal: $($n:literal),*) => { [$(include_str!(concat!("../../../tpch/answers/sf", $sf, "/q", $n, ".csv"))),*] };
 }
 
-const ANSWERS_SF001: [&str; 22] =
-    answers!("0.01": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
-const ANSWERS_SF01: [&str; 22] =
-    answers!("0.1": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
-const ANSWERS_SF1: [&str; 22] =
-    answers!("1": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
+const ANSWERS_SF001: [&str; 22] = answers!("0.01": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
+const ANSWERS_SF01: [&str; 22] = answers!("0.1": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
+const ANSWERS_SF1: [&str; 22] = answers!("1": "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22");
 
 /// The text of query `number` (1-22).
 pub fn query(number: usize) -> Option<&'static str> {
@@ -84,12 +83,14 @@ pub fn answer(sf: f64, number: usize) -> Option<&'static str> {
 pub fn check_answer(result: &QueryResult, expected: &str) -> std::result::Result<(), String> {
     let mut lines = expected.strip_suffix('\n').unwrap_or(expected).split('\n');
     lines.next(); // header
-    // A row whose only value is NULL is an empty line, so empty lines are rows.
+                  // A row whose only value is NULL is an empty line, so empty lines are rows.
     let expected_rows: Vec<Vec<&str>> = lines.map(|l| l.trim_end_matches('\r').split('|').collect()).collect();
     let actual_rows: Vec<Vec<Option<String>>> = result
         .chunks
         .iter()
-        .flat_map(|chunk| (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| QueryResult::format_cell(chunk, r, c)).collect()))
+        .flat_map(|chunk| {
+            (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| QueryResult::format_cell(chunk, r, c)).collect())
+        })
         .collect();
     if expected_rows.len() != actual_rows.len() {
         return Err(format!("expected {} rows, got {}", expected_rows.len(), actual_rows.len()));
@@ -219,8 +220,8 @@ fn generate_part(table: &str, sf: f64, part: i32, part_count: i32, types: &[Data
             for p in PartGenerator::new(sf, part, part_count).iter() {
                 c.int(0, p.p_partkey);
                 c.text(1, &p.p_name);
-                c.text(2, &p.p_mfgr);
-                c.text(3, &p.p_brand);
+                c.text(2, p.p_mfgr);
+                c.text(3, p.p_brand);
                 c.text(4, p.p_type);
                 c.int(5, p.p_size as i64);
                 c.text(6, p.p_container);
@@ -231,7 +232,7 @@ fn generate_part(table: &str, sf: f64, part: i32, part_count: i32, types: &[Data
         "supplier" => {
             for s in SupplierGenerator::new(sf, part, part_count).iter() {
                 c.int(0, s.s_suppkey);
-                c.text(1, &s.s_name);
+                c.text(1, s.s_name);
                 c.text(2, &s.s_address);
                 c.int(3, s.s_nationkey);
                 c.text(4, &s.s_phone);
@@ -251,7 +252,7 @@ fn generate_part(table: &str, sf: f64, part: i32, part_count: i32, types: &[Data
         "customer" => {
             for cu in CustomerGenerator::new(sf, part, part_count).iter() {
                 c.int(0, cu.c_custkey);
-                c.text(1, &cu.c_name);
+                c.text(1, cu.c_name);
                 c.text(2, &cu.c_address);
                 c.int(3, cu.c_nationkey);
                 c.text(4, &cu.c_phone);
@@ -268,7 +269,7 @@ fn generate_part(table: &str, sf: f64, part: i32, part_count: i32, types: &[Data
                 c.decimal(3, o.o_totalprice.0);
                 c.date(4, o.o_orderdate.to_unix_epoch());
                 c.text(5, o.o_orderpriority);
-                c.text(6, &o.o_clerk);
+                c.text(6, o.o_clerk);
                 c.int(7, o.o_shippriority as i64);
                 c.text(8, o.o_comment);
             }

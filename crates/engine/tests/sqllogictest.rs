@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apiary::{ApiaryError, Connection, Database, DataType, QueryResult};
+use apiary::{ApiaryError, Connection, DataType, Database, QueryResult};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct ApiaryDb {

@@ -95,8 +95,7 @@ impl<'a> PhysicalPlanner<'a> {
         let mut pipelines = Vec::with_capacity(self.pending.len());
         for pending in self.pending {
             let mut pipeline = pending.pipeline;
-            pipeline.after_pipelines =
-                pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
+            pipeline.after_pipelines = pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
             pipelines.push(pipeline);
         }
         Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, explain: self.explain.join("\n") })
@@ -126,7 +125,8 @@ impl<'a> PhysicalPlanner<'a> {
             }
             text.push_str(&format!("    -> {sink_label} [sink #{sink_id}]"));
             self.explain.push(text);
-            let stats = PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
+            let stats =
+                PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
             let pipeline = Pipeline {
                 source: branch.source,
                 operators: branch.operators,
@@ -160,7 +160,8 @@ impl<'a> PhysicalPlanner<'a> {
         match plan {
             LogicalPlan::Scan(scan) => Ok(vec![self.plan_scan(scan, required)?]),
             LogicalPlan::Values { rows, output } => {
-                let values = rows.iter().map(|row| row.iter().map(evaluate_constant).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let values =
+                    rows.iter().map(|row| row.iter().map(evaluate_constant).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
                 let types = output.iter().map(|c| c.data_type).collect();
                 let source = Arc::new(ValuesSource::new(values, types));
                 let step = source.name();
@@ -186,7 +187,11 @@ impl<'a> PhysicalPlanner<'a> {
                 for branch in branches.iter_mut() {
                     let ids = branch.ids();
                     let compiled = exprs.iter().map(|(e, _)| compile(e, &ids)).collect::<Result<Vec<_>>>()?;
-                    let description = exprs.iter().map(|(e, c)| if e == &c.expr() { c.name.to_string() } else { format!("{e} AS {}", c.name) }).collect::<Vec<_>>().join(", ");
+                    let description = exprs
+                        .iter()
+                        .map(|(e, c)| if e == &c.expr() { c.name.to_string() } else { format!("{e} AS {}", c.name) })
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     branch.operators.push(Arc::new(ProjectOperator { exprs: compiled, description: description.clone() }));
                     branch.steps.push(format!("-> Project {description}"));
                     branch.layout = exprs.iter().map(|(_, c)| c.clone()).collect();
@@ -232,7 +237,9 @@ impl<'a> PhysicalPlanner<'a> {
                 }
                 Ok(all)
             }
-            LogicalPlan::Join { kind, left, right, condition, mark } => self.plan_join(*kind, left, right, condition.as_ref(), mark.as_ref(), required),
+            LogicalPlan::Join { kind, left, right, condition, mark } => {
+                self.plan_join(*kind, left, right, condition.as_ref(), mark.as_ref(), required)
+            }
         }
     }
 
@@ -247,11 +254,7 @@ impl<'a> PhysicalPlanner<'a> {
         let zone_predicates = zone_predicates(scan);
         let output: Vec<usize> = scan.columns.iter().enumerate().filter(|(_, (_, c))| required.contains(&c.id)).map(|(i, _)| i).collect();
         let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();
-        let mut step = format!(
-            "Scan {} [{}]",
-            scan.label,
-            layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
-        );
+        let mut step = format!("Scan {} [{}]", scan.label, layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", "));
         if !scan.filters.is_empty() {
             step.push_str(&format!(" filter: {}", scan.filters.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" AND ")));
         }
@@ -312,7 +315,8 @@ impl<'a> PhysicalPlanner<'a> {
             groups.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>().join(", "),
             aggregates.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        let aggregate = HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, self.config.vector_size, description.clone());
+        let aggregate =
+            HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, self.config.vector_size, description.clone());
         let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
         let output: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect();
@@ -482,14 +486,12 @@ impl<'a> PhysicalPlanner<'a> {
             Vec::new()
         };
         // Residual over [probe columns it reads..., build payload columns it reads...].
-        let probe_residual: Vec<usize> = probe_layout.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
+        let probe_residual: Vec<usize> =
+            probe_layout.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
         let build_residual: Vec<usize> =
             build_payload_columns.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
-        let residual_layout: Vec<ColumnId> = probe_residual
-            .iter()
-            .map(|&i| probe_layout[i].id)
-            .chain(build_residual.iter().map(|&i| build_payload_columns[i].id))
-            .collect();
+        let residual_layout: Vec<ColumnId> =
+            probe_residual.iter().map(|&i| probe_layout[i].id).chain(build_residual.iter().map(|&i| build_payload_columns[i].id)).collect();
         let compiled_residual = residual_expr.as_ref().map(|r| compile(r, &residual_layout)).transpose()?;
 
         let mut description = format!("{mode:?}");
@@ -517,8 +519,13 @@ impl<'a> PhysicalPlanner<'a> {
             parallelism: self.threads,
             description: description.clone(),
         });
-        let estimate_note = format!("(build ~{:.0} rows, probe ~{:.0} rows)", if build_left { left_rows } else { right_rows }, if build_left { right_rows } else { left_rows });
-        let build_sink = self.close(aligned, Arc::new(HashJoinBuild(Arc::clone(&join))), format!("HashJoinBuild {description} {estimate_note}"));
+        let estimate_note = format!(
+            "(build ~{:.0} rows, probe ~{:.0} rows)",
+            if build_left { left_rows } else { right_rows },
+            if build_left { right_rows } else { left_rows }
+        );
+        let build_sink =
+            self.close(aligned, Arc::new(HashJoinBuild(Arc::clone(&join))), format!("HashJoinBuild {description} {estimate_note}"));
 
         // Output layout: probe outputs, then build outputs, then the mark.
         let mut layout: Vec<ColumnRef> = probe_output.iter().map(|&i| probe_layout[i].clone()).collect();

@@ -27,7 +27,12 @@ use crate::pipeline::{PhysicalPlan, PipelineLocal};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PipelinePhase {
     Waiting,
-    Running { next: usize, total: usize, completed: usize, stopped: bool },
+    Running {
+        next: usize,
+        total: usize,
+        completed: usize,
+        stopped: bool,
+    },
     /// Last morsel done; a worker is combining local states.
     Combining,
     Complete,
@@ -35,10 +40,16 @@ enum PipelinePhase {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SinkPhase {
-    Open { feeders_left: usize },
+    Open {
+        feeders_left: usize,
+    },
     /// A worker is preparing the finalize tasks.
     Preparing,
-    Finalizing { next: usize, total: usize, completed: usize },
+    Finalizing {
+        next: usize,
+        total: usize,
+        completed: usize,
+    },
     /// A worker is running `finish`.
     Finishing,
     Finished,

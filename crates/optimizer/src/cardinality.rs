@@ -79,10 +79,8 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         }
         LogicalPlan::Values { rows, output } => {
             let n = rows.len() as f64;
-            let columns = output
-                .iter()
-                .map(|c| (c.id, ColumnEstimate { ndv: n.max(1.0), min: None, max: None, null_fraction: 0.0 }))
-                .collect();
+            let columns =
+                output.iter().map(|c| (c.id, ColumnEstimate { ndv: n.max(1.0), min: None, max: None, null_fraction: 0.0 })).collect();
             Estimate { rows: n, columns }
         }
         LogicalPlan::Filter { predicate, input } => {
@@ -141,10 +139,8 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         LogicalPlan::Union { inputs, output } => {
             let estimates: Vec<Estimate> = inputs.iter().map(estimate).collect();
             let rows: f64 = estimates.iter().map(|e| e.rows).sum();
-            let columns = output
-                .iter()
-                .map(|c| (c.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 }))
-                .collect();
+            let columns =
+                output.iter().map(|c| (c.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 })).collect();
             Estimate { rows, columns }
         }
     }
@@ -269,9 +265,7 @@ pub fn predicate_selectivity(expr: &Expr, input: &Estimate) -> f64 {
     match expr {
         Expr::Literal(ScalarValue::Boolean(true), _) => 1.0,
         Expr::Literal(_, _) => 0.0,
-        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
-            conjunction_selectivity(&[(**left).clone(), (**right).clone()], input)
-        }
+        Expr::Binary { op: BinaryOp::And, left, right, .. } => conjunction_selectivity(&[(**left).clone(), (**right).clone()], input),
         Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
             let a = predicate_selectivity(left, input);
             let b = predicate_selectivity(right, input);

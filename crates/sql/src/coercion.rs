@@ -127,7 +127,11 @@ pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType, interva
             }
             let precision = (p1 + p2).min(MAX_DECIMAL_PRECISION).max(scale);
             if precision <= MAX_DECIMAL64_PRECISION {
-                ArithmeticTypes { result: DataType::decimal(precision, scale), left: DataType::decimal(p1, s1), right: DataType::decimal(p2, s2) }
+                ArithmeticTypes {
+                    result: DataType::decimal(precision, scale),
+                    left: DataType::decimal(p1, s1),
+                    right: DataType::decimal(p2, s2),
+                }
             } else {
                 ArithmeticTypes { result: DataType::decimal(precision, scale), left: wide(s1), right: wide(s2) }
             }

@@ -308,16 +308,44 @@ pub enum Expr {
     Column(ColumnRef),
     Literal(ScalarValue, DataType),
     Unary(UnaryOp, Box<Expr>),
-    Binary { op: BinaryOp, left: Box<Expr>, right: Box<Expr>, data_type: DataType },
-    IsNull { expr: Box<Expr>, negated: bool },
-    Cast { expr: Box<Expr>, to: DataType },
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+        data_type: DataType,
+    },
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
+    Cast {
+        expr: Box<Expr>,
+        to: DataType,
+    },
     /// Searched CASE (simple CASE is rewritten to this form by the binder).
-    Case { whens: Vec<(Expr, Expr)>, otherwise: Option<Box<Expr>>, data_type: DataType },
+    Case {
+        whens: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+        data_type: DataType,
+    },
     /// `expr [NOT] IN (v1, v2, ...)`; list items have the type of `expr`.
-    InList { expr: Box<Expr>, list: Vec<Expr>, negated: bool },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
     /// `expr [NOT] [I]LIKE pattern`.
-    Like { expr: Box<Expr>, pattern: Box<Expr>, negated: bool, case_insensitive: bool },
-    Function { func: ScalarFunction, args: Vec<Expr>, data_type: DataType },
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+        case_insensitive: bool,
+    },
+    Function {
+        func: ScalarFunction,
+        args: Vec<Expr>,
+        data_type: DataType,
+    },
     /// A subquery; removed by the optimizer's unnesting rule before execution.
     Subquery(Box<Subquery>),
 }
@@ -341,7 +369,7 @@ impl Expr {
         Expr::binary(op, left, right, DataType::Boolean)
     }
 
-    pub fn not(expr: Expr) -> Expr {
+    pub fn negation(expr: Expr) -> Expr {
         Expr::Unary(UnaryOp::Not, Box::new(expr))
     }
 
@@ -516,7 +544,8 @@ impl Expr {
         self.transform_up(&mut |e| match e {
             Expr::Column(c) => map.get(&c.id).cloned().unwrap_or(Expr::Column(c)),
             Expr::Subquery(mut s) => {
-                s.plan = Box::new(std::mem::replace(&mut *s.plan, LogicalPlan::Values { rows: vec![], output: vec![] }).rewrite_columns(map));
+                s.plan =
+                    Box::new(std::mem::replace(&mut *s.plan, LogicalPlan::Values { rows: vec![], output: vec![] }).rewrite_columns(map));
                 Expr::Subquery(s)
             }
             other => other,
@@ -627,7 +656,7 @@ pub struct SortKey {
 impl fmt::Display for SortKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.expr, if self.ascending { "ASC" } else { "DESC" })?;
-        if self.nulls_first != !self.ascending {
+        if self.nulls_first == self.ascending {
             write!(f, " NULLS {}", if self.nulls_first { "FIRST" } else { "LAST" })?;
         }
         Ok(())

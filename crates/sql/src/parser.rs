@@ -22,10 +22,13 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
 /// (used by the shell and `-f` to run statements one at a time).
 pub fn split_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
     let statements = parse_sql(sql)?;
-    Ok(statements.into_iter().map(|s| {
-        let text = s.to_string();
-        (s, text)
-    }).collect())
+    Ok(statements
+        .into_iter()
+        .map(|s| {
+            let text = s.to_string();
+            (s, text)
+        })
+        .collect())
 }
 
 fn describe_parser_error(err: ParserError) -> String {

@@ -23,11 +23,15 @@ pub enum JoinKind {
     /// Left rows with no match. With `null_aware`, implements `NOT IN`: no row qualifies
     /// if the right side has a NULL key, and a NULL left key qualifies only when the
     /// right side is empty.
-    Anti { null_aware: bool },
+    Anti {
+        null_aware: bool,
+    },
     /// Left rows plus a BOOLEAN column: TRUE when a match exists, FALSE when not. With
     /// `null_aware` (for `IN`), NULL instead of FALSE when the left key is NULL or the
     /// right side has a NULL key (three-valued logic).
-    Mark { null_aware: bool },
+    Mark {
+        null_aware: bool,
+    },
     /// Left join that fails if a left row finds more than one match (scalar subqueries).
     Single,
 }
@@ -74,15 +78,44 @@ impl PartialEq for Scan {
 pub enum LogicalPlan {
     Scan(Scan),
     /// Literal rows (VALUES, SELECT without FROM). Expressions are constant.
-    Values { rows: Vec<Vec<Expr>>, output: Vec<ColumnRef> },
-    Filter { predicate: Expr, input: Box<LogicalPlan> },
-    Project { exprs: Vec<(Expr, ColumnRef)>, input: Box<LogicalPlan> },
-    Aggregate { groups: Vec<(Expr, ColumnRef)>, aggregates: Vec<(AggregateCall, ColumnRef)>, input: Box<LogicalPlan> },
-    Join { kind: JoinKind, left: Box<LogicalPlan>, right: Box<LogicalPlan>, condition: Option<Expr>, mark: Option<ColumnRef> },
-    Sort { keys: Vec<SortKey>, input: Box<LogicalPlan> },
-    Limit { limit: Option<u64>, offset: u64, input: Box<LogicalPlan> },
+    Values {
+        rows: Vec<Vec<Expr>>,
+        output: Vec<ColumnRef>,
+    },
+    Filter {
+        predicate: Expr,
+        input: Box<LogicalPlan>,
+    },
+    Project {
+        exprs: Vec<(Expr, ColumnRef)>,
+        input: Box<LogicalPlan>,
+    },
+    Aggregate {
+        groups: Vec<(Expr, ColumnRef)>,
+        aggregates: Vec<(AggregateCall, ColumnRef)>,
+        input: Box<LogicalPlan>,
+    },
+    Join {
+        kind: JoinKind,
+        left: Box<LogicalPlan>,
+        right: Box<LogicalPlan>,
+        condition: Option<Expr>,
+        mark: Option<ColumnRef>,
+    },
+    Sort {
+        keys: Vec<SortKey>,
+        input: Box<LogicalPlan>,
+    },
+    Limit {
+        limit: Option<u64>,
+        offset: u64,
+        input: Box<LogicalPlan>,
+    },
     /// UNION ALL: input `i`'s columns map positionally onto `output`.
-    Union { inputs: Vec<LogicalPlan>, output: Vec<ColumnRef> },
+    Union {
+        inputs: Vec<LogicalPlan>,
+        output: Vec<ColumnRef>,
+    },
 }
 
 impl LogicalPlan {

@@ -22,11 +22,7 @@ impl ZoneMap {
     /// Computes the zone map of a vector.
     pub fn of(vector: &Vector) -> ZoneMap {
         let null_count = vector.null_count();
-        let (min, max) = if null_count == vector.len() {
-            (ScalarValue::Null, ScalarValue::Null)
-        } else {
-            min_max(vector)
-        };
+        let (min, max) = if null_count == vector.len() { (ScalarValue::Null, ScalarValue::Null) } else { min_max(vector) };
         ZoneMap { min, max, null_count }
     }
 

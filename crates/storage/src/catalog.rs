@@ -31,9 +31,8 @@ impl Catalog {
             return Ok(table);
         }
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
-        let hint = closest_name(name, tables.keys().map(|k| k.as_str()))
-            .map(|close| format!(" (did you mean \"{close}\"?)"))
-            .unwrap_or_default();
+        let hint =
+            closest_name(name, tables.keys().map(|k| k.as_str())).map(|close| format!(" (did you mean \"{close}\"?)")).unwrap_or_default();
         Err(ApiaryError::Catalog(format!("table \"{name}\" does not exist{hint}")))
     }
 

@@ -41,7 +41,9 @@ impl HyperLogLog {
             VectorData::I32(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
             VectorData::I64(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
             VectorData::I128(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u128(x as u128))),
-            VectorData::F32(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x.to_bits() as u64))),
+            VectorData::F32(v) => {
+                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x.to_bits() as u64)))
+            }
             VectorData::F64(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x.to_bits()))),
             VectorData::Interval(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, x)| {
                 self.add_hash(hash_u128(((x.months as u128) << 96) | ((x.days as u32 as u128) << 64) | x.micros as u64 as u128))

@@ -63,8 +63,7 @@ impl Table {
     pub fn appender(&self) -> TableAppender<'_> {
         let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let base = self.snapshot();
-        let mut builders: Vec<VectorBuilder> =
-            self.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
+        let mut builders: Vec<VectorBuilder> = self.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
         // Continue the trailing partial block so blocks stay full.
         let mut replaces_last = false;
         if let Some(last) = base.blocks.last() {
@@ -178,7 +177,7 @@ impl TableAppender<'_> {
         let mut blocks = self.base.blocks.clone();
         let removed = if self.replaces_last { blocks.pop() } else { None };
         let stats = self.base.stats.with_blocks(removed.as_deref(), &self.sealed);
-        blocks.extend(self.sealed.drain(..));
+        blocks.append(&mut self.sealed);
         let data = Arc::new(TableData { blocks, stats });
         *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = data;
         Ok(self.appended_rows)

@@ -21,7 +21,10 @@ pub enum DataType {
     Double,
     /// Exact fixed-point number: `precision` digits, `scale` of them after the point,
     /// stored as an integer scaled by `10^scale`.
-    Decimal { precision: u8, scale: u8 },
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
     /// Fixed-length character string. Trailing blanks are insignificant: values are
     /// stored without them (like PostgreSQL's comparison semantics for `bpchar`).
     Char(u32),

@@ -106,8 +106,8 @@ pub fn parse_decimal_literal(text: &str) -> Option<(i128, u8, u8)> {
 
 /// Parses text as a `DECIMAL(precision, scale)` value, rounding extra fractional digits.
 pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128> {
-    let (value, _, literal_scale) = parse_decimal_literal(text)
-        .ok_or_else(|| exec_err!("invalid input for DECIMAL({precision},{scale}): '{text}'"))?;
+    let (value, _, literal_scale) =
+        parse_decimal_literal(text).ok_or_else(|| exec_err!("invalid input for DECIMAL({precision},{scale}): '{text}'"))?;
     let scaled = rescale(value, literal_scale, scale)
         .filter(|v| fits_precision(*v, precision))
         .ok_or_else(|| exec_err!("value '{text}' is out of range for DECIMAL({precision},{scale})"))?;

@@ -219,9 +219,7 @@ impl ScalarValue {
                 _ => return Err(self.cannot_cast(target)),
             },
             DataType::Timestamp => match self {
-                S::Utf8(s) => {
-                    S::Timestamp(datetime::parse_timestamp(s).ok_or_else(|| exec_err!("invalid input for TIMESTAMP: '{s}'"))?)
-                }
+                S::Utf8(s) => S::Timestamp(datetime::parse_timestamp(s).ok_or_else(|| exec_err!("invalid input for TIMESTAMP: '{s}'"))?),
                 S::Date(d) => S::Timestamp(*d as i64 * datetime::MICROS_PER_DAY),
                 _ => return Err(self.cannot_cast(target)),
             },

@@ -360,7 +360,13 @@ fn binary<A: NativeType, B: NativeType, R: NativeType>(
     Arc::new(Binary { left, right, data_type, name, f: Box::new(f) })
 }
 
-fn numeric<O: ArithOp>(left: ExprRef, right: ExprRef, data_type: DataType, constant: Option<&ScalarValue>, checked: bool) -> Result<ExprRef> {
+fn numeric<O: ArithOp>(
+    left: ExprRef,
+    right: ExprRef,
+    data_type: DataType,
+    constant: Option<&ScalarValue>,
+    checked: bool,
+) -> Result<ExprRef> {
     macro_rules! build {
         ($t:ty) => {{
             let right = match constant.and_then(|c| <$t>::from_scalar(c)) {
@@ -386,15 +392,29 @@ fn numeric<O: ArithOp>(left: ExprRef, right: ExprRef, data_type: DataType, const
 }
 
 /// Compiles `left op right` with the result type chosen by the binder.
-pub fn arithmetic(op: BinaryOp, left: ExprRef, right: ExprRef, data_type: DataType, right_literal: Option<&ScalarValue>) -> Result<ExprRef> {
+pub fn arithmetic(
+    op: BinaryOp,
+    left: ExprRef,
+    right: ExprRef,
+    data_type: DataType,
+    right_literal: Option<&ScalarValue>,
+) -> Result<ExprRef> {
     let (lt, rt) = (left.data_type(), right.data_type());
     use DataType as D;
     // Date and time arithmetic.
     match (op, lt, rt, data_type) {
-        (BinaryOp::Add, D::Date, D::Integer, _) => return Ok(binary::<i32, i32, i32>(left, right, D::Date, "date + integer", |a, b| a.checked_add(b))),
-        (BinaryOp::Sub, D::Date, D::Integer, _) => return Ok(binary::<i32, i32, i32>(left, right, D::Date, "date - integer", |a, b| a.checked_sub(b))),
-        (BinaryOp::Add, D::Integer, D::Date, _) => return Ok(binary::<i32, i32, i32>(left, right, D::Date, "integer + date", |a, b| a.checked_add(b))),
-        (BinaryOp::Sub, D::Date, D::Date, _) => return Ok(binary::<i32, i32, i32>(left, right, D::Integer, "date - date", |a, b| a.checked_sub(b))),
+        (BinaryOp::Add, D::Date, D::Integer, _) => {
+            return Ok(binary::<i32, i32, i32>(left, right, D::Date, "date + integer", |a, b| a.checked_add(b)))
+        }
+        (BinaryOp::Sub, D::Date, D::Integer, _) => {
+            return Ok(binary::<i32, i32, i32>(left, right, D::Date, "date - integer", |a, b| a.checked_sub(b)))
+        }
+        (BinaryOp::Add, D::Integer, D::Date, _) => {
+            return Ok(binary::<i32, i32, i32>(left, right, D::Date, "integer + date", |a, b| a.checked_add(b)))
+        }
+        (BinaryOp::Sub, D::Date, D::Date, _) => {
+            return Ok(binary::<i32, i32, i32>(left, right, D::Integer, "date - date", |a, b| a.checked_sub(b)))
+        }
         (BinaryOp::Add | BinaryOp::Sub, D::Date, D::Interval, D::Date) => {
             let sign = if op == BinaryOp::Sub { -1 } else { 1 };
             return Ok(binary::<i32, Interval, i32>(left, right, D::Date, "date + interval", move |d, i| {
@@ -425,7 +445,9 @@ pub fn arithmetic(op: BinaryOp, left: ExprRef, right: ExprRef, data_type: DataTy
             }));
         }
         (BinaryOp::Add, D::Interval, D::Timestamp, _) => {
-            return Ok(binary::<Interval, i64, i64>(left, right, D::Timestamp, "interval + timestamp", |i, t| datetime::add_interval_to_timestamp(t, i)))
+            return Ok(binary::<Interval, i64, i64>(left, right, D::Timestamp, "interval + timestamp", |i, t| {
+                datetime::add_interval_to_timestamp(t, i)
+            }))
         }
         (BinaryOp::Sub, D::Timestamp, D::Timestamp, _) => {
             return Ok(binary::<i64, i64, Interval>(left, right, D::Interval, "timestamp - timestamp", |a, b| {
@@ -433,11 +455,17 @@ pub fn arithmetic(op: BinaryOp, left: ExprRef, right: ExprRef, data_type: DataTy
                 Some(Interval::new(0, (micros / MICROS_PER_DAY) as i32, micros % MICROS_PER_DAY))
             }))
         }
-        (BinaryOp::Add, D::Interval, D::Interval, _) => return Ok(binary::<Interval, Interval, Interval>(left, right, D::Interval, "interval + interval", |a, b| a.checked_add(b))),
-        (BinaryOp::Sub, D::Interval, D::Interval, _) => {
-            return Ok(binary::<Interval, Interval, Interval>(left, right, D::Interval, "interval - interval", |a, b| a.checked_add(b.checked_neg()?)))
+        (BinaryOp::Add, D::Interval, D::Interval, _) => {
+            return Ok(binary::<Interval, Interval, Interval>(left, right, D::Interval, "interval + interval", |a, b| a.checked_add(b)))
         }
-        (BinaryOp::Mul, D::Interval, D::BigInt, _) => return Ok(binary::<Interval, i64, Interval>(left, right, D::Interval, "interval * integer", scale_interval)),
+        (BinaryOp::Sub, D::Interval, D::Interval, _) => {
+            return Ok(binary::<Interval, Interval, Interval>(left, right, D::Interval, "interval - interval", |a, b| {
+                a.checked_add(b.checked_neg()?)
+            }))
+        }
+        (BinaryOp::Mul, D::Interval, D::BigInt, _) => {
+            return Ok(binary::<Interval, i64, Interval>(left, right, D::Interval, "interval * integer", scale_interval))
+        }
         (BinaryOp::Mul, D::BigInt, D::Interval, _) => {
             return Ok(binary::<i64, Interval, Interval>(left, right, D::Interval, "integer * interval", |n, i| scale_interval(i, n)))
         }

@@ -38,12 +38,7 @@ impl PhysicalExpr for Cast {
 }
 
 /// Converts `f(value)` for every selected valid row; `None` from `f` is an error.
-fn convert<A: NativeType, B: NativeType>(
-    v: &Vector,
-    to: DataType,
-    rows: Option<&[u32]>,
-    f: impl Fn(A) -> Option<B>,
-) -> Result<Vector> {
+fn convert<A: NativeType, B: NativeType>(v: &Vector, to: DataType, rows: Option<&[u32]>, f: impl Fn(A) -> Option<B>) -> Result<Vector> {
     let values = v.values::<A>();
     let mut out = vec![B::default(); v.len()];
     let mut failed: Option<A> = None;
@@ -196,13 +191,7 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
             })
             .map_err(|_| exec_err!("a {from} value is out of range for {to}"))?;
             let values = scaled.values::<i128>().to_vec();
-            from_i128(&values, v, to, rows, move |x| {
-                if t.is_decimal() && !decimal::fits_precision(x, precision) {
-                    None
-                } else {
-                    Some(x)
-                }
-            })
+            from_i128(&values, v, to, rows, move |x| if t.is_decimal() && !decimal::fits_precision(x, precision) { None } else { Some(x) })
         }
         (D::Date, D::Timestamp) => convert::<i32, i64>(v, to, rows, |d| (d as i64).checked_mul(MICROS_PER_DAY)),
         (D::Timestamp, D::Date) => convert::<i64, i32>(v, to, rows, |t| i32::try_from(t.div_euclid(MICROS_PER_DAY)).ok()),
@@ -214,11 +203,12 @@ fn cast_string_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Resu
     let limit = to.max_length();
     let is_char = matches!(to, DataType::Char(_));
     let strings = v.strings();
-    let needs_rewrite = is_char || limit.is_some_and(|n| {
-        let mut too_long = false;
-        super::for_each_row(v.len(), rows, |i| too_long |= strings.get(i).chars().count() > n as usize);
-        too_long
-    });
+    let needs_rewrite = is_char
+        || limit.is_some_and(|n| {
+            let mut too_long = false;
+            super::for_each_row(v.len(), rows, |i| too_long |= strings.get(i).chars().count() > n as usize);
+            too_long
+        });
     if !needs_rewrite {
         return Ok(Vector::new(to, v.data.clone(), v.validity.clone()));
     }

@@ -52,7 +52,12 @@ pub(crate) fn evaluate_rows(child: &ExprRef, chunk: &DataChunk, rows: &[u32]) ->
 
 /// Positions of `rows` where `predicate(row)` holds and the row is valid; branch-free.
 #[inline(always)]
-pub(crate) fn filter_rows(rows: &[u32], len: usize, validity: Option<&apiary_common::Bitmap>, predicate: impl Fn(usize) -> bool) -> Vec<u32> {
+pub(crate) fn filter_rows(
+    rows: &[u32],
+    len: usize,
+    validity: Option<&apiary_common::Bitmap>,
+    predicate: impl Fn(usize) -> bool,
+) -> Vec<u32> {
     let mut out = vec![0u32; rows.len()];
     let mut count = 0;
     match validity {

@@ -127,10 +127,30 @@ impl PhysicalExpr for Math {
             (F::Abs, t) if t.is_integer() || t.is_decimal() => {
                 let mut overflow = false;
                 let out = match t.physical() {
-                    PhysicalType::I16 => wrap(map_rows(len, rows, |i| v.values::<i16>()[i].checked_abs().unwrap_or_else(|| { overflow = v.is_valid(i); 0 }))),
-                    PhysicalType::I32 => wrap(map_rows(len, rows, |i| v.values::<i32>()[i].checked_abs().unwrap_or_else(|| { overflow = v.is_valid(i); 0 }))),
-                    PhysicalType::I64 => wrap(map_rows(len, rows, |i| v.values::<i64>()[i].checked_abs().unwrap_or_else(|| { overflow = v.is_valid(i); 0 }))),
-                    _ => wrap(map_rows(len, rows, |i| v.values::<i128>()[i].checked_abs().unwrap_or_else(|| { overflow = v.is_valid(i); 0 }))),
+                    PhysicalType::I16 => wrap(map_rows(len, rows, |i| {
+                        v.values::<i16>()[i].checked_abs().unwrap_or_else(|| {
+                            overflow = v.is_valid(i);
+                            0
+                        })
+                    })),
+                    PhysicalType::I32 => wrap(map_rows(len, rows, |i| {
+                        v.values::<i32>()[i].checked_abs().unwrap_or_else(|| {
+                            overflow = v.is_valid(i);
+                            0
+                        })
+                    })),
+                    PhysicalType::I64 => wrap(map_rows(len, rows, |i| {
+                        v.values::<i64>()[i].checked_abs().unwrap_or_else(|| {
+                            overflow = v.is_valid(i);
+                            0
+                        })
+                    })),
+                    _ => wrap(map_rows(len, rows, |i| {
+                        v.values::<i128>()[i].checked_abs().unwrap_or_else(|| {
+                            overflow = v.is_valid(i);
+                            0
+                        })
+                    })),
                 };
                 if overflow {
                     return Err(exec_err!("{t} out of range in abs"));

@@ -173,10 +173,7 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
         Expr::Cast { expr, to } => cast::cast_expr(compile(expr, layout)?, *to),
         Expr::Case { whens, otherwise, data_type } => {
-            let whens = whens
-                .iter()
-                .map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?)))
-                .collect::<Result<Vec<_>>>()?;
+            let whens = whens.iter().map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?))).collect::<Result<Vec<_>>>()?;
             let otherwise = otherwise.as_ref().map(|e| compile(e, layout)).transpose()?;
             logic::case(whens, otherwise, *data_type)
         }
@@ -234,10 +231,10 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         F::Coalesce => logic::coalesce(args, data_type),
         F::NullIf => logic::null_if(args, data_type)?,
         F::Greatest | F::Least => functions::greatest_least(func == F::Greatest, args, data_type)?,
-        F::Extract(field) => functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type),
-        F::Abs | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => {
-            functions::math(func, args, literals, data_type)?
+        F::Extract(field) => {
+            functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type)
         }
+        F::Abs | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => functions::math(func, args, literals, data_type)?,
         F::DateTrunc => functions::date_trunc(args, literals)?,
     })
 }
@@ -288,11 +285,7 @@ pub(crate) fn for_each_row(len: usize, rows: Option<&[u32]>, mut f: impl FnMut(u
 }
 
 /// Builds a vector of `len` values computing `f(i)` at the selected rows.
-pub(crate) fn map_rows<T: apiary_types::vector::NativeType>(
-    len: usize,
-    rows: Option<&[u32]>,
-    mut f: impl FnMut(usize) -> T,
-) -> Vec<T> {
+pub(crate) fn map_rows<T: apiary_types::vector::NativeType>(len: usize, rows: Option<&[u32]>, mut f: impl FnMut(usize) -> T) -> Vec<T> {
     match rows {
         None => (0..len).map(f).collect(),
         Some(rows) => {

@@ -28,7 +28,12 @@ pub enum LikePattern {
     Exact(Vec<u8>),
     /// `%`-separated literal pieces: the first must start the string unless the pattern
     /// starts with `%`, the last must end it unless the pattern ends with `%`.
-    Segments { anchored_start: bool, anchored_end: bool, pieces: Vec<Vec<u8>>, finders: Vec<memmem::Finder<'static>> },
+    Segments {
+        anchored_start: bool,
+        anchored_end: bool,
+        pieces: Vec<Vec<u8>>,
+        finders: Vec<memmem::Finder<'static>>,
+    },
     General(Vec<Token>),
 }
 

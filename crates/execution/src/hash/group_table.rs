@@ -140,7 +140,9 @@ impl BytesTable {
 
 enum Table {
     /// No group keys: everything is group 0.
-    Single { exists: bool },
+    Single {
+        exists: bool,
+    },
     U64(FixedTable<u64>),
     U128(FixedTable<u128>),
     Bytes(BytesTable),

@@ -122,7 +122,8 @@ impl JoinTableBuilder {
         };
         let rows = self.keys.len();
         let mut next: Vec<u32> = self.next.into_iter().map(|a| a.into_inner()).collect();
-        let regions: Vec<Slots> = self.regions.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or(Slots::Empty)).collect();
+        let regions: Vec<Slots> =
+            self.regions.into_iter().map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or(Slots::Empty)).collect();
         let slots = match width {
             KeyWidth::Empty => {
                 // Every build row matches every probe row: one chain through all rows.
@@ -133,7 +134,9 @@ impl JoinTableBuilder {
             }
             KeyWidth::U64 => Slots::U64(regions.into_iter().flat_map(|r| if let Slots::U64(s) = r { s } else { Vec::new() }).collect()),
             KeyWidth::U128 => Slots::U128(regions.into_iter().flat_map(|r| if let Slots::U128(s) = r { s } else { Vec::new() }).collect()),
-            KeyWidth::Bytes => Slots::Bytes(regions.into_iter().flat_map(|r| if let Slots::Bytes(s) = r { s } else { Vec::new() }).collect()),
+            KeyWidth::Bytes => {
+                Slots::Bytes(regions.into_iter().flat_map(|r| if let Slots::Bytes(s) = r { s } else { Vec::new() }).collect())
+            }
         };
         JoinTable {
             slots,

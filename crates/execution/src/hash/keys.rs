@@ -101,10 +101,7 @@ impl KeyPacker {
             KeyWidth::Bytes
         };
         if width == KeyWidth::Bytes {
-            parts = types
-                .iter()
-                .map(|_| Part { offset: 0, bits: 0, null_flag: nulls_are_values.then_some(0) })
-                .collect();
+            parts = types.iter().map(|_| Part { offset: 0, bits: 0, null_flag: nulls_are_values.then_some(0) }).collect();
         }
         KeyPacker { width, parts, nulls_are_values }
     }
@@ -318,7 +315,7 @@ mod tests {
         b.push_null();
         let v = b.finish();
         let packer = KeyPacker::new(&[DataType::Integer], &[true], true);
-        let PackedKeys::U64 { keys, .. } = packer.pack(&[v.clone()], &[0, 1]) else { panic!() };
+        let PackedKeys::U64 { keys, .. } = packer.pack(std::slice::from_ref(&v), &[0, 1]) else { panic!() };
         assert_ne!(keys[0], keys[1]);
         let join_packer = KeyPacker::new(&[DataType::Integer], &[true], false);
         let packed = join_packer.pack(&[v], &[0, 1]);

@@ -9,12 +9,12 @@ use std::any::Any;
 use std::collections::HashSet;
 use std::marker::PhantomData;
 
+use apiary_common::Bitmap;
 use apiary_common::{exec_err, internal_err, Result};
 use apiary_sql::expr::AggregateFunction;
 use apiary_types::datatype::PhysicalType;
 use apiary_types::decimal::{div_round, POW10};
 use apiary_types::vector::NativeType;
-use apiary_common::Bitmap;
 use apiary_types::{DataType, StrColumnBuilder, Vector, VectorData};
 
 /// What an aggregate computes, fixed at planning time.
@@ -159,7 +159,9 @@ sum_input!(i16 => i64, i32 => i64, i64 => i128, i128 => i128, f32 => f64, f64 =>
 enum SumOutput {
     Sum,
     /// Average as a decimal: rescale the sum by `10^shift` before dividing.
-    DecimalAverage { shift: u32 },
+    DecimalAverage {
+        shift: u32,
+    },
     FloatAverage,
 }
 
@@ -263,7 +265,9 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
                 VectorData::F64(averages.into())
             }
             SumOutput::DecimalAverage { shift } => {
-                let sums = (&self.sums as &dyn Any).downcast_ref::<Vec<i128>>().ok_or_else(|| internal_err!("decimal average over non-decimal sums"))?;
+                let sums = (&self.sums as &dyn Any)
+                    .downcast_ref::<Vec<i128>>()
+                    .ok_or_else(|| internal_err!("decimal average over non-decimal sums"))?;
                 let factor = POW10[shift as usize];
                 let mut averages = Vec::with_capacity(sums.len());
                 for (&s, &c) in sums.iter().zip(&self.counts) {
@@ -719,7 +723,8 @@ impl AggregateSpec {
         };
         macro_rules! sum {
             ($i:ty, $a:ty) => {
-                Box::new(SumState::<$i, $a> { sums: Vec::new(), counts: Vec::new(), output, output_type, _input: PhantomData }) as Box<dyn AggregateState>
+                Box::new(SumState::<$i, $a> { sums: Vec::new(), counts: Vec::new(), output, output_type, _input: PhantomData })
+                    as Box<dyn AggregateState>
             };
         }
         // Decimal averages need i128 sums; integer sums accumulate in i64 (SMALLINT,

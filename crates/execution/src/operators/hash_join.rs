@@ -43,7 +43,9 @@ pub enum JoinMode {
     Anti,
     /// NOT IN semantics (see `JoinKind::Anti { null_aware }`).
     NullAwareAnti,
-    Mark { null_aware: bool },
+    Mark {
+        null_aware: bool,
+    },
     /// Probe-outer join that fails when a probe row matches more than one build row.
     Single,
 }
@@ -222,11 +224,8 @@ impl Sink for HashJoinBuild {
         let all_rows: Vec<u32> = (0..rows as u32).collect();
         let keys = join.packer.pack(&columns[..join.key_count()], &all_rows);
         // Partition the build for parallel insertion only when it is worth it.
-        let partition_bits = if rows < 1 << 16 || join.parallelism == 1 {
-            0
-        } else {
-            ((join.parallelism * 4).next_power_of_two().trailing_zeros()).min(6)
-        };
+        let partition_bits =
+            if rows < 1 << 16 || join.parallelism == 1 { 0 } else { ((join.parallelism * 4).next_power_of_two().trailing_zeros()).min(6) };
         let builder = JoinTableBuilder::new(keys, partition_bits);
         let partitions = builder.partitions();
         *join.builder.write().unwrap_or_else(|e| e.into_inner()) = Some((builder, columns));
@@ -243,7 +242,8 @@ impl Sink for HashJoinBuild {
 
     fn finish(&self) -> Result<()> {
         let join = &self.0;
-        let (builder, columns) = join.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
+        let (builder, columns) =
+            join.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
         let table = builder.finish();
         let matched = if join.mode.tracks_build_matches() { (0..table.rows).map(|_| AtomicBool::new(false)).collect() } else { Vec::new() };
         join.built.set(BuiltTable { table, columns, matched }).map_err(|_| internal_err!("hash join built twice"))?;
@@ -277,9 +277,8 @@ impl Operator for HashJoinProbe {
                 built.table.prefetch(h);
             }
         }
-        let heads: Vec<u32> = (0..rows.len())
-            .map(|j| if keys.is_valid(j) { built.table.find(&keys, j, hashes[j]) } else { NONE })
-            .collect();
+        let heads: Vec<u32> =
+            (0..rows.len()).map(|j| if keys.is_valid(j) { built.table.find(&keys, j, hashes[j]) } else { NONE }).collect();
         match join.mode {
             JoinMode::Semi | JoinMode::Anti | JoinMode::NullAwareAnti | JoinMode::Mark { .. } if join.residual.is_none() => {
                 self.emit_filtered(&chunk, &rows, &keys, &heads, built, emit)
@@ -294,7 +293,15 @@ const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 
 impl HashJoinProbe {
     /// Semi/anti/mark joins without residual: keep or mark probe rows, no copying.
-    fn emit_filtered(&self, chunk: &DataChunk, rows: &[u32], keys: &PackedKeys, heads: &[u32], built: &BuiltTable, emit: &mut Emit) -> Result<Control> {
+    fn emit_filtered(
+        &self,
+        chunk: &DataChunk,
+        rows: &[u32],
+        keys: &PackedKeys,
+        heads: &[u32],
+        built: &BuiltTable,
+        emit: &mut Emit,
+    ) -> Result<Control> {
         let join = &self.0;
         let matched = |j: usize| heads[j] != NONE;
         match join.mode {
@@ -406,7 +413,10 @@ impl HashJoinProbe {
                     built.matched[b as usize].store(true, Ordering::Relaxed);
                 }
             }
-            if join.mode.outputs_build_columns() && !probe_rows.is_empty() && self.emit_joined(chunk, &probe_rows, &build_rows, built, emit)? == Control::Finished {
+            if join.mode.outputs_build_columns()
+                && !probe_rows.is_empty()
+                && self.emit_joined(chunk, &probe_rows, &build_rows, built, emit)? == Control::Finished
+            {
                 return Ok(Control::Finished);
             }
             pair_probe.clear();
@@ -465,7 +475,14 @@ impl HashJoinProbe {
         Ok(Some(residual.select(&pairs, &all)?))
     }
 
-    fn emit_joined(&self, chunk: &DataChunk, probe_rows: &[u32], build_rows: &[u32], built: &BuiltTable, emit: &mut Emit) -> Result<Control> {
+    fn emit_joined(
+        &self,
+        chunk: &DataChunk,
+        probe_rows: &[u32],
+        build_rows: &[u32],
+        built: &BuiltTable,
+        emit: &mut Emit,
+    ) -> Result<Control> {
         let join = &self.0;
         let mut columns: Vec<Vector> = join.probe_output.iter().map(|&c| chunk.columns[c].gather(probe_rows)).collect();
         columns.extend(join.build_output.iter().map(|&c| join.gather_build(built, c, build_rows)));

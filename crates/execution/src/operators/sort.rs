@@ -44,7 +44,17 @@ impl Sort {
         vector_size: usize,
         description: String,
     ) -> Arc<Sort> {
-        Arc::new(Sort { keys, orders, types, limit, offset, vector_size, description, collected: Mutex::new(Vec::new()), result: Mutex::new(Vec::new()) })
+        Arc::new(Sort {
+            keys,
+            orders,
+            types,
+            limit,
+            offset,
+            vector_size,
+            description,
+            collected: Mutex::new(Vec::new()),
+            result: Mutex::new(Vec::new()),
+        })
     }
 
     /// Rows a top-k must keep.
@@ -57,10 +67,8 @@ impl Sort {
     fn sort_rows(&self, chunks: Vec<DataChunk>, keep: Option<usize>) -> (Vec<Vector>, Vec<u32>) {
         let width = self.types.len() + self.keys.len();
         let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
-        let mut builders: Vec<VectorBuilder> = chunks
-            .first()
-            .map(|c| c.columns.iter().map(|v| VectorBuilder::with_capacity(v.data_type, rows)).collect())
-            .unwrap_or_default();
+        let mut builders: Vec<VectorBuilder> =
+            chunks.first().map(|c| c.columns.iter().map(|v| VectorBuilder::with_capacity(v.data_type, rows)).collect()).unwrap_or_default();
         for chunk in &chunks {
             for (b, c) in builders.iter_mut().zip(&chunk.columns) {
                 b.append(c, None);
@@ -147,7 +155,13 @@ fn encode_value(column: &Vector, row: usize, out: &mut Vec<u8>) {
 
 /// Float bits ordered like the floats (NaN last, -0.0 == 0.0).
 fn float_bits(x: f64) -> u64 {
-    let x = if x == 0.0 { 0.0 } else if x.is_nan() { f64::NAN } else { x };
+    let x = if x == 0.0 {
+        0.0
+    } else if x.is_nan() {
+        f64::NAN
+    } else {
+        x
+    };
     let bits = x.to_bits();
     if bits >> 63 == 1 {
         !bits

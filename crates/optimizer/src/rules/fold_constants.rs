@@ -80,8 +80,8 @@ fn simplify(expr: Expr) -> Expr {
 }
 
 fn remove_trivial_filters(plan: LogicalPlan) -> LogicalPlan {
-    let plan = crate::rules::unnest_subqueries::map_children(plan, &mut |child| Ok(remove_trivial_filters(child)))
-        .expect("infallible rewrite");
+    let plan =
+        crate::rules::unnest_subqueries::map_children(plan, &mut |child| Ok(remove_trivial_filters(child))).expect("infallible rewrite");
     match plan {
         LogicalPlan::Filter { predicate: Expr::Literal(ScalarValue::Boolean(true), _), input } => *input,
         LogicalPlan::Join { kind, left, right, condition: Some(Expr::Literal(ScalarValue::Boolean(true), _)), mark } => {

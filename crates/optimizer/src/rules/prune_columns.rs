@@ -80,8 +80,7 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
                 .into_iter()
                 .map(|input| {
                     let columns = input.output();
-                    let exprs: Vec<_> =
-                        columns.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| (c.expr(), c.clone())).collect();
+                    let exprs: Vec<_> = columns.iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| (c.expr(), c.clone())).collect();
                     let needed: BTreeSet<ColumnId> = exprs.iter().map(|(_, c)| c.id).collect();
                     // A projection pins the positional order of the kept columns.
                     LogicalPlan::Project { exprs, input: Box::new(prune(input, &needed)) }

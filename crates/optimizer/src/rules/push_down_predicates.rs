@@ -70,8 +70,7 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             let inputs = inputs
                 .into_iter()
                 .map(|input| {
-                    let map: HashMap<ColumnId, Expr> =
-                        output.iter().zip(input.output()).map(|(o, i)| (o.id, i.expr())).collect();
+                    let map: HashMap<ColumnId, Expr> = output.iter().zip(input.output()).map(|(o, i)| (o.id, i.expr())).collect();
                     let mapped = predicates.iter().map(|p| p.clone().replace_columns(&|c| map.get(&c.id).cloned())).collect();
                     push(input, mapped)
                 })

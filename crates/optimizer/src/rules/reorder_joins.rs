@@ -95,10 +95,7 @@ impl JoinGraph {
 
     fn predicates_between(&self, a: u64, b: u64) -> Vec<&Predicate> {
         let both = a | b;
-        self.predicates
-            .iter()
-            .filter(|p| p.relations & !both == 0 && p.relations & a != 0 && p.relations & b != 0)
-            .collect()
+        self.predicates.iter().filter(|p| p.relations & !both == 0 && p.relations & a != 0 && p.relations & b != 0).collect()
     }
 
     fn combine(&self, a: &Entry, b: &Entry, mask_a: u64, mask_b: u64) -> Entry {
@@ -130,7 +127,7 @@ impl JoinGraph {
         let full = (1u64 << n) - 1;
         for size in 2..=n {
             for set in 1..=full {
-                if (set as u64).count_ones() as usize != size {
+                if set.count_ones() as usize != size {
                     continue;
                 }
                 let mut winner: Option<Entry> = None;
@@ -198,7 +195,13 @@ impl JoinGraph {
 
 /// Builds the join tree for `set` from the DP table; larger input on the left (probe),
 /// smaller on the right (build).
-fn build(set: u64, best: &HashMap<u64, Entry>, relations: &mut [Option<LogicalPlan>], predicates: &[Predicate], used: &mut [bool]) -> LogicalPlan {
+fn build(
+    set: u64,
+    best: &HashMap<u64, Entry>,
+    relations: &mut [Option<LogicalPlan>],
+    predicates: &[Predicate],
+    used: &mut [bool],
+) -> LogicalPlan {
     let entry = &best[&set];
     match entry.split {
         None => relations[set.trailing_zeros() as usize].take().expect("each relation is used once"),

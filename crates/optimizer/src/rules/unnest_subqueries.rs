@@ -82,17 +82,18 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
             // Compute the subquery values in a projection below the aggregate.
             let mut input = *input;
             let mut exprs: Vec<(Expr, ColumnRef)> = input.output().into_iter().map(|c| (c.expr(), c)).collect();
-            let lift = |expr: Expr, input: &mut LogicalPlan, exprs: &mut Vec<(Expr, ColumnRef)>, ctx: &mut OptimizerContext| -> Result<Expr> {
-                if !expr.contains_subquery() {
-                    return Ok(expr);
-                }
-                let placeholder = std::mem::replace(input, LogicalPlan::Values { rows: vec![], output: vec![] });
-                let (new_input, rewritten) = rewrite_expression(placeholder, expr, ctx)?;
-                *input = new_input;
-                let column = ctx.new_column("subquery_value", rewritten.data_type(), rewritten.nullable());
-                exprs.push((rewritten, column.clone()));
-                Ok(column.expr())
-            };
+            let lift =
+                |expr: Expr, input: &mut LogicalPlan, exprs: &mut Vec<(Expr, ColumnRef)>, ctx: &mut OptimizerContext| -> Result<Expr> {
+                    if !expr.contains_subquery() {
+                        return Ok(expr);
+                    }
+                    let placeholder = std::mem::replace(input, LogicalPlan::Values { rows: vec![], output: vec![] });
+                    let (new_input, rewritten) = rewrite_expression(placeholder, expr, ctx)?;
+                    *input = new_input;
+                    let column = ctx.new_column("subquery_value", rewritten.data_type(), rewritten.nullable());
+                    exprs.push((rewritten, column.clone()));
+                    Ok(column.expr())
+                };
             let mut new_groups = Vec::new();
             for (e, c) in groups {
                 new_groups.push((lift(e, &mut input, &mut exprs, ctx)?, c));
@@ -139,9 +140,7 @@ pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> 
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(f(*input)?) },
         LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit, offset, input: Box::new(f(*input)?) },
-        LogicalPlan::Union { inputs, output } => {
-            LogicalPlan::Union { inputs: inputs.into_iter().map(f).collect::<Result<_>>()?, output }
-        }
+        LogicalPlan::Union { inputs, output } => LogicalPlan::Union { inputs: inputs.into_iter().map(f).collect::<Result<_>>()?, output },
     })
 }
 
@@ -198,8 +197,7 @@ fn filtering_join(input: LogicalPlan, mut subquery: Subquery, negated: bool, ctx
                 JoinKind::Anti { null_aware: true }
             } else {
                 // x NOT IN (correlated S) == NOT EXISTS (s in S: s = x OR s IS NULL OR x IS NULL)
-                let null_match = Expr::disjunction([equality, Expr::is_null(inner.expr()), Expr::is_null(*expr)])
-                    .expect("three parts");
+                let null_match = Expr::disjunction([equality, Expr::is_null(inner.expr()), Expr::is_null(*expr)]).expect("three parts");
                 conditions.insert(0, null_match);
                 JoinKind::Anti { null_aware: false }
             }
@@ -253,7 +251,7 @@ fn join_subquery(input: LogicalPlan, mut subquery: Subquery, ctx: &mut Optimizer
                 condition: Expr::conjunction(correlated),
                 mark: Some(mark.clone()),
             };
-            let value = if negated { Expr::not(mark.expr()) } else { mark.expr() };
+            let value = if negated { Expr::negation(mark.expr()) } else { mark.expr() };
             Ok((join, value))
         }
         SubqueryKind::In { expr, negated } => {
@@ -273,7 +271,7 @@ fn join_subquery(input: LogicalPlan, mut subquery: Subquery, ctx: &mut Optimizer
                 condition: Expr::conjunction(conditions),
                 mark: Some(mark.clone()),
             };
-            let value = if negated { Expr::not(mark.expr()) } else { mark.expr() };
+            let value = if negated { Expr::negation(mark.expr()) } else { mark.expr() };
             Ok((join, value))
         }
         SubqueryKind::Scalar => scalar_subquery_join(input, subquery, &outer, ctx),
@@ -382,7 +380,10 @@ fn coerce_literal(expr: Expr, data_type: DataType) -> Expr {
 fn split_correlated_equality(predicate: &Expr, outer: &BTreeSet<ColumnId>) -> Option<(Expr, Expr)> {
     let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = predicate else { return None };
     let refs_outer = |e: &Expr| e.columns().iter().any(|c| outer.contains(c));
-    let only_outer = |e: &Expr| { let cols = e.columns(); !cols.is_empty() && cols.iter().all(|c| outer.contains(c)) };
+    let only_outer = |e: &Expr| {
+        let cols = e.columns();
+        !cols.is_empty() && cols.iter().all(|c| outer.contains(c))
+    };
     if only_outer(right) && !refs_outer(left) && !left.columns().is_empty() {
         Some(((**left).clone(), (**right).clone()))
     } else if only_outer(left) && !refs_outer(right) && !right.columns().is_empty() {
@@ -446,7 +447,13 @@ pub(crate) fn pull_up_correlated(plan: LogicalPlan, outer: &BTreeSet<ColumnId>) 
                     local.push(conjunct);
                 }
             }
-            let plan = LogicalPlan::Join { kind: JoinKind::Inner, left: Box::new(left), right: Box::new(right), condition: Expr::conjunction(local), mark };
+            let plan = LogicalPlan::Join {
+                kind: JoinKind::Inner,
+                left: Box::new(left),
+                right: Box::new(right),
+                condition: Expr::conjunction(local),
+                mark,
+            };
             Ok((plan, pulled))
         }
         LogicalPlan::Join { kind, left, right, condition, mark }
@@ -460,6 +467,8 @@ pub(crate) fn pull_up_correlated(plan: LogicalPlan, outer: &BTreeSet<ColumnId>) 
         LogicalPlan::Sort { input, .. } => pull_up_correlated(*input, outer),
         LogicalPlan::Aggregate { .. } => Err(not_impl_err!("correlated subquery with a correlation below an aggregation")),
         LogicalPlan::Limit { .. } => Err(not_impl_err!("correlated subquery with LIMIT")),
-        other => Err(not_impl_err!("correlated reference in this part of a subquery: {}", other.display_indent().lines().next().unwrap_or(""))),
+        other => {
+            Err(not_impl_err!("correlated reference in this part of a subquery: {}", other.display_indent().lines().next().unwrap_or("")))
+        }
     }
 }

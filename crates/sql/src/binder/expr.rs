@@ -37,7 +37,7 @@ impl Binder<'_> {
             E::UnaryOp { op, expr } => {
                 let operand = self.bind_expr(expr, scope)?;
                 match op {
-                    ast::UnaryOperator::Not => Ok(Expr::not(self.boolean_condition(operand, "NOT")?)),
+                    ast::UnaryOperator::Not => Ok(Expr::negation(self.boolean_condition(operand, "NOT")?)),
                     ast::UnaryOperator::Plus => {
                         if !operand.data_type().is_numeric() && operand.data_type() != DataType::Null {
                             return Err(type_err!("operator + is not defined for {}", operand.data_type()));
@@ -61,9 +61,13 @@ impl Binder<'_> {
                 let want_true = matches!(expr, E::IsTrue(_) | E::IsNotTrue(_));
                 let negated = matches!(expr, E::IsNotTrue(_) | E::IsNotFalse(_));
                 // x IS TRUE == CASE WHEN x THEN TRUE ELSE FALSE END (never NULL).
-                let condition = if want_true { operand } else { Expr::not(operand) };
-                let is = Expr::Case { whens: vec![(condition, Expr::boolean(true))], otherwise: Some(Box::new(Expr::boolean(false))), data_type: DataType::Boolean };
-                Ok(if negated { Expr::not(is) } else { is })
+                let condition = if want_true { operand } else { Expr::negation(operand) };
+                let is = Expr::Case {
+                    whens: vec![(condition, Expr::boolean(true))],
+                    otherwise: Some(Box::new(Expr::boolean(false))),
+                    data_type: DataType::Boolean,
+                };
+                Ok(if negated { Expr::negation(is) } else { is })
             }
             E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
                 let l = self.bind_expr(a, scope)?;
@@ -115,7 +119,9 @@ impl Binder<'_> {
                     case_insensitive: matches!(whole, E::ILike { .. }),
                 })
             }
-            E::Case { operand, conditions, else_result, .. } => self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope),
+            E::Case { operand, conditions, else_result, .. } => {
+                self.bind_case(operand.as_deref(), conditions, else_result.as_deref(), scope)
+            }
             E::Cast { kind, expr, data_type, format } => {
                 if format.is_some() {
                     return Err(not_impl_err!("CAST ... FORMAT"));
@@ -182,7 +188,11 @@ impl Binder<'_> {
             }
             E::Exists { subquery, negated } => {
                 let (plan, _) = self.bind_subquery(subquery, scope)?;
-                Ok(Expr::Subquery(Box::new(Subquery { kind: SubqueryKind::Exists { negated: *negated }, plan: Box::new(plan), output: None })))
+                Ok(Expr::Subquery(Box::new(Subquery {
+                    kind: SubqueryKind::Exists { negated: *negated },
+                    plan: Box::new(plan),
+                    output: None,
+                })))
             }
             E::InSubquery { expr, subquery, negated } => {
                 let value = self.bind_expr(expr, scope)?;
@@ -287,8 +297,7 @@ impl Binder<'_> {
     pub(crate) fn bind_comparison(&self, op: BinaryOp, left: Expr, right: Expr) -> Result<Expr> {
         let (left, right) = self.unify_string_literal(left, right)?;
         let (lt, rt) = (left.data_type(), right.data_type());
-        let common = common_type(&lt, &rt)
-            .ok_or_else(|| type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()))?;
+        let common = common_type(&lt, &rt).ok_or_else(|| type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()))?;
         if common == DataType::Interval && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq) && lt != rt {
             return Err(type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()));
         }

@@ -194,11 +194,7 @@ impl<'a> Binder<'a> {
             positions
         };
         if columns.len() != positions.len() {
-            return Err(bind_err!(
-                "INSERT has {} target columns but the source produces {} columns",
-                positions.len(),
-                columns.len()
-            ));
+            return Err(bind_err!("INSERT has {} target columns but the source produces {} columns", positions.len(), columns.len()));
         }
         let mut exprs = Vec::with_capacity(table.schema.len());
         for (field_idx, field) in table.schema.fields.iter().enumerate() {
@@ -250,12 +246,8 @@ impl<'a> Binder<'a> {
                 return Err(bind_err!("missing FROM-clause entry for table \"{q}\" in column reference \"{display}\""));
             }
         }
-        let candidates: Vec<&str> = scope
-            .columns
-            .iter()
-            .filter(|c| qualifier.is_none() || c.qualifier.as_deref() == qualifier)
-            .map(|c| c.name.as_str())
-            .collect();
+        let candidates: Vec<&str> =
+            scope.columns.iter().filter(|c| qualifier.is_none() || c.qualifier.as_deref() == qualifier).map(|c| c.name.as_str()).collect();
         let hint = closest_name(name, candidates).map(|c| format!(" (did you mean \"{c}\"?)")).unwrap_or_default();
         Err(bind_err!("column \"{display}\" does not exist{hint}"))
     }

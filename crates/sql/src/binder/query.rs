@@ -142,9 +142,8 @@ impl Binder<'_> {
         };
         let mut types = Vec::new();
         for ((name, l), (_, r)) in left.1.iter().zip(&right.1) {
-            let t = common_type(&l.data_type, &r.data_type).ok_or_else(|| {
-                type_err!("{op_name} types {} and {} cannot be matched (column \"{name}\")", l.data_type, r.data_type)
-            })?;
+            let t = common_type(&l.data_type, &r.data_type)
+                .ok_or_else(|| type_err!("{op_name} types {} and {} cannot be matched (column \"{name}\")", l.data_type, r.data_type))?;
             types.push(t);
         }
         let left_plan = self.cast_outputs(left.0, &left.1, &types)?;
@@ -176,9 +175,12 @@ impl Binder<'_> {
                 // Distinct left rows with (INTERSECT) / without (EXCEPT) a NULL-safe match.
                 let left_columns = left_plan.output();
                 let right_columns = right_plan.output();
-                let condition = Expr::conjunction(left_columns.iter().zip(&right_columns).map(|(l, r)| {
-                    Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())
-                }));
+                let condition = Expr::conjunction(
+                    left_columns
+                        .iter()
+                        .zip(&right_columns)
+                        .map(|(l, r)| Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
+                );
                 let kind = if op == ast::SetOperator::Intersect { JoinKind::Semi } else { JoinKind::Anti { null_aware: false } };
                 let joined = LogicalPlan::Join { kind, left: Box::new(left_plan), right: Box::new(right_plan), condition, mark: None };
                 let columns: OutputColumns = names.into_iter().zip(left_columns).collect();
@@ -571,9 +573,7 @@ impl Binder<'_> {
                 other => return Err(not_impl_err!("join type {other:?}")),
             };
             let using: Option<Vec<String>> = match constraint {
-                ast::JoinConstraint::Using(names) => {
-                    Some(names.iter().map(object_name_to_table).collect::<Result<Vec<_>>>()?)
-                }
+                ast::JoinConstraint::Using(names) => Some(names.iter().map(object_name_to_table).collect::<Result<Vec<_>>>()?),
                 ast::JoinConstraint::Natural => {
                     let left_names: Vec<&str> = scope.columns.iter().filter(|c| !c.hidden).map(|c| c.name.as_str()).collect();
                     Some(
@@ -625,8 +625,12 @@ impl Binder<'_> {
         let mut scope = left.clone().merge(right.clone());
         let mut coalesced = Vec::new();
         for name in names {
-            let l = left.lookup(None, name)?.ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in left table"))?;
-            let r = right.lookup(None, name)?.ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in right table"))?;
+            let l = left
+                .lookup(None, name)?
+                .ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in left table"))?;
+            let r = right
+                .lookup(None, name)?
+                .ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in right table"))?;
             let (l, r) = (l.column.clone(), r.column.clone());
             let condition = self.bind_comparison(crate::expr::BinaryOp::Eq, l.expr(), r.expr())?;
             conditions.push(condition);
@@ -723,7 +727,11 @@ impl Binder<'_> {
         let (plan, mut columns) = bound?;
         if !cte.column_aliases.is_empty() {
             if cte.column_aliases.len() > columns.len() {
-                return Err(bind_err!("WITH query \"{name}\" has {} columns available but {} columns specified", columns.len(), cte.column_aliases.len()));
+                return Err(bind_err!(
+                    "WITH query \"{name}\" has {} columns available but {} columns specified",
+                    columns.len(),
+                    cte.column_aliases.len()
+                ));
             }
             for (column, alias) in columns.iter_mut().zip(&cte.column_aliases) {
                 column.0 = alias.clone();
