@@ -4,8 +4,10 @@
 //! apiary [DBPATH] [-c SQL] [-f FILE] [--format table|csv|json] [--timer]
 //! apiary demo [--sf 0.1]                  generate TPC-H in memory, run the 22 queries
 //! apiary tpch-gen --sf 0.1 --dir DIR      write TPC-H .tbl files
+//! apiary bench tpch --sf 1 --threads 2 --runs 5 [--data DIR] [--queries 1,6]
 //! ```
 
+mod bench;
 mod format;
 mod shell;
 mod split;
@@ -19,6 +21,11 @@ use apiary::{Connection, Database};
 use clap::{Parser, Subcommand};
 
 use crate::format::{render, Format};
+
+/// mimalloc keeps freed memory for reuse; the system allocator returns large blocks to the
+/// kernel and pays page faults to get them back on the next query.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "apiary", version, about = "Apiary: an analytical SQL database", args_conflicts_with_subcommands = true)]
@@ -50,6 +57,11 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// Benchmarks: `apiary bench tpch --sf 1 --threads 2 --runs 5`.
+    Bench {
+        #[command(subcommand)]
+        suite: BenchSuite,
+    },
     /// Write TPC-H `.tbl` files (dbgen format) into a directory.
     TpchGen {
         #[arg(long, default_value_t = 0.1)]
@@ -59,9 +71,44 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum BenchSuite {
+    /// TPC-H: load (generated in-process, or from --data DIR with <table>.tbl or
+    /// <table>.parquet), run each query once to warm up and --runs times more, print one
+    /// JSON line per query.
+    Tpch {
+        #[arg(long, default_value_t = 1.0)]
+        sf: f64,
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Comma-separated query numbers (default: all 22).
+        #[arg(long, value_delimiter = ',')]
+        queries: Vec<usize>,
+        /// Extra SET statements, e.g. --set "SET staging = off".
+        #[arg(long = "set")]
+        settings: Vec<String>,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.subcommand {
+        Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings } }) => {
+            let queries = if queries.is_empty() { (1..=22).collect() } else { queries };
+            let options = bench::BenchOptions { sf, threads, runs, data: data.as_deref(), queries, settings };
+            return match bench::run(options) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Some(Command::Demo { sf, threads }) => return demo(sf, threads),
         Some(Command::TpchGen { sf, dir }) => {
             return match apiary::tpch::write_tbl(&dir, sf) {

@@ -195,10 +195,11 @@ enum Operand<T> {
     Constant(T),
 }
 
-/// `left op right` on one native type. `CHECKED = false` when overflow is impossible.
+/// `left op right` on one native type (at most one side constant). `CHECKED = false`
+/// when overflow is impossible.
 #[derive(Debug)]
 struct Arithmetic<T, O, const CHECKED: bool> {
-    left: ExprRef,
+    left: Operand<T>,
     right: Operand<T>,
     data_type: DataType,
     _op: PhantomData<O>,
@@ -212,6 +213,15 @@ fn arithmetic_error<O: ArithOp>(divisor_zero: bool, data_type: DataType) -> Apia
     }
 }
 
+impl<T: ArithNative> Operand<T> {
+    fn evaluate(&self, chunk: &DataChunk) -> Result<(Option<Vector>, Option<T>)> {
+        Ok(match self {
+            Operand::Expr(e) => (Some(e.evaluate(chunk)?), None),
+            Operand::Constant(c) => (None, Some(*c)),
+        })
+    }
+}
+
 impl<T: ArithNative, O: ArithOp, const CHECKED: bool> PhysicalExpr for Arithmetic<T, O, CHECKED> {
     fn data_type(&self) -> DataType {
         self.data_type
@@ -219,36 +229,30 @@ impl<T: ArithNative, O: ArithOp, const CHECKED: bool> PhysicalExpr for Arithmeti
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let len = chunk.physical_len();
-        let l = self.left.evaluate(chunk)?;
-        let lv = l.values::<T>();
-        let (r, constant) = match &self.right {
-            Operand::Expr(e) => (Some(e.evaluate(chunk)?), None),
-            Operand::Constant(c) => (None, Some(*c)),
-        };
-        let validity = match &r {
-            Some(r) => combined_validity(&[&l, r]),
-            None => l.validity.clone(),
-        };
-        let rv: &[T] = match &r {
-            Some(r) => r.values::<T>(),
-            None => &[],
-        };
-        let right_at = |i: usize| -> T { constant.unwrap_or_else(|| rv[i]) };
+        let (l, left_constant) = self.left.evaluate(chunk)?;
+        let (r, right_constant) = self.right.evaluate(chunk)?;
+        let present: Vec<&Vector> = l.iter().chain(r.iter()).collect();
+        let validity = combined_validity(&present);
+        let lv: &[T] = l.as_ref().map_or(&[], |v| v.values::<T>());
+        let rv: &[T] = r.as_ref().map_or(&[], |v| v.values::<T>());
         let mut out = vec![T::default(); len];
         if !CHECKED && !O::DIVIDES {
             // Overflow impossible: compute every row, branch-free.
-            match constant {
-                Some(c) => out.iter_mut().zip(lv).for_each(|(o, &a)| *o = O::fast(a, c)),
-                None => out.iter_mut().zip(lv.iter().zip(rv)).for_each(|(o, (&a, &b))| *o = O::fast(a, b)),
+            match (left_constant, right_constant) {
+                (None, Some(c)) => out.iter_mut().zip(lv).for_each(|(o, &a)| *o = O::fast(a, c)),
+                (Some(c), None) => out.iter_mut().zip(rv).for_each(|(o, &b)| *o = O::fast(c, b)),
+                _ => out.iter_mut().zip(lv.iter().zip(rv)).for_each(|(o, (&a, &b))| *o = O::fast(a, b)),
             }
         } else {
+            let left_at = |i: usize| -> T { left_constant.unwrap_or_else(|| lv[i]) };
+            let right_at = |i: usize| -> T { right_constant.unwrap_or_else(|| rv[i]) };
             let mut failure: Option<ApiaryError> = None;
             let mut compute = |i: usize| {
                 if failure.is_some() || validity.as_ref().is_some_and(|v| !v.get(i)) {
                     return;
                 }
                 let b = right_at(i);
-                match O::checked(lv[i], b) {
+                match O::checked(left_at(i), b) {
                     Some(v) => out[i] = v,
                     None => failure = Some(arithmetic_error::<O>(b.is_zero(), self.data_type)),
                 }
@@ -364,14 +368,15 @@ fn numeric<O: ArithOp>(
     left: ExprRef,
     right: ExprRef,
     data_type: DataType,
-    constant: Option<&ScalarValue>,
+    constants: (Option<&ScalarValue>, Option<&ScalarValue>),
     checked: bool,
 ) -> Result<ExprRef> {
     macro_rules! build {
         ($t:ty) => {{
-            let right = match constant.and_then(|c| <$t>::from_scalar(c)) {
-                Some(c) => Operand::Constant(c),
-                None => Operand::Expr(right),
+            let (left, right) = match (constants.0.and_then(|c| <$t>::from_scalar(c)), constants.1.and_then(|c| <$t>::from_scalar(c))) {
+                (_, Some(c)) => (Operand::Expr(left), Operand::Constant(c)),
+                (Some(c), None) => (Operand::Constant(c), Operand::Expr(right)),
+                (None, None) => (Operand::Expr(left), Operand::Expr(right)),
             };
             if checked {
                 Arc::new(Arithmetic::<$t, O, true> { left, right, data_type, _op: PhantomData }) as ExprRef
@@ -397,7 +402,7 @@ pub fn arithmetic(
     left: ExprRef,
     right: ExprRef,
     data_type: DataType,
-    right_literal: Option<&ScalarValue>,
+    literals: (Option<&ScalarValue>, Option<&ScalarValue>),
 ) -> Result<ExprRef> {
     let (lt, rt) = (left.data_type(), right.data_type());
     use DataType as D;
@@ -481,20 +486,20 @@ pub fn arithmetic(
                 let shift = (result_scale as i32 - ls as i32 + rs as i32).max(0) as u32;
                 Ok(Arc::new(DecimalDivide { left, right, shift, data_type }))
             }
-            BinaryOp::Add => numeric::<Add>(left, right, data_type, right_literal, precision > MAX_DECIMAL64_PRECISION),
-            BinaryOp::Sub => numeric::<Sub>(left, right, data_type, right_literal, precision > MAX_DECIMAL64_PRECISION),
-            BinaryOp::Mul => numeric::<Mul>(left, right, data_type, right_literal, precision > MAX_DECIMAL64_PRECISION),
-            BinaryOp::Mod => numeric::<Rem>(left, right, data_type, right_literal, true),
+            BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
+            BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
+            BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
+            BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
             other => Err(internal_err!("{other:?} on decimals")),
         };
     }
     let float = data_type.is_float();
     match op {
-        BinaryOp::Add => numeric::<Add>(left, right, data_type, right_literal, !float),
-        BinaryOp::Sub => numeric::<Sub>(left, right, data_type, right_literal, !float),
-        BinaryOp::Mul => numeric::<Mul>(left, right, data_type, right_literal, !float),
-        BinaryOp::Div => numeric::<Div>(left, right, data_type, right_literal, true),
-        BinaryOp::Mod => numeric::<Rem>(left, right, data_type, right_literal, true),
+        BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, !float),
+        BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, !float),
+        BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, !float),
+        BinaryOp::Div => numeric::<Div>(left, right, data_type, literals, true),
+        BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
         other => Err(internal_err!("{other:?} is not arithmetic")),
     }
 }

@@ -128,6 +128,9 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
     if from.is_string() {
         return cast_from_string(v, to, rows);
     }
+    if let Some(vector) = lossless_decimal_widening(v, to) {
+        return Ok(vector);
+    }
     match (from, to) {
         (f, t) if (f.is_integer() || f == D::Boolean) && (t.is_integer() || t == D::Boolean) => {
             let values = integer_values(v).expect("integer source");
@@ -197,6 +200,31 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
         (D::Timestamp, D::Date) => convert::<i64, i32>(v, to, rows, |t| i32::try_from(t.div_euclid(MICROS_PER_DAY)).ok()),
         _ => Err(exec_err!("cannot cast {from} to {to}")),
     }
+}
+
+/// Integer or decimal to a decimal that holds every source value exactly (scale not
+/// smaller, enough integer digits): a plain multiply-and-widen loop, no checks needed.
+fn lossless_decimal_widening(v: &Vector, to: DataType) -> Option<Vector> {
+    let (from_precision, from_scale) = v.data_type.as_decimal()?;
+    let DataType::Decimal { precision, scale } = to else { return None };
+    if scale < from_scale || (precision as i32 - scale as i32) < (from_precision as i32 - from_scale as i32) {
+        return None;
+    }
+    let factor = POW10[(scale - from_scale) as usize];
+    fn widen<S: Copy, T: NativeType>(values: &[S], f: impl Fn(S) -> T) -> Vec<T> {
+        values.iter().map(|&x| f(x)).collect()
+    }
+    let data = match (&v.data, to.physical()) {
+        (VectorData::I16(b), PhysicalType::I64) => i64::wrap(widen(b, |x| x as i64 * factor as i64).into()),
+        (VectorData::I32(b), PhysicalType::I64) => i64::wrap(widen(b, |x| x as i64 * factor as i64).into()),
+        (VectorData::I64(b), PhysicalType::I64) => i64::wrap(widen(b, |x| x * factor as i64).into()),
+        (VectorData::I16(b), PhysicalType::I128) => i128::wrap(widen(b, |x| x as i128 * factor).into()),
+        (VectorData::I32(b), PhysicalType::I128) => i128::wrap(widen(b, |x| x as i128 * factor).into()),
+        (VectorData::I64(b), PhysicalType::I128) => i128::wrap(widen(b, |x| x as i128 * factor).into()),
+        (VectorData::I128(b), PhysicalType::I128) => i128::wrap(widen(b, |x| x * factor).into()),
+        _ => return None,
+    };
+    Some(Vector::new(to, data, v.validity.clone()))
 }
 
 fn cast_string_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vector> {

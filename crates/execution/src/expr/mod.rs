@@ -167,7 +167,7 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
             } else if *op == BinaryOp::Concat {
                 string::concat(vec![l, r], true)
             } else {
-                arithmetic::arithmetic(*op, l, r, *data_type, literal_of(right))?
+                arithmetic::arithmetic(*op, l, r, *data_type, (literal_of(left), literal_of(right)))?
             }
         }
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
