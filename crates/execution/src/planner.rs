@@ -27,7 +27,7 @@ use crate::config::ExecutionConfig;
 use crate::expr::{compile, evaluate_constant};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
-use crate::operators::collect::{CollectSink, CollectedSource};
+use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
 use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
@@ -374,6 +374,8 @@ impl<'a> PhysicalPlanner<'a> {
         let right_rows = estimate(right).rows;
         let build_left = match kind {
             JoinKind::Inner | JoinKind::Left | JoinKind::Right | JoinKind::Full => left_rows < right_rows,
+            // Semi/anti joins can build on the preserved side and mark it while probing.
+            JoinKind::Semi | JoinKind::Anti { null_aware: false } => left_rows < right_rows,
             _ => false,
         };
         let mode = match (kind, build_left) {
@@ -381,8 +383,10 @@ impl<'a> PhysicalPlanner<'a> {
             (JoinKind::Left, false) | (JoinKind::Right, true) => JoinMode::ProbeOuter,
             (JoinKind::Left, true) | (JoinKind::Right, false) => JoinMode::BuildOuter,
             (JoinKind::Full, _) => JoinMode::FullOuter,
-            (JoinKind::Semi, _) => JoinMode::Semi,
-            (JoinKind::Anti { null_aware: false }, _) => JoinMode::Anti,
+            (JoinKind::Semi, false) => JoinMode::Semi,
+            (JoinKind::Semi, true) => JoinMode::BuildSemi,
+            (JoinKind::Anti { null_aware: false }, false) => JoinMode::Anti,
+            (JoinKind::Anti { null_aware: false }, true) => JoinMode::BuildAnti,
             (JoinKind::Anti { null_aware: true }, _) => JoinMode::NullAwareAnti,
             (JoinKind::Mark { null_aware }, _) => JoinMode::Mark { null_aware },
             (JoinKind::Single, _) => JoinMode::Single,
@@ -479,7 +483,11 @@ impl<'a> PhysicalPlanner<'a> {
         }
         let probe_layout_ids: Vec<ColumnId> = probe_layout.iter().map(|c| c.id).collect();
         let compiled_probe_keys = probe_keys.iter().map(|k| compile(k, &probe_layout_ids)).collect::<Result<Vec<_>>>()?;
-        let probe_output: Vec<usize> = probe_layout.iter().enumerate().filter(|(_, c)| required.contains(&c.id)).map(|(i, _)| i).collect();
+        let probe_output: Vec<usize> = if matches!(mode, JoinMode::BuildSemi | JoinMode::BuildAnti) {
+            Vec::new()
+        } else {
+            probe_layout.iter().enumerate().filter(|(_, c)| required.contains(&c.id)).map(|(i, _)| i).collect()
+        };
         let build_output: Vec<usize> = if mode_outputs_build(mode) {
             build_payload_columns.iter().enumerate().filter(|(_, c)| required.contains(&c.id)).map(|(i, _)| i).collect()
         } else {
@@ -538,6 +546,23 @@ impl<'a> PhysicalPlanner<'a> {
             c
         };
         let probe_branch_ids: Vec<usize> = probe_branches.iter().map(|b| b.id).collect();
+        if matches!(mode, JoinMode::BuildSemi | JoinMode::BuildAnti) {
+            // The probe only marks build rows; the build rows are emitted afterwards.
+            for branch in probe_branches.iter_mut() {
+                branch.operators.push(Arc::new(HashJoinProbe(Arc::clone(&join))));
+                branch.after_sinks.push(build_sink);
+                branch.steps.push(format!("-> HashJoinProbe {description} (marks build rows) [build sink #{build_sink}]"));
+            }
+            self.close(probe_branches, Arc::new(DiscardSink), "Discard".to_string());
+            let mut emitted = self.new_branch(
+                Arc::new(HashJoinUnmatched(Arc::clone(&join))),
+                layout.clone(),
+                format!("HashJoinBuildRows {description} [build sink #{build_sink}]"),
+            );
+            emitted.after_branches = probe_branch_ids;
+            emitted.after_sinks.push(build_sink);
+            return Ok(vec![emitted]);
+        }
         for branch in probe_branches.iter_mut() {
             branch.operators.push(Arc::new(HashJoinProbe(Arc::clone(&join))));
             branch.after_sinks.push(build_sink);
@@ -559,7 +584,10 @@ impl<'a> PhysicalPlanner<'a> {
 }
 
 fn mode_outputs_build(mode: JoinMode) -> bool {
-    matches!(mode, JoinMode::Inner | JoinMode::ProbeOuter | JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::Single)
+    matches!(
+        mode,
+        JoinMode::Inner | JoinMode::ProbeOuter | JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::Single | JoinMode::BuildSemi | JoinMode::BuildAnti
+    )
 }
 
 /// Range conditions of scan filters that zone maps can test.

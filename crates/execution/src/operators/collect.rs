@@ -127,3 +127,25 @@ impl super::Source for CollectedSource {
         Ok(())
     }
 }
+
+/// A sink that keeps nothing: ends pipelines whose effect is a side effect (the probe of
+/// a build-side semi/anti join, which only marks build rows).
+pub struct DiscardSink;
+
+impl Sink for DiscardSink {
+    fn name(&self) -> String {
+        "Discard".to_string()
+    }
+
+    fn local_state(&self) -> LocalState {
+        Box::new(())
+    }
+
+    fn consume(&self, _chunk: DataChunk, _order: u64, _state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+        Ok(Control::Continue)
+    }
+
+    fn combine(&self, _state: LocalState) -> Result<()> {
+        Ok(())
+    }
+}

@@ -48,11 +48,21 @@ pub enum JoinMode {
     },
     /// Probe-outer join that fails when a probe row matches more than one build row.
     Single,
+    /// Semi join that builds on the preserved side: probes mark build rows, and
+    /// [`HashJoinUnmatched`] emits the marked ones (cheaper when that side is smaller).
+    BuildSemi,
+    /// Anti join that builds on the preserved side: emits the build rows never marked.
+    BuildAnti,
 }
 
 impl JoinMode {
     fn tracks_build_matches(&self) -> bool {
-        matches!(self, JoinMode::BuildOuter | JoinMode::FullOuter)
+        matches!(self, JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::BuildSemi | JoinMode::BuildAnti)
+    }
+
+    /// Whether the build rows are emitted by [`HashJoinUnmatched`] after the probe.
+    pub fn emits_build_rows_after_probe(&self) -> bool {
+        self.tracks_build_matches()
     }
 
     fn outputs_build_columns(&self) -> bool {
@@ -283,6 +293,20 @@ impl Operator for HashJoinProbe {
             JoinMode::Semi | JoinMode::Anti | JoinMode::NullAwareAnti | JoinMode::Mark { .. } if join.residual.is_none() => {
                 self.emit_filtered(&chunk, &rows, &keys, &heads, built, emit)
             }
+            JoinMode::BuildSemi | JoinMode::BuildAnti if join.residual.is_none() => {
+                // Mark every build row of each matching chain; nothing is emitted now.
+                for &head in &heads {
+                    let mut row = head;
+                    while row != NONE {
+                        if built.matched[row as usize].swap(true, Ordering::Relaxed) {
+                            // Rows of a chain share the key: once one is marked, all are.
+                            break;
+                        }
+                        row = built.table.next(row);
+                    }
+                }
+                Ok(Control::Continue)
+            }
             _ => self.emit_pairs(&chunk, &rows, &keys, &heads, built, ctx, emit),
         }
     }
@@ -427,7 +451,7 @@ impl HashJoinProbe {
             }
         }
         match join.mode {
-            JoinMode::Inner | JoinMode::BuildOuter => Ok(Control::Continue),
+            JoinMode::Inner | JoinMode::BuildOuter | JoinMode::BuildSemi | JoinMode::BuildAnti => Ok(Control::Continue),
             JoinMode::ProbeOuter | JoinMode::FullOuter | JoinMode::Single => {
                 let unmatched: Vec<u32> = (0..rows.len()).filter(|&j| !probe_matched[j]).map(|j| rows[j]).collect();
                 if unmatched.is_empty() {
@@ -527,7 +551,10 @@ impl Source for HashJoinUnmatched {
         let built = join.built()?;
         let start = morsel * UNMATCHED_MORSEL_ROWS;
         let end = (start + UNMATCHED_MORSEL_ROWS).min(built.table.rows);
-        let unmatched: Vec<u32> = (start..end).filter(|&r| !built.matched[r].load(Ordering::Relaxed)).map(|r| r as u32).collect();
+        // Outer and anti joins emit the build rows never matched; a build-side semi join
+        // emits the matched ones.
+        let want = join.mode == JoinMode::BuildSemi;
+        let unmatched: Vec<u32> = (start..end).filter(|&r| built.matched[r].load(Ordering::Relaxed) == want).map(|r| r as u32).collect();
         for rows in unmatched.chunks(ctx.config.vector_size.max(1)) {
             let mut columns: Vec<Vector> = join.probe_output_types.iter().map(|t| Vector::nulls(*t, rows.len())).collect();
             columns.extend(join.build_output.iter().map(|&c| join.gather_build(built, c, rows)));
