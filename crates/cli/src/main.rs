@@ -44,6 +44,9 @@ struct Cli {
     /// Report each statement's elapsed time on standard error.
     #[arg(long)]
     timer: bool,
+    /// Generate the TPC-H tables at this scale factor before running anything.
+    #[arg(long, value_name = "SF")]
+    tpch: Option<f64>,
     #[command(subcommand)]
     subcommand: Option<Command>,
 }
@@ -133,6 +136,12 @@ fn main() -> ExitCode {
         }
     };
     let mut conn = db.connect();
+    if let Some(sf) = cli.tpch {
+        if let Err(e) = apiary::tpch::load(&mut conn, sf) {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let interrupt = conn.interrupt_flag();
     let _ = ctrlc::set_handler(move || interrupt.store(true, std::sync::atomic::Ordering::Relaxed));
 

@@ -527,8 +527,9 @@ impl<'a> PhysicalPlanner<'a> {
             parallelism: self.threads,
             description: description.clone(),
         });
+        let output_rows = apiary_optimizer::cardinality::join_estimate(kind, &estimate(left), &estimate(right), condition, None).rows;
         let estimate_note = format!(
-            "(build ~{:.0} rows, probe ~{:.0} rows)",
+            "(build ~{:.0} rows, probe ~{:.0} rows, output ~{output_rows:.0} rows)",
             if build_left { left_rows } else { right_rows },
             if build_left { right_rows } else { left_rows }
         );

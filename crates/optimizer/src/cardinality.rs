@@ -230,11 +230,8 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
         let fraction = fraction.max(1.0 / stat.ndv.max(1.0)).max(MIN_SELECTIVITY);
         selectivity *= fraction * (1.0 - stat.null_fraction);
     }
-    if selectivity <= 0.0 {
-        0.0
-    } else {
-        selectivity.clamp(MIN_SELECTIVITY, 1.0)
-    }
+    // No lower clamp: an equi-join's selectivity is legitimately tiny (1 / distinct keys).
+    selectivity.clamp(0.0, 1.0)
 }
 
 /// `column op literal` as a range: (column, lower bound, upper bound).

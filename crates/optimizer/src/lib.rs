@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! LogicalPlan ─▶ unnest_subqueries ─▶ fold_constants ─▶ push_down_predicates
-//!             ─▶ reorder_joins ─▶ prune_columns ─▶ LogicalPlan
+//!             ─▶ push_down_semi_joins ─▶ reorder_joins ─▶ push_down_predicates
+//!             ─▶ prune_columns ─▶ LogicalPlan
 //!                       ▲
 //!                 cardinality: row counts, selectivities, distinct counts from table
 //!                 statistics (apiary-storage) propagated through the plan
@@ -63,6 +64,7 @@ pub const RULES: &[(&str, RuleFn)] = &[
     ("unnest_subqueries", rules::unnest_subqueries::run),
     ("fold_constants", rules::fold_constants::run),
     ("push_down_predicates", rules::push_down_predicates::run),
+    ("push_down_semi_joins", rules::push_down_semi_joins::run),
     ("reorder_joins", rules::reorder_joins::run),
     ("push_down_predicates", rules::push_down_predicates::run),
     ("prune_columns", rules::prune_columns::run),
