@@ -204,7 +204,18 @@ pub fn join_estimate(kind: JoinKind, l: &Estimate, r: &Estimate, condition: Opti
 pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
     let mut ranges: HashMap<ColumnId, (Option<f64>, Option<f64>)> = HashMap::new();
     let mut selectivity = 1.0;
+    // Equalities between columns (join keys) are assumed correlated: a composite key
+    // (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is about as selective as its most
+    // selective part, not the product of the parts (which would badly underestimate).
+    let mut column_equality: Option<f64> = None;
     for conjunct in conjuncts {
+        if let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct {
+            if !matches!(left.as_ref(), Expr::Literal(..)) && !matches!(right.as_ref(), Expr::Literal(..)) {
+                let s = predicate_selectivity(conjunct, input);
+                column_equality = Some(column_equality.map_or(s, |c: f64| c.min(s)));
+                continue;
+            }
+        }
         if let Some((column, lower, upper)) = range_bound(conjunct) {
             if input.columns.get(&column).is_some_and(|s| s.min.is_some() && s.max.is_some()) {
                 let entry = ranges.entry(column).or_insert((None, None));
@@ -230,6 +241,7 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
         let fraction = fraction.max(1.0 / stat.ndv.max(1.0)).max(MIN_SELECTIVITY);
         selectivity *= fraction * (1.0 - stat.null_fraction);
     }
+    selectivity *= column_equality.unwrap_or(1.0);
     // No lower clamp: an equi-join's selectivity is legitimately tiny (1 / distinct keys).
     selectivity.clamp(0.0, 1.0)
 }

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""TPC-H side by side: Apiary and DuckDB on the same .tbl data, in the same run.
+
+    bench/tpch_compare.py --sf 1 --threads 2 --runs 5 [--queries 1,6] [--data DIR]
+
+Builds Apiary (release), writes the TPC-H .tbl files once (bench/data/sf<SF>/, with
+`apiary tpch-gen`), loads them into both engines with the same DDL, runs every query once
+to warm up and --runs times more, and prints the median times, the ratio Apiary/DuckDB per
+query and the geometric means. Needs the duckdb Python package (bench/setup.sh installs it
+into bench/.venv).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem"]
+
+
+def schema_sql():
+    """The TPC-H DDL Apiary uses (crates/engine/src/tpch.rs), so both engines get the same."""
+    source = open(os.path.join(ROOT, "crates/engine/src/tpch.rs")).read()
+    return re.search(r'pub const SCHEMA: &str = "(.*?)";', source, re.S).group(1)
+
+
+def query_text(q):
+    return open(os.path.join(ROOT, f"tpch/queries/q{q:02d}.sql")).read()
+
+
+def answer_rows(sf, q):
+    path = os.path.join(ROOT, f"tpch/answers/sf{sf:g}/q{q:02d}.csv")
+    if not os.path.exists(path):
+        return None
+    text = open(path).read()
+    if text.endswith("\n"):
+        text = text[:-1]
+    lines = text.split("\n")[1:]
+    return [line.split("|") for line in lines]
+
+
+def same(expected, actual):
+    if len(expected) != len(actual):
+        return False
+    for erow, arow in zip(expected, actual):
+        if len(erow) != len(arow):
+            return False
+        for e, a in zip(erow, arow):
+            a = "" if a is None else str(a)
+            try:
+                x, y = float(e), float(a)
+                if abs(x - y) > 0.01 and abs(x - y) > 1e-6 * max(abs(x), abs(y)):
+                    return False
+            except ValueError:
+                if e.rstrip() != a.rstrip():
+                    return False
+    return True
+
+
+def ensure_data(sf, data_dir, apiary):
+    if all(os.path.exists(os.path.join(data_dir, f"{t}.tbl")) for t in TABLES):
+        return
+    os.makedirs(data_dir, exist_ok=True)
+    print(f"writing TPC-H SF{sf:g} .tbl files to {data_dir}", file=sys.stderr)
+    subprocess.run([apiary, "tpch-gen", "--sf", str(sf), "--dir", data_dir], check=True)
+
+
+def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings):
+    cmd = [apiary, "bench", "tpch", "--sf", str(sf), "--threads", str(threads), "--runs", str(runs), "--data", data_dir,
+           "--queries", ",".join(map(str, queries))]
+    for setting in extra_settings:
+        cmd += ["--set", setting]
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    sys.stderr.write(out.stderr)
+    results = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            results[r["q"]] = r
+    return results
+
+
+def run_duckdb(sf, threads, runs, data_dir, queries):
+    import duckdb
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    started = time.perf_counter()
+    con.execute(schema_sql())
+    for t in TABLES:
+        con.execute(f"COPY {t} FROM '{os.path.join(data_dir, t + '.tbl')}' (DELIMITER '|')")
+    print(f"duckdb loaded SF{sf:g} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    results = {}
+    for q in queries:
+        sql = query_text(q)
+        rows = con.execute(sql).fetchall()
+        times = []
+        for _ in range(max(runs, 1)):
+            t = time.perf_counter()
+            con.execute(sql).fetchall()
+            times.append(time.perf_counter() - t)
+        expected = answer_rows(sf, q)
+        results[q] = {"engine": "duckdb", "sf": sf, "threads": threads, "q": q, "median_s": statistics.median(times),
+                      "min_s": min(times), "rows": len(rows), "correct": None if expected is None else same(expected, rows)}
+    return results
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
+    parser.add_argument("--data", help="directory with <table>.tbl files (default bench/data/sf<SF>)")
+    parser.add_argument("--set", action="append", default=[], help="extra SET statement for Apiary")
+    parser.add_argument("--no-duckdb", action="store_true")
+    parser.add_argument("--json", help="also write all results as JSON lines to this file")
+    args = parser.parse_args()
+    queries = [int(q) for q in args.queries.split(",")]
+    data_dir = args.data or os.path.join(ROOT, "bench", "data", f"sf{args.sf:g}")
+
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
+    apiary = os.path.join(ROOT, "target", "release", "apiary")
+    ensure_data(args.sf, data_dir, apiary)
+
+    ours = run_apiary(apiary, args.sf, args.threads, args.runs, data_dir, queries, args.set)
+    theirs = {} if args.no_duckdb else run_duckdb(args.sf, args.threads, args.runs, data_dir, queries)
+
+    print(f"TPC-H SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs (ms)")
+    print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'ratio':>7}  correct")
+    ratios, a_times, d_times = [], [], []
+    for q in queries:
+        a = ours.get(q)
+        d = theirs.get(q)
+        a_ms = a["median_s"] * 1e3 if a else float("nan")
+        d_ms = d["median_s"] * 1e3 if d else float("nan")
+        ratio = a_ms / d_ms if a and d else float("nan")
+        if a:
+            a_times.append(a["median_s"])
+        if d:
+            d_times.append(d["median_s"])
+        if a and d:
+            ratios.append(ratio)
+        correct = f"{a['correct'] if a else 'ERROR'}/{d['correct'] if d else '-'}"
+        print(f"{'Q%02d' % q:>5} {a_ms:10.1f} {d_ms:10.1f} {ratio:7.2f}  {correct}")
+    print(f"{'geo':>5} {geomean(a_times) * 1e3:10.1f} {geomean(d_times) * 1e3:10.1f} {geomean(ratios):7.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in list(ours.values()) + list(theirs.values()):
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
