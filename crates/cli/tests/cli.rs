@@ -58,7 +58,13 @@ fn scripts_from_file_and_stdin() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "one\n1\ns\na;b\n");
 
-    let mut child = apiary().args(["--format", "csv", "--timer"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut child = apiary()
+        .args(["--format", "csv", "--timer"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
     child.stdin.take().expect("stdin").write_all(b"SELECT 41 + 1 AS answer;").expect("write stdin");
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{}", stderr(&out));
@@ -149,7 +155,7 @@ fn compare_json(line: &str, expected: &str) -> Result<(), String> {
                 }
                 (serde_json::Value::String(s), _) => s.trim_end() == w.trim_end(),
                 (serde_json::Value::Null, _) => w.is_empty(),
-                (other, _) => other.to_string() == *w,
+                (other, _) => *w == other.to_string(),
             };
             if !ok {
                 return Err(format!("row {r} column {c}: expected {w}, got {g}"));

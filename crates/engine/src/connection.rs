@@ -60,6 +60,21 @@ impl Connection {
     /// Runs one parsed statement.
     pub fn execute_statement(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
         self.interrupted.store(false, Ordering::Relaxed);
+        // A panic is a bug; report it as an error instead of taking the caller down.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(statement))) {
+            Ok(result) => result,
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Err(internal_err!("{message}"))
+            }
+        }
+    }
+
+    fn dispatch(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
         use ast::Statement as S;
         match statement {
             S::Query(query) => self.run_query(query),
@@ -212,12 +227,24 @@ impl Connection {
             }
             fields.push(Field::new(column_name, data_type, nullable));
         }
+        let mut key_columns = Vec::new();
         for key in &primary_key {
-            if !fields.iter().any(|f| &f.name == key) {
-                return Err(bind_err!("column \"{key}\" named in key does not exist"));
+            match fields.iter().position(|f| &f.name == key) {
+                Some(position) => key_columns.push(position),
+                None => return Err(bind_err!("column \"{key}\" named in key does not exist")),
             }
         }
-        let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows));
+        for (position, column) in create.columns.iter().enumerate() {
+            if column.options.iter().any(|o| matches!(o.option, ast::ColumnOption::PrimaryKey(_))) {
+                if !key_columns.is_empty() && !key_columns.contains(&position) {
+                    return Err(bind_err!("multiple primary keys for table \"{name}\" are not allowed"));
+                }
+                if !key_columns.contains(&position) {
+                    key_columns.push(position);
+                }
+            }
+        }
+        let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).with_primary_key(key_columns));
         self.db.catalog.create_table(table)?;
         Ok(QueryResult::statement(None))
     }
@@ -379,6 +406,12 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
                         value = trimmed;
                     }
                     if value.chars().count() > n as usize {
+                        // SQL: excess characters that are all blanks are cut off, not an error.
+                        let kept = value.char_indices().nth(n as usize).map_or(value.len(), |(cut, _)| cut);
+                        if value[kept..].chars().all(|c| c == ' ') {
+                            rewrite = true;
+                            continue;
+                        }
                         return Err(ApiaryError::Constraint(format!(
                             "value too long for type {} in column \"{}\": '{value}'",
                             field.data_type, field.name
@@ -388,7 +421,13 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
                 if rewrite {
                     let mut builder = StrColumnBuilder::with_capacity(vector.len());
                     for i in 0..vector.len() {
-                        builder.push(strings.get(i).trim_end_matches(' '));
+                        let value = strings.get(i);
+                        let value = if is_char { value.trim_end_matches(' ') } else { value };
+                        // Cut to n characters (only blanks can be beyond n here).
+                        match value.char_indices().nth(n as usize) {
+                            Some((cut, _)) => builder.push(&value[..cut]),
+                            None => builder.push(value),
+                        }
                     }
                     Vector::new(field.data_type, VectorData::Str(builder.finish()), vector.validity.clone())
                 } else {

@@ -269,9 +269,18 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
     let mut parts: Vec<RawField> = Vec::with_capacity(fields.len() + 1);
     let null_text = options.null.as_deref().map(str::as_bytes);
     let mut start = 0;
+    let quote = options.quote.filter(|q| memchr::memchr(*q, data).is_some());
+    let mut record_lines = 1u64;
     while start < data.len() {
-        let end = memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |p| start + p);
+        line_number += record_lines - 1;
+        let end = match quote {
+            // A quoted field may contain line breaks: the record ends at the first
+            // newline outside quotes.
+            Some(q) => record_end(data, start, q),
+            None => memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |p| start + p),
+        };
         let mut line = &data[start..end];
+        record_lines = 1 + if quote.is_some() { memchr::memchr_iter(b'\n', line).count() as u64 } else { 0 };
         start = end + 1;
         if line.last() == Some(&b'\r') {
             line = &line[..line.len() - 1];
@@ -294,7 +303,8 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
         }
         for (column, (parser, part)) in parsers.iter_mut().zip(&parts).enumerate() {
             let outcome = match part {
-                RawField::Plain(f) if f.is_empty() || Some(*f) == null_text => {
+                // Without a NULL string an empty unquoted field is NULL; with one, only it is.
+                RawField::Plain(f) if (null_text.is_none() && f.is_empty()) || Some(*f) == null_text => {
                     parser.push_null();
                     Ok(())
                 }
@@ -312,6 +322,19 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
         line_number += 1;
     }
     Ok(parsers.into_iter().map(|p| p.finish()).collect())
+}
+
+/// End of the record starting at `start`: the first newline outside quotes.
+fn record_end(data: &[u8], start: usize, quote: u8) -> usize {
+    let mut in_quotes = false;
+    for (offset, &b) in data[start..].iter().enumerate() {
+        if b == quote {
+            in_quotes = !in_quotes;
+        } else if b == b'\n' && !in_quotes {
+            return start + offset;
+        }
+    }
+    data.len()
 }
 
 /// Cuts `data` into about `pieces` slices that end at line boundaries.

@@ -587,7 +587,13 @@ impl<'a> PhysicalPlanner<'a> {
 fn mode_outputs_build(mode: JoinMode) -> bool {
     matches!(
         mode,
-        JoinMode::Inner | JoinMode::ProbeOuter | JoinMode::BuildOuter | JoinMode::FullOuter | JoinMode::Single | JoinMode::BuildSemi | JoinMode::BuildAnti
+        JoinMode::Inner
+            | JoinMode::ProbeOuter
+            | JoinMode::BuildOuter
+            | JoinMode::FullOuter
+            | JoinMode::Single
+            | JoinMode::BuildSemi
+            | JoinMode::BuildAnti
     )
 }
 

@@ -165,17 +165,24 @@ impl QueryRun {
 
     /// Runs one work order and everything its completion triggers.
     fn execute(&self, work: WorkOrder, worker: usize) {
-        let result = match work {
+        // A bug that panics must fail the query, not kill the worker and hang the caller.
+        let result = catch_panic(|| match work {
             WorkOrder::Morsel { pipeline, morsel } => self.run_morsel(pipeline, morsel, worker),
             WorkOrder::FinalizeTask { sink, task } => self.run_finalize_task(sink, task),
-        };
+        });
         if let Err(error) = result {
             let mut state = self.lock();
             self.fail(&mut state, error);
         }
         // The work order stays counted in `in_flight` until the completions it triggers
         // are processed, so the query cannot be seen as done half-way.
-        self.progress();
+        if let Err(error) = catch_panic(|| {
+            self.progress();
+            Ok(())
+        }) {
+            let mut state = self.lock();
+            self.fail(&mut state, error);
+        }
         let mut state = self.lock();
         state.in_flight -= 1;
         if state.done() {
@@ -293,6 +300,21 @@ impl QueryRun {
             state.sinks[sink_id] = SinkPhase::Finalizing { next: 0, total: tasks, completed: 0 };
         }
         Ok(())
+    }
+}
+
+/// Runs `f`, turning a panic into an internal error.
+fn catch_panic(f: impl FnOnce() -> Result<()>) -> Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(internal_err!("a worker panicked: {message}"))
+        }
     }
 }
 

@@ -10,6 +10,9 @@ use apiary_types::DataType;
 
 use crate::expr::BinaryOp;
 
+/// Fractional digits of a decimal quotient, at least.
+pub const DIVISION_MIN_SCALE: u8 = 16;
+
 /// Integer rank for widening.
 fn integer_rank(t: &DataType) -> Option<u8> {
     match t {
@@ -64,9 +67,9 @@ pub struct ArithmeticTypes {
     pub right: DataType,
 }
 
-/// `interval_is_date_only`: for `date ± interval`, whether the interval is known to have
-/// no time part (then the result stays a DATE, as TPC-H and users expect).
-pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType, interval_is_date_only: bool) -> Result<ArithmeticTypes> {
+/// `date ± interval` is a TIMESTAMP, as in PostgreSQL (the optimizer turns comparisons of a
+/// DATE column with a midnight TIMESTAMP constant back into DATE comparisons).
+pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType) -> Result<ArithmeticTypes> {
     use DataType::*;
     let same = |t: DataType| ArithmeticTypes { result: t, left: t, right: t };
     let mismatch = || type_err!("operator {} is not defined for {left} and {right}", op.symbol());
@@ -82,14 +85,8 @@ pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType, interva
         }
         (BinaryOp::Add, t, Date) if t.is_integer() => return Ok(ArithmeticTypes { result: Date, left: Integer, right: Date }),
         (BinaryOp::Sub, Date, Date) => return Ok(ArithmeticTypes { result: Integer, left: Date, right: Date }),
-        (BinaryOp::Add | BinaryOp::Sub, Date, Interval) => {
-            let result = if interval_is_date_only { Date } else { Timestamp };
-            return Ok(ArithmeticTypes { result, left: Date, right: Interval });
-        }
-        (BinaryOp::Add, Interval, Date) => {
-            let result = if interval_is_date_only { Date } else { Timestamp };
-            return Ok(ArithmeticTypes { result, left: Interval, right: Date });
-        }
+        (BinaryOp::Add | BinaryOp::Sub, Date, Interval) => return Ok(ArithmeticTypes { result: Timestamp, left: Date, right: Interval }),
+        (BinaryOp::Add, Interval, Date) => return Ok(ArithmeticTypes { result: Timestamp, left: Interval, right: Date }),
         (BinaryOp::Add | BinaryOp::Sub, Timestamp, Interval) => {
             return Ok(ArithmeticTypes { result: Timestamp, left: Timestamp, right: Interval })
         }
@@ -137,7 +134,9 @@ pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType, interva
             }
         }
         BinaryOp::Div => {
-            let scale = s1.max(s2).max(6);
+            // At least 16 fractional digits, like PostgreSQL's minimum of 16 significant
+            // digits for numeric division (1.0 / 3 = 0.3333333333333333).
+            let scale = s1.max(s2).max(DIVISION_MIN_SCALE);
             ArithmeticTypes { result: wide(scale), left: wide(s1), right: wide(s2) }
         }
         _ => return Err(mismatch()),
@@ -150,7 +149,7 @@ pub fn can_assign(from: &DataType, to: &DataType) -> bool {
     from == to
         || *from == DataType::Null
         || (from.is_numeric() && to.is_numeric())
-        || (from.is_string() && to.is_string())
+        || to.is_string()
         || (from.is_string() && !to.is_string())
         || matches!((from, to), (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date))
 }
@@ -162,12 +161,12 @@ mod tests {
     #[test]
     fn decimal_rules() {
         let d152 = DataType::decimal(15, 2);
-        let t = arithmetic_types(BinaryOp::Sub, &DataType::Integer, &d152, false).unwrap();
+        let t = arithmetic_types(BinaryOp::Sub, &DataType::Integer, &d152).unwrap();
         assert_eq!(t.result, DataType::decimal(16, 2));
-        let t = arithmetic_types(BinaryOp::Mul, &d152, &DataType::decimal(16, 2), false).unwrap();
+        let t = arithmetic_types(BinaryOp::Mul, &d152, &DataType::decimal(16, 2)).unwrap();
         assert_eq!(t.result, DataType::decimal(31, 4));
         assert_eq!(t.left, DataType::decimal(38, 2));
-        let t = arithmetic_types(BinaryOp::Mul, &DataType::decimal(5, 2), &DataType::decimal(5, 2), false).unwrap();
+        let t = arithmetic_types(BinaryOp::Mul, &DataType::decimal(5, 2), &DataType::decimal(5, 2)).unwrap();
         assert_eq!(t.result, DataType::decimal(10, 4));
         assert_eq!(common_type(&d152, &DataType::Integer), Some(DataType::decimal(15, 2)));
         assert_eq!(common_type(&d152, &DataType::decimal(3, 3)), Some(DataType::decimal(16, 3)));
@@ -175,10 +174,10 @@ mod tests {
 
     #[test]
     fn date_rules() {
-        let t = arithmetic_types(BinaryOp::Sub, &DataType::Date, &DataType::Interval, true).unwrap();
-        assert_eq!(t.result, DataType::Date);
-        let t = arithmetic_types(BinaryOp::Sub, &DataType::Date, &DataType::Date, false).unwrap();
+        let t = arithmetic_types(BinaryOp::Sub, &DataType::Date, &DataType::Interval).unwrap();
+        assert_eq!(t.result, DataType::Timestamp);
+        let t = arithmetic_types(BinaryOp::Sub, &DataType::Date, &DataType::Date).unwrap();
         assert_eq!(t.result, DataType::Integer);
-        assert!(arithmetic_types(BinaryOp::Add, &DataType::Date, &DataType::Date, false).is_err());
+        assert!(arithmetic_types(BinaryOp::Add, &DataType::Date, &DataType::Date).is_err());
     }
 }

@@ -154,6 +154,8 @@ pub enum ScalarFunction {
     Length,
     Trim(TrimKind),
     Abs,
+    /// -1, 0 or 1 (of the argument's type).
+    Sign,
     /// `round(x [, digits])`.
     Round,
     Ceil,
@@ -189,6 +191,7 @@ impl ScalarFunction {
             Trim(TrimKind::Leading) => "ltrim".into(),
             Trim(TrimKind::Trailing) => "rtrim".into(),
             Abs => "abs".into(),
+            Sign => "sign".into(),
             Round => "round".into(),
             Ceil => "ceil".into(),
             Floor => "floor".into(),
@@ -334,12 +337,13 @@ pub enum Expr {
         list: Vec<Expr>,
         negated: bool,
     },
-    /// `expr [NOT] [I]LIKE pattern`.
+    /// `expr [NOT] [I]LIKE pattern [ESCAPE c]` (`escape` `None`: no escape character).
     Like {
         expr: Box<Expr>,
         pattern: Box<Expr>,
         negated: bool,
         case_insensitive: bool,
+        escape: Option<char>,
     },
     Function {
         func: ScalarFunction,
@@ -470,8 +474,8 @@ impl Expr {
             Expr::IsNull { expr, negated } => Expr::IsNull { expr: boxed(expr), negated },
             Expr::Cast { expr, to } => Expr::Cast { expr: boxed(expr), to },
             Expr::Binary { op, left, right, data_type } => Expr::Binary { op, left: boxed(left), right: boxed(right), data_type },
-            Expr::Like { expr, pattern, negated, case_insensitive } => {
-                Expr::Like { expr: boxed(expr), pattern: boxed(pattern), negated, case_insensitive }
+            Expr::Like { expr, pattern, negated, case_insensitive, escape } => {
+                Expr::Like { expr: boxed(expr), pattern: boxed(pattern), negated, case_insensitive, escape }
             }
             Expr::InList { expr, list, negated } => {
                 let expr = boxed(expr);
@@ -628,7 +632,7 @@ impl fmt::Display for Expr {
                 let items: Vec<String> = list.iter().map(|e| e.to_string()).collect();
                 write!(f, "{expr} {}IN ({})", if *negated { "NOT " } else { "" }, items.join(", "))
             }
-            Expr::Like { expr, pattern, negated, case_insensitive } => {
+            Expr::Like { expr, pattern, negated, case_insensitive, .. } => {
                 let op = if *case_insensitive { "ILIKE" } else { "LIKE" };
                 write!(f, "{expr} {}{op} {pattern}", if *negated { "NOT " } else { "" })
             }

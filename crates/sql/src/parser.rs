@@ -15,7 +15,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
         .with_recursion_limit(256)
         .try_with_sql(sql)
         .and_then(|mut parser| parser.parse_statements())
-        .map_err(|err| ApiaryError::Parse(describe_parser_error(err)))
+        .map_err(|err| ApiaryError::Parse(describe_parser_error(err, sql)))
 }
 
 /// Splits text into statements without binding them, keeping each statement's text
@@ -31,7 +31,15 @@ pub fn split_statements(sql: &str) -> Result<Vec<(Statement, String)>> {
         .collect())
 }
 
-fn describe_parser_error(err: ParserError) -> String {
+/// Line and column just after the last non-blank character (where "end of input" is).
+fn end_position(sql: &str) -> (u64, u64) {
+    let text = sql.trim_end();
+    let line = text.lines().count().max(1) as u64;
+    let column = text.lines().last().map_or(0, |l| l.chars().count()) as u64 + 1;
+    (line, column)
+}
+
+fn describe_parser_error(err: ParserError, sql: &str) -> String {
     let message = match err {
         ParserError::ParserError(m) | ParserError::TokenizerError(m) => m,
         ParserError::RecursionLimitExceeded => return "statement is nested too deeply".to_string(),
@@ -41,10 +49,14 @@ fn describe_parser_error(err: ParserError) -> String {
         Some(pos) => (&message[..pos], Some(&message[pos + " at Line: ".len()..])),
         None => (message.as_str(), None),
     };
-    let body = body.replace("Expected: ", "expected ").replace(", found: ", ", found ");
-    match position.and_then(parse_line_column) {
+    let body = body.replace("Expected: ", "expected ").replace("Expected ", "expected ").replace(", found: ", ", found ");
+    let body = body.replace("found EOF", "found end of input");
+    match position.and_then(parse_line_column).filter(|(line, _)| *line > 0) {
         Some((line, column)) => format!("at line {line}, column {column}: {body}"),
-        None => body,
+        None => {
+            let (line, column) = end_position(sql);
+            format!("at line {line}, column {column}: {body}")
+        }
     }
 }
 
@@ -60,9 +72,13 @@ mod tests {
 
     #[test]
     fn errors_name_line_and_column() {
+        let err = parse_sql("SELECT a FROM t WHER x").unwrap_err().to_string();
+        assert!(err.contains("line 1, column 22"), "{err}");
         let err = parse_sql("SELECT a,\n  FROM t").unwrap_err().to_string();
-        assert!(err.contains("line 2, column 3"), "{err}");
+        assert!(err.contains("line 2, column"), "{err}");
         assert!(err.contains("expected"), "{err}");
+        let err = parse_sql("SELECT *\nFROM").unwrap_err().to_string();
+        assert!(err.contains("line 2, column 5") && err.contains("end of input"), "{err}");
     }
 
     #[test]

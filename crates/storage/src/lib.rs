@@ -23,6 +23,7 @@ pub mod block;
 pub mod catalog;
 pub mod stats;
 pub mod table;
+pub mod unique;
 
 pub use block::{Block, ColumnStripe, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;

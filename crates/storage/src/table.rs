@@ -2,11 +2,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use apiary_common::{internal_err, Result};
+use std::collections::HashSet;
+
+use apiary_common::{internal_err, ApiaryError, Result};
 use apiary_types::{DataChunk, Schema, Vector, VectorBuilder};
 
 use crate::block::Block;
 use crate::stats::TableStats;
+use crate::unique::{encode_key, UniqueIndex};
 
 /// The published contents of a table: what a query reads.
 #[derive(Debug, Default)]
@@ -31,9 +34,12 @@ pub struct Table {
     pub schema: Schema,
     /// Maximum rows per block for this table.
     pub block_rows: usize,
+    /// Columns of the primary key (empty: none); their combination is unique.
+    pub primary_key: Vec<usize>,
     data: RwLock<Arc<TableData>>,
-    /// Held by the one appender allowed at a time.
-    writer: Mutex<()>,
+    /// Held by the one appender allowed at a time; holds the primary-key index (built on
+    /// first use).
+    writer: Mutex<Option<UniqueIndex>>,
 }
 
 impl Table {
@@ -43,9 +49,16 @@ impl Table {
             name: name.into(),
             schema,
             block_rows: block_rows.max(1),
+            primary_key: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats })),
-            writer: Mutex::new(()),
+            writer: Mutex::new(None),
         }
+    }
+
+    /// Declares the primary key (column positions).
+    pub fn with_primary_key(mut self, columns: Vec<usize>) -> Table {
+        self.primary_key = columns;
+        self
     }
 
     /// The current contents; later appends do not affect the returned snapshot.
@@ -61,8 +74,21 @@ impl Table {
     /// Nothing is visible until [`TableAppender::commit`]; dropping the appender discards
     /// everything it buffered.
     pub fn appender(&self) -> TableAppender<'_> {
-        let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let base = self.snapshot();
+        if !self.primary_key.is_empty() && guard.is_none() {
+            // First append to a keyed table: index the keys it already has.
+            let mut index = UniqueIndex::default();
+            let mut key = Vec::new();
+            for block in &base.blocks {
+                let columns: Vec<&Vector> = self.primary_key.iter().map(|&c| block.column(c).vector()).collect();
+                for row in 0..block.row_count {
+                    encode_key(&columns, row, &mut key);
+                    index.keys.insert(key.clone());
+                }
+            }
+            *guard = Some(index);
+        }
         let mut builders: Vec<VectorBuilder> = self.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
         // Continue the trailing partial block so blocks stay full.
         let mut replaces_last = false;
@@ -74,12 +100,13 @@ impl Table {
                 replaces_last = true;
             }
         }
-        TableAppender { table: self, _guard: guard, base, builders, sealed: Vec::new(), replaces_last, appended_rows: 0 }
+        TableAppender { table: self, guard, base, builders, sealed: Vec::new(), replaces_last, appended_rows: 0, new_keys: HashSet::new() }
     }
 
     /// Replaces the table's contents with nothing (used by DROP to release memory early).
     pub fn clear(&self) {
-        let _guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = None;
         let empty = TableData { blocks: Vec::new(), stats: TableStats::empty(self.schema.len()) };
         *self.data.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(empty);
     }
@@ -88,7 +115,10 @@ impl Table {
 /// Buffers appended rows into new blocks and publishes them on commit.
 pub struct TableAppender<'a> {
     table: &'a Table,
-    _guard: MutexGuard<'a, ()>,
+    /// The writer lock (and the table's primary-key index).
+    guard: MutexGuard<'a, Option<UniqueIndex>>,
+    /// Primary keys appended by this appender, not yet committed.
+    new_keys: HashSet<Vec<u8>>,
     base: Arc<TableData>,
     /// Rows of the open (not yet full) block.
     builders: Vec<VectorBuilder>,
@@ -114,6 +144,7 @@ impl TableAppender<'_> {
                 return Err(internal_err!("column {} of type {} receives {}", field.name, field.data_type, column.data_type));
             }
         }
+        self.check_keys(chunk)?;
         let selection: Option<Vec<u32>> = chunk.selection().map(|s| s.to_vec());
         let all: Vec<u32>;
         let rows: &[u32] = match &selection {
@@ -142,6 +173,37 @@ impl TableAppender<'_> {
             }
         }
         self.appended_rows += rows.len();
+        Ok(())
+    }
+
+    /// Rejects rows whose primary key is NULL, already in the table, or repeated.
+    fn check_keys(&mut self, chunk: &DataChunk) -> Result<()> {
+        if self.table.primary_key.is_empty() {
+            return Ok(());
+        }
+        let columns: Vec<&Vector> = self.table.primary_key.iter().map(|&c| &chunk.columns[c]).collect();
+        let rows: Vec<usize> = match chunk.selection() {
+            Some(s) => s.iter().map(|&r| r as usize).collect(),
+            None => (0..chunk.physical_len()).collect(),
+        };
+        let mut key = Vec::new();
+        for row in rows {
+            if columns.iter().any(|c| c.is_null(row)) {
+                return Err(ApiaryError::Constraint(format!("null value in the primary key of table \"{}\"", self.table.name)));
+            }
+            encode_key(&columns, row, &mut key);
+            let existing = self.guard.as_ref().is_some_and(|index| index.keys.contains(&key));
+            if existing || !self.new_keys.insert(key.clone()) {
+                let names: Vec<&str> = self.table.primary_key.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
+                let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
+                return Err(ApiaryError::Constraint(format!(
+                    "duplicate key value violates unique constraint \"{}_pkey\": key ({})=({}) already exists",
+                    self.table.name,
+                    names.join(", "),
+                    values.join(", ")
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -180,6 +242,9 @@ impl TableAppender<'_> {
         blocks.append(&mut self.sealed);
         let data = Arc::new(TableData { blocks, stats });
         *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = data;
+        if let Some(index) = self.guard.as_mut() {
+            index.keys.extend(self.new_keys.drain());
+        }
         Ok(self.appended_rows)
     }
 }

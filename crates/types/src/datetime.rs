@@ -12,14 +12,48 @@ pub const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
 
 /// A span of time: months and days are kept apart from microseconds because their
 /// length depends on the date they are added to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+///
+/// Comparison, equality and hashing use PostgreSQL's normalised value (a month counts
+/// 30 days, a day 24 hours), so `'1 day' = '24 hours'` and `'1 day' < '25 hours'`.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Interval {
     pub months: i32,
     pub days: i32,
     pub micros: i64,
 }
 
+impl PartialEq for Interval {
+    fn eq(&self, other: &Self) -> bool {
+        self.normalized() == other.normalized()
+    }
+}
+
+impl Eq for Interval {}
+
+impl PartialOrd for Interval {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Interval {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.normalized().cmp(&other.normalized())
+    }
+}
+
+impl std::hash::Hash for Interval {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.normalized().hash(state);
+    }
+}
+
 impl Interval {
+    /// Total microseconds with a month as 30 days (PostgreSQL's comparison value).
+    pub fn normalized(&self) -> i128 {
+        (self.months as i128 * 30 + self.days as i128) * MICROS_PER_DAY as i128 + self.micros as i128
+    }
+
     pub fn new(months: i32, days: i32, micros: i64) -> Self {
         Interval { months, days, micros }
     }
@@ -123,22 +157,30 @@ impl Interval {
 }
 
 impl fmt::Display for Interval {
+    /// PostgreSQL's output style: `1 year 2 mons 3 days 04:05:06`, `-1 days +02:00:00`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
         let years = self.months / 12;
         let months = self.months % 12;
-        let plural = |n: i64, unit: &str| if n.abs() == 1 { format!("{n} {unit}") } else { format!("{n} {unit}s") };
+        let plural = |n: i64, unit: &str| if n == 1 { format!("{n} {unit}") } else { format!("{n} {unit}s") };
         if years != 0 {
             parts.push(plural(years as i64, "year"));
         }
         if months != 0 {
-            parts.push(plural(months as i64, "month"));
+            parts.push(plural(months as i64, "mon"));
         }
         if self.days != 0 {
             parts.push(plural(self.days as i64, "day"));
         }
         if self.micros != 0 || parts.is_empty() {
-            let sign = if self.micros < 0 { "-" } else { "" };
+            let negative_before = self.months < 0 || self.days < 0;
+            let sign = if self.micros < 0 {
+                "-"
+            } else if negative_before {
+                "+"
+            } else {
+                ""
+            };
             let total = self.micros.unsigned_abs();
             let seconds = total / 1_000_000;
             let fraction = total % 1_000_000;
@@ -446,6 +488,9 @@ mod tests {
         assert_eq!(Interval::parse("90", Some("day")), Some(Interval::new(0, 90, 0)));
         assert_eq!(Interval::parse("1 year 2 months", None), Some(Interval::new(14, 0, 0)));
         assert_eq!(Interval::parse("3 days 04:00:00", None), Some(Interval::new(0, 3, 4 * 3600 * 1_000_000)));
-        assert_eq!(Interval::new(14, 3, 0).to_string(), "1 year 2 months 3 days");
+        assert_eq!(Interval::new(14, 3, 0).to_string(), "1 year 2 mons 3 days");
+        assert_eq!(Interval::new(0, -1, 2 * 3600 * 1_000_000).to_string(), "-1 days +02:00:00");
+        assert_eq!(Interval::new(0, 1, 0), Interval::new(0, 0, 24 * 3600 * 1_000_000));
+        assert!(Interval::new(0, 1, 0) < Interval::new(0, 0, 25 * 3600 * 1_000_000));
     }
 }

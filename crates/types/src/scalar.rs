@@ -150,7 +150,7 @@ impl ScalarValue {
                 let value: i128 = match self {
                     S::Utf8(s) => s.trim().parse::<i128>().map_err(|_| exec_err!("invalid input for {target}: '{s}'"))?,
                     S::Float32(_) | S::Float64(_) => {
-                        let f = self.as_f64().unwrap_or(f64::NAN).round();
+                        let f = self.as_f64().unwrap_or(f64::NAN).round_ties_even();
                         if !f.is_finite() || f.abs() > 1e38 {
                             return Err(out_of_range());
                         }
@@ -174,9 +174,20 @@ impl ScalarValue {
                     _ if self.data_type().is_numeric() => self.as_f64().unwrap_or_default(),
                     _ => return Err(self.cannot_cast(target)),
                 };
+                let from_text_infinity =
+                    matches!(self, S::Utf8(s) if s.trim().to_ascii_lowercase().trim_start_matches(['+', '-']).starts_with("inf"));
                 if *target == DataType::Real {
-                    S::Float32(value as f32)
+                    let narrowed = value as f32;
+                    if narrowed.is_infinite() && !value.is_infinite()
+                        || (value.is_infinite() && !from_text_infinity && !matches!(self, S::Float32(_) | S::Float64(_)))
+                    {
+                        return Err(out_of_range());
+                    }
+                    S::Float32(narrowed)
                 } else {
+                    if value.is_infinite() && !from_text_infinity && !matches!(self, S::Float32(_) | S::Float64(_)) {
+                        return Err(out_of_range());
+                    }
                     S::Float64(value)
                 }
             }
@@ -184,7 +195,7 @@ impl ScalarValue {
                 let value = match self {
                     S::Utf8(s) => decimal::parse_decimal(s, *precision, *scale)?,
                     S::Float32(_) | S::Float64(_) => {
-                        let f = self.as_f64().unwrap_or(f64::NAN) * decimal::POW10[*scale as usize] as f64;
+                        let f = (self.as_f64().unwrap_or(f64::NAN) * decimal::POW10[*scale as usize] as f64).round();
                         if !f.is_finite() || f.abs() >= 1e38 {
                             return Err(out_of_range());
                         }
@@ -243,7 +254,7 @@ impl fmt::Display for ScalarValue {
             ScalarValue::Int16(v) => write!(f, "{v}"),
             ScalarValue::Int32(v) => write!(f, "{v}"),
             ScalarValue::Int64(v) => write!(f, "{v}"),
-            ScalarValue::Float32(v) => write!(f, "{}", format_float(*v as f64)),
+            ScalarValue::Float32(v) => write!(f, "{}", format_float32(*v)),
             ScalarValue::Float64(v) => write!(f, "{}", format_float(*v)),
             ScalarValue::Decimal(v, _, s) => write!(f, "{}", format_decimal(*v, *s)),
             ScalarValue::Utf8(s) => write!(f, "{s}"),
@@ -251,6 +262,20 @@ impl fmt::Display for ScalarValue {
             ScalarValue::Timestamp(t) => write!(f, "{}", datetime::format_timestamp(*t)),
             ScalarValue::Interval(i) => write!(f, "{i}"),
         }
+    }
+}
+
+/// Formats a REAL with its own shortest round-trip digits (not those of the DOUBLE it
+/// converts to).
+pub fn format_float32(value: f32) -> String {
+    if value.is_finite() {
+        let text = format!("{value}");
+        if value.fract() == 0.0 && value.abs() < 1e16 && !text.contains(['e', 'E']) {
+            return format!("{text}.0");
+        }
+        text
+    } else {
+        format_float(value as f64)
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use apiary_common::{exec_err, internal_err, ApiaryError, Result};
 use apiary_sql::expr::BinaryOp;
-use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION};
+use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION, MAX_DECIMAL_PRECISION};
 use apiary_types::datetime::{self, Interval, MICROS_PER_DAY};
 use apiary_types::decimal::{div_round, POW10};
 use apiary_types::vector::NativeType;
@@ -89,25 +89,34 @@ arith_int!(i128);
 macro_rules! arith_float {
     ($t:ty) => {
         impl ArithNative for $t {
+            // Like PostgreSQL: a finite computation that overflows to infinity, or
+            // underflows to zero, is an error.
             #[inline(always)]
             fn add_checked(a: Self, b: Self) -> Option<Self> {
-                Some(a + b)
+                let r = a + b;
+                (r.is_finite() || !a.is_finite() || !b.is_finite()).then_some(r)
             }
             #[inline(always)]
             fn sub_checked(a: Self, b: Self) -> Option<Self> {
-                Some(a - b)
+                let r = a - b;
+                (r.is_finite() || !a.is_finite() || !b.is_finite()).then_some(r)
             }
             #[inline(always)]
             fn mul_checked(a: Self, b: Self) -> Option<Self> {
-                Some(a * b)
+                let r = a * b;
+                let overflow = r.is_infinite() && a.is_finite() && b.is_finite();
+                let underflow = r == 0.0 && a != 0.0 && b != 0.0;
+                (!overflow && !underflow).then_some(r)
             }
             #[inline(always)]
             fn div_checked(a: Self, b: Self) -> Option<Self> {
                 if b == 0.0 {
-                    None
-                } else {
-                    Some(a / b)
+                    return None;
                 }
+                let r = a / b;
+                let overflow = r.is_infinite() && a.is_finite();
+                let underflow = r == 0.0 && a != 0.0 && b.is_finite();
+                (!overflow && !underflow).then_some(r)
             }
             #[inline(always)]
             fn rem_checked(a: Self, b: Self) -> Option<Self> {
@@ -311,6 +320,33 @@ impl PhysicalExpr for DecimalDivide {
     }
 }
 
+/// Checks that 38-digit decimal results fit their precision ("numeric field overflow").
+#[derive(Debug)]
+struct DecimalBound {
+    child: ExprRef,
+    data_type: DataType,
+}
+
+impl PhysicalExpr for DecimalBound {
+    fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let values = v.values::<i128>();
+        let bound = POW10[MAX_DECIMAL_PRECISION as usize];
+        let mut overflow = false;
+        super::for_each_row(chunk.physical_len(), rows_of(chunk), |i| {
+            overflow |= v.is_valid(i) && values[i].unsigned_abs() >= bound as u128
+        });
+        if overflow {
+            return Err(exec_err!("numeric field overflow: a {} result needs more than 38 digits", self.data_type));
+        }
+        Ok(v)
+    }
+}
+
 /// Element-wise binary function over two typed inputs (date/interval arithmetic).
 struct Binary<A, B, R> {
     left: ExprRef,
@@ -481,23 +517,26 @@ pub fn arithmetic(
             (D::Decimal { scale: a, .. }, D::Decimal { scale: b, .. }) => (a, b),
             _ => return Err(internal_err!("decimal arithmetic on {lt} and {rt}")),
         };
-        return match op {
+        let computed = match op {
             BinaryOp::Div => {
                 let shift = (result_scale as i32 - ls as i32 + rs as i32).max(0) as u32;
-                Ok(Arc::new(DecimalDivide { left, right, shift, data_type }))
+                Ok(Arc::new(DecimalDivide { left, right, shift, data_type }) as ExprRef)
             }
             BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
             BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
             BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
             BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
             other => Err(internal_err!("{other:?} on decimals")),
-        };
+        }?;
+        // At the 38-digit cap a result can exceed its precision without overflowing i128.
+        return Ok(if precision == MAX_DECIMAL_PRECISION { Arc::new(DecimalBound { child: computed, data_type }) } else { computed });
     }
-    let float = data_type.is_float();
+    // Integers and floats are checked (overflow is an error, never a wrapped value or an
+    // infinity); only decimals of at most 18 digits run unchecked.
     match op {
-        BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, !float),
-        BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, !float),
-        BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, !float),
+        BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, true),
+        BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, true),
+        BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, true),
         BinaryOp::Div => numeric::<Div>(left, right, data_type, literals, true),
         BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
         other => Err(internal_err!("{other:?} is not arithmetic")),

@@ -10,7 +10,7 @@ use apiary_common::{exec_err, Result};
 use apiary_types::datatype::PhysicalType;
 use apiary_types::datetime::{self, MICROS_PER_DAY};
 use apiary_types::decimal::{self, div_round, POW10};
-use apiary_types::scalar::format_float;
+use apiary_types::scalar::{format_float, format_float32};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataChunk, DataType, StrColumnBuilder, Vector, VectorBuilder, VectorData};
 
@@ -171,7 +171,10 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
             }
         }
         (D::Real, D::Double) => convert::<f32, f64>(v, to, rows, |x| Some(x as f64)),
-        (D::Double, D::Real) => convert::<f64, f32>(v, to, rows, |x| Some(x as f32)),
+        (D::Double, D::Real) => convert::<f64, f32>(v, to, rows, |x| {
+            let y = x as f32;
+            (y.is_finite() || !x.is_finite()).then_some(y)
+        }),
         (D::Real | D::Double, t) if t.is_integer() || t.is_decimal() => {
             let floats: Vec<f64> = match &v.data {
                 VectorData::F32(b) => b.iter().map(|&x| x as f64).collect(),
@@ -189,7 +192,8 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
             let factor = POW10[scale as usize] as f64;
             let scratch = Vector::new(D::Double, VectorData::F64(floats.into()), v.validity.clone());
             let scaled = convert::<f64, i128>(&scratch, D::decimal(38, scale), rows, |x| {
-                let y = (x * factor).round();
+                // Integers: ties to even (PostgreSQL's rint); decimals: half away from zero.
+                let y = if t.is_integer() { (x * factor).round_ties_even() } else { (x * factor).round() };
                 (y.is_finite() && y.abs() < 1e38).then_some(y as i128)
             })
             .map_err(|_| exec_err!("a {from} value is out of range for {to}"))?;
@@ -306,7 +310,7 @@ pub fn format_value(v: &Vector, i: usize, out: &mut String) {
         (VectorData::I64(b), _) => write!(out, "{}", b[i]),
         (VectorData::I128(b), DataType::Decimal { scale, .. }) => write!(out, "{}", decimal::format_decimal(b[i], scale)),
         (VectorData::I128(b), _) => write!(out, "{}", b[i]),
-        (VectorData::F32(b), _) => write!(out, "{}", format_float(b[i] as f64)),
+        (VectorData::F32(b), _) => write!(out, "{}", format_float32(b[i])),
         (VectorData::F64(b), _) => write!(out, "{}", format_float(b[i])),
         (VectorData::Str(s), _) => write!(out, "{}", s.get(i)),
         (VectorData::Interval(b), _) => write!(out, "{}", b[i]),

@@ -157,6 +157,19 @@ impl PhysicalExpr for Math {
                 }
                 Ok(Vector::new(t, out, v.validity.clone()))
             }
+            (F::Sign, t) if t.is_integer() || t.is_decimal() => {
+                let unit: i128 = match t {
+                    DataType::Decimal { scale, .. } => POW10[scale as usize],
+                    _ => 1,
+                };
+                let data = match t.physical() {
+                    PhysicalType::I16 => wrap(map_rows(len, rows, |i| v.values::<i16>()[i].signum())),
+                    PhysicalType::I32 => wrap(map_rows(len, rows, |i| v.values::<i32>()[i].signum())),
+                    PhysicalType::I64 => wrap(map_rows(len, rows, |i| v.values::<i64>()[i].signum() * unit as i64)),
+                    _ => wrap(map_rows(len, rows, |i| v.values::<i128>()[i].signum() * unit)),
+                };
+                Ok(Vector::new(t, data, v.validity.clone()))
+            }
             (F::Round | F::Ceil | F::Floor, DataType::Decimal { scale, .. }) => {
                 let target_scale = match self.data_type {
                     DataType::Decimal { scale, .. } => scale,
@@ -185,7 +198,7 @@ impl PhysicalExpr for Math {
             (F::Round | F::Ceil | F::Floor | F::Abs, t) if t.is_integer() => Ok(v),
             (_, DataType::Double) | (F::Abs, DataType::Real) => {
                 let factor = 10f64.powi(self.digits);
-                let other = if self.args.len() > 1 { Some(self.args[1].evaluate(chunk)?) } else { None };
+                let other = if self.func == F::Power { Some(self.args[1].evaluate(chunk)?) } else { None };
                 if v.data_type == DataType::Real {
                     let x = v.values::<f32>();
                     let out = map_rows(len, rows, |i| x[i].abs());
@@ -198,7 +211,8 @@ impl PhysicalExpr for Math {
                     let value = x[i];
                     match self.func {
                         F::Abs => value.abs(),
-                        F::Round => (value * factor).round() / factor,
+                        // Like PostgreSQL's float round (rint): ties to even.
+                        F::Round => (value * factor).round_ties_even() / factor,
                         F::Ceil => value.ceil(),
                         F::Floor => value.floor(),
                         F::Sqrt => {

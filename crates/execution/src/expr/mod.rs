@@ -197,12 +197,12 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
                 }
             }
         }
-        Expr::Like { expr, pattern, negated, case_insensitive } => {
+        Expr::Like { expr, pattern, negated, case_insensitive, escape } => {
             let value = compile(expr, layout)?;
             match literal_of(pattern) {
-                Some(ScalarValue::Utf8(p)) => string::like_constant(value, p, *negated, *case_insensitive),
+                Some(ScalarValue::Utf8(p)) => string::like_constant(value, p, *negated, *case_insensitive, *escape),
                 Some(ScalarValue::Null) => Arc::new(LiteralExpr { value: ScalarValue::Null, data_type: DataType::Boolean }),
-                _ => string::like_dynamic(value, compile(pattern, layout)?, *negated, *case_insensitive),
+                _ => string::like_dynamic(value, compile(pattern, layout)?, *negated, *case_insensitive, *escape),
             }
         }
         Expr::Function { func, args, data_type } => {
@@ -234,7 +234,9 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         F::Extract(field) => {
             functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type)
         }
-        F::Abs | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => functions::math(func, args, literals, data_type)?,
+        F::Abs | F::Sign | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => {
+            functions::math(func, args, literals, data_type)?
+        }
         F::DateTrunc => functions::date_trunc(args, literals)?,
     })
 }

@@ -38,13 +38,13 @@ pub enum LikePattern {
 }
 
 impl LikePattern {
-    /// Compiles a pattern (`\` escapes the next character).
-    pub fn new(pattern: &str) -> LikePattern {
+    /// Compiles a pattern; `escape` makes the next character literal.
+    pub fn new(pattern: &str, escape: Option<char>) -> LikePattern {
         let mut tokens = Vec::new();
         let mut chars = pattern.chars();
         while let Some(c) = chars.next() {
             tokens.push(match c {
-                '\\' => Token::Literal(chars.next().unwrap_or('\\')),
+                c if Some(c) == escape => Token::Literal(chars.next().unwrap_or(c)),
                 '%' => Token::AnyMany,
                 '_' => Token::AnyOne,
                 other => Token::Literal(other),
@@ -189,8 +189,8 @@ impl PhysicalExpr for LikeConstant {
     }
 }
 
-pub fn like_constant(child: ExprRef, pattern: &str, negated: bool, case_insensitive: bool) -> ExprRef {
-    let pattern = if case_insensitive { LikePattern::new(&pattern.to_lowercase()) } else { LikePattern::new(pattern) };
+pub fn like_constant(child: ExprRef, pattern: &str, negated: bool, case_insensitive: bool, escape: Option<char>) -> ExprRef {
+    let pattern = if case_insensitive { LikePattern::new(&pattern.to_lowercase(), escape) } else { LikePattern::new(pattern, escape) };
     Arc::new(LikeConstant { child, pattern, negated, case_insensitive })
 }
 
@@ -201,6 +201,7 @@ struct LikeDynamic {
     pattern: ExprRef,
     negated: bool,
     case_insensitive: bool,
+    escape: Option<char>,
 }
 
 impl PhysicalExpr for LikeDynamic {
@@ -218,14 +219,14 @@ impl PhysicalExpr for LikeDynamic {
             } else {
                 (vs.get(i).to_string(), ps.get(i).to_string())
             };
-            LikePattern::new(&pattern).matches(value.as_bytes()) != self.negated
+            LikePattern::new(&pattern, self.escape).matches(value.as_bytes()) != self.negated
         });
         Ok(Vector::new(DataType::Boolean, wrap(out), combined_validity(&[&v, &p])))
     }
 }
 
-pub fn like_dynamic(child: ExprRef, pattern: ExprRef, negated: bool, case_insensitive: bool) -> ExprRef {
-    Arc::new(LikeDynamic { child, pattern, negated, case_insensitive })
+pub fn like_dynamic(child: ExprRef, pattern: ExprRef, negated: bool, case_insensitive: bool, escape: Option<char>) -> ExprRef {
+    Arc::new(LikeDynamic { child, pattern, negated, case_insensitive, escape })
 }
 
 /// `a || b` (NULL if any argument is NULL) or `concat(a, b, ...)` (NULLs skipped).
@@ -449,7 +450,7 @@ mod tests {
             ("_%_", "ab", true),
         ];
         for (pattern, text, expected) in cases {
-            assert_eq!(LikePattern::new(pattern).matches(text.as_bytes()), expected, "{pattern} vs {text}");
+            assert_eq!(LikePattern::new(pattern, Some('\\')).matches(text.as_bytes()), expected, "{pattern} vs {text}");
         }
     }
 

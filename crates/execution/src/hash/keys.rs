@@ -169,9 +169,8 @@ fn pack_part<K>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K], mut 
         VectorData::I128(v) => each!(v, |x: i128| x as u128),
         VectorData::F32(v) => each!(v, |x: f32| canonical_f32(x) as u128),
         VectorData::F64(v) => each!(v, |x: f64| canonical_f64(x) as u128),
-        VectorData::Interval(v) => each!(v, |x: apiary_types::Interval| ((x.months as u32 as u128) << 96)
-            | ((x.days as u32 as u128) << 64)
-            | x.micros as u64 as u128),
+        // Equal intervals ('1 day', '24 hours') must pack equally: use the normalised value.
+        VectorData::Interval(v) => each!(v, |x: apiary_types::Interval| x.normalized() as u128),
         VectorData::Str(s) => {
             for (k, &r) in keys.iter_mut().zip(rows) {
                 let bytes = s.get_bytes(r as usize);
@@ -230,11 +229,7 @@ fn encode_bytes(column: &Vector, r: usize, nulls_are_values: bool, out: &mut Vec
         VectorData::I128(v) => out.extend_from_slice(&v[r].to_le_bytes()),
         VectorData::F32(v) => out.extend_from_slice(&canonical_f32(v[r]).to_le_bytes()),
         VectorData::F64(v) => out.extend_from_slice(&canonical_f64(v[r]).to_le_bytes()),
-        VectorData::Interval(v) => {
-            out.extend_from_slice(&v[r].months.to_le_bytes());
-            out.extend_from_slice(&v[r].days.to_le_bytes());
-            out.extend_from_slice(&v[r].micros.to_le_bytes());
-        }
+        VectorData::Interval(v) => out.extend_from_slice(&v[r].normalized().to_le_bytes()),
         VectorData::Str(s) => {
             let bytes = s.get_bytes(r);
             out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());

@@ -257,6 +257,13 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
     fn finalize(&mut self) -> Result<Vector> {
         let seen: Vec<bool> = self.counts.iter().map(|&c| c > 0).collect();
         let validity = validity_from(&seen);
+        if let (SumOutput::Sum, DataType::Decimal { precision, .. }) = (self.output, self.output_type) {
+            // i128 holds more than 38 digits; the type does not.
+            let bound = POW10[precision as usize] as f64;
+            if self.sums.iter().any(|s| s.to_f64().abs() >= bound) {
+                return Err(exec_err!("numeric field overflow: sum exceeds {}", self.output_type));
+            }
+        }
         let data = match self.output {
             SumOutput::Sum => A::wrap(std::mem::take(&mut self.sums).into()),
             SumOutput::FloatAverage => {
@@ -567,11 +574,8 @@ fn encode_value(v: &Vector, r: usize, out: &mut Vec<u8>) {
         VectorData::F32(b) => out.extend_from_slice(&(if b[r] == 0.0 { 0.0f32 } else { b[r] }).to_le_bytes()),
         VectorData::F64(b) => out.extend_from_slice(&(if b[r] == 0.0 { 0.0f64 } else { b[r] }).to_le_bytes()),
         VectorData::Str(s) => out.extend_from_slice(s.get_bytes(r)),
-        VectorData::Interval(b) => {
-            out.extend_from_slice(&b[r].months.to_le_bytes());
-            out.extend_from_slice(&b[r].days.to_le_bytes());
-            out.extend_from_slice(&b[r].micros.to_le_bytes());
-        }
+        // Equal intervals ('1 day', '24 hours') are one distinct value.
+        VectorData::Interval(b) => out.extend_from_slice(&b[r].normalized().to_le_bytes()),
     }
 }
 
@@ -598,11 +602,9 @@ fn decode_values(data_type: DataType, values: &[&Vec<u8>]) -> Vector {
             values
                 .iter()
                 .map(|v| {
-                    apiary_types::Interval::new(
-                        i32::from_le_bytes(v[0..4].try_into().expect("width")),
-                        i32::from_le_bytes(v[4..8].try_into().expect("width")),
-                        i64::from_le_bytes(v[8..16].try_into().expect("width")),
-                    )
+                    let total = i128::from_le_bytes(v[0..16].try_into().expect("width"));
+                    let day = apiary_types::datetime::MICROS_PER_DAY as i128;
+                    apiary_types::Interval::new(0, (total / day) as i32, (total % day) as i64)
                 })
                 .collect::<Vec<_>>()
                 .into(),

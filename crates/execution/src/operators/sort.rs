@@ -135,10 +135,8 @@ fn encode_value(column: &Vector, row: usize, out: &mut Vec<u8>) {
         VectorData::F32(v) => out.extend_from_slice(&float_bits(v[row] as f64).to_be_bytes()),
         VectorData::F64(v) => out.extend_from_slice(&float_bits(v[row]).to_be_bytes()),
         VectorData::Interval(v) => {
-            let i = v[row];
-            // Order by an approximate total length, then by parts (for determinism).
-            let total = i.months as i128 * 30 * 86_400_000_000 + i.days as i128 * 86_400_000_000 + i.micros as i128;
-            out.extend_from_slice(&((total as u128) ^ (1 << 127)).to_be_bytes());
+            // PostgreSQL orders intervals by their normalised length.
+            out.extend_from_slice(&((v[row].normalized() as u128) ^ (1 << 127)).to_be_bytes());
         }
         VectorData::Str(s) => {
             for &b in s.get_bytes(row) {

@@ -57,8 +57,47 @@ fn as_bool(e: &Expr) -> Option<Option<bool>> {
     }
 }
 
+/// `CAST(date AS TIMESTAMP) op TIMESTAMP 't'` as a DATE comparison, so DATE columns are
+/// compared natively (and zone maps apply): TPC-H writes `l_shipdate <= DATE '...' -
+/// INTERVAL '90' DAY`, which is a TIMESTAMP.
+fn date_comparison(op: BinaryOp, left: Expr, right: Expr, data_type: apiary_types::DataType) -> Expr {
+    use apiary_types::datetime::MICROS_PER_DAY;
+    use apiary_types::DataType as D;
+    let rebuild = |op, l, r| Expr::Binary { op, left: Box::new(l), right: Box::new(r), data_type };
+    let (column, micros, op, flipped) = match (&left, &right) {
+        (Expr::Cast { expr, to: D::Timestamp }, Expr::Literal(ScalarValue::Timestamp(t), _)) if expr.data_type() == D::Date => {
+            ((**expr).clone(), *t, op, false)
+        }
+        (Expr::Literal(ScalarValue::Timestamp(t), _), Expr::Cast { expr, to: D::Timestamp }) if expr.data_type() == D::Date => {
+            ((**expr).clone(), *t, op.flipped(), true)
+        }
+        _ => return rebuild(op, left, right),
+    };
+    let day = micros.div_euclid(MICROS_PER_DAY);
+    let midnight = micros.rem_euclid(MICROS_PER_DAY) == 0;
+    let Ok(day) = i32::try_from(day) else { return rebuild(op, left, right) };
+    let date = |d: i32| Expr::Literal(ScalarValue::Date(d), D::Date);
+    // A date d (at midnight) compared with time t on day `day`:
+    let rewritten = match (op, midnight) {
+        (_, true) => Some((op, day)),
+        (BinaryOp::Lt | BinaryOp::LtEq, false) => Some((BinaryOp::LtEq, day)),
+        (BinaryOp::Gt | BinaryOp::GtEq, false) => Some((BinaryOp::Gt, day)),
+        _ => None,
+    };
+    match rewritten {
+        Some((new_op, d)) => rebuild(new_op, column, date(d)),
+        None if flipped => rebuild(op.flipped(), right, left),
+        None => rebuild(op, left, right),
+    }
+}
+
 fn simplify(expr: Expr) -> Expr {
     match expr {
+        Expr::Binary { op, left, right, data_type }
+            if op.is_comparison() && !matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom) =>
+        {
+            date_comparison(op, *left, *right, data_type)
+        }
         Expr::Binary { op: BinaryOp::And, left, right, data_type } => match (as_bool(&left), as_bool(&right)) {
             (Some(Some(true)), _) => *right,
             (_, Some(Some(true))) => *left,

@@ -40,9 +40,18 @@ fn push(plan: LogicalPlan) -> Result<LogicalPlan> {
 }
 
 /// Places the semi/anti join as deep in `left` as the needed columns allow.
-fn sink(kind: JoinKind, left: LogicalPlan, right: LogicalPlan, condition: Option<Expr>, mark: Option<apiary_sql::ColumnRef>, needed: &BTreeSet<ColumnId>) -> LogicalPlan {
+fn sink(
+    kind: JoinKind,
+    left: LogicalPlan,
+    right: LogicalPlan,
+    condition: Option<Expr>,
+    mark: Option<apiary_sql::ColumnRef>,
+    needed: &BTreeSet<ColumnId>,
+) -> LogicalPlan {
     match left {
-        LogicalPlan::Join { kind: JoinKind::Inner, left: a, right: b, condition: inner_condition, mark: inner_mark } if !needed.is_empty() => {
+        LogicalPlan::Join { kind: JoinKind::Inner, left: a, right: b, condition: inner_condition, mark: inner_mark }
+            if !needed.is_empty() =>
+        {
             let right_rows = crate::cardinality::estimate(&right).rows;
             let worth = |target: &LogicalPlan| right_rows <= crate::cardinality::estimate(target).rows;
             if needed.is_subset(&a.output_ids()) && worth(&a) {

@@ -332,7 +332,6 @@ fn scalar_subquery_join(
         .iter()
         .map(|(call, column): &(AggregateCall, ColumnRef)| (column.id, Expr::Literal(call.empty_value(), column.data_type)))
         .collect();
-    let has_non_null_empty_value = aggregates.iter().any(|(call, _)| !call.empty_value().is_null());
     let aggregate = LogicalPlan::Aggregate { groups: new_groups, aggregates, input: Box::new(rest) };
     // The value expression: the projected output (or the aggregate column itself).
     let (sub_plan, value_expr) = match projection {
@@ -351,9 +350,12 @@ fn scalar_subquery_join(
     let kind = if had_groups { JoinKind::Single } else { JoinKind::Left };
     let join = LogicalPlan::Join { kind, left: Box::new(input), right: Box::new(sub_plan), condition, mark: None };
     let mut replacement = output.expr();
-    if has_non_null_empty_value && !key_columns.is_empty() && !had_groups {
-        // No matching group means the aggregate ran over no rows: use its empty value.
-        let empty = value_expr.replace_columns(&|c| empty_values.get(&c.id).cloned());
+    let empty = value_expr.replace_columns(&|c| empty_values.get(&c.id).cloned());
+    let empty_is_null = matches!(empty, Expr::Literal(ref v, _) if v.is_null());
+    if !empty_is_null && !key_columns.is_empty() && !had_groups {
+        // No matching group means the subquery aggregated no rows: its value is the
+        // expression over the aggregates' empty values (count 0, others NULL), e.g.
+        // coalesce(sum(x), 0) = 0, not NULL.
         let data_type = output.data_type;
         replacement = Expr::Case {
             whens: vec![(Expr::is_null(key_columns[0].expr()), coerce_literal(empty, data_type))],

@@ -98,17 +98,22 @@ impl Binder<'_> {
                 if *any {
                     return Err(not_impl_err!("LIKE ANY"));
                 }
-                if let Some(escape) = escape_char {
-                    let is_backslash = matches!(escape.as_ref(), ast::Expr::Value(v) if matches!(&v.value, ast::Value::SingleQuotedString(s) if s == "\\"));
-                    if !is_backslash {
-                        return Err(not_impl_err!("LIKE ... ESCAPE other than '\\'"));
-                    }
-                }
-                let value = self.bind_expr(expr, scope)?;
-                let pattern = self.bind_expr(pattern, scope)?;
-                for (what, e) in [("left operand", &value), ("pattern", &pattern)] {
+                // PostgreSQL: backslash escapes by default; ESCAPE '' means no escape.
+                let escape = match escape_char {
+                    None => Some('\\'),
+                    Some(e) => match self.bind_expr(e, scope)? {
+                        Expr::Literal(ScalarValue::Utf8(s), _) if s.is_empty() => None,
+                        Expr::Literal(ScalarValue::Utf8(s), _) if s.chars().count() == 1 => s.chars().next(),
+                        _ => return Err(bind_err!("ESCAPE must be a single character")),
+                    },
+                };
+                let mut value = self.bind_expr(expr, scope)?;
+                let mut pattern = self.bind_expr(pattern, scope)?;
+                for (what, e) in [("left operand", &mut value), ("pattern", &mut pattern)] {
                     let t = e.data_type();
-                    if !t.is_string() && t != DataType::Null {
+                    if t == DataType::Null {
+                        *e = Expr::Literal(ScalarValue::Null, DataType::Varchar(None));
+                    } else if !t.is_string() {
                         return Err(type_err!("LIKE {what} must be a string, not {t}"));
                     }
                 }
@@ -117,6 +122,7 @@ impl Binder<'_> {
                     pattern: Box::new(pattern),
                     negated: *negated,
                     case_insensitive: matches!(whole, E::ILike { .. }),
+                    escape,
                 })
             }
             E::Case { operand, conditions, else_result, .. } => {
@@ -296,6 +302,16 @@ impl Binder<'_> {
 
     pub(crate) fn bind_comparison(&self, op: BinaryOp, left: Expr, right: Expr) -> Result<Expr> {
         let (left, right) = self.unify_string_literal(left, right)?;
+        // CHAR(n) ignores trailing blanks: values are stored without them, so a literal
+        // compared with a CHAR loses its trailing blanks too.
+        let trim_for_char = |e: Expr, other: &Expr| match (e, other.data_type()) {
+            (Expr::Literal(ScalarValue::Utf8(s), t), DataType::Char(_)) => {
+                Expr::Literal(ScalarValue::Utf8(s.trim_end_matches(' ').to_string()), t)
+            }
+            (e, _) => e,
+        };
+        let left = trim_for_char(left, &right);
+        let right = trim_for_char(right, &left);
         let (lt, rt) = (left.data_type(), right.data_type());
         let common = common_type(&lt, &rt).ok_or_else(|| type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()))?;
         if common == DataType::Interval && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq) && lt != rt {
@@ -320,9 +336,7 @@ impl Binder<'_> {
 
     fn bind_arithmetic(&self, op: BinaryOp, left: Expr, right: Expr) -> Result<Expr> {
         let (left, right) = self.unify_string_literal(left, right)?;
-        let date_only = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Interval(i), _) if i.micros == 0);
-        let interval_is_date_only = date_only(&left) || date_only(&right);
-        let types = arithmetic_types(op, &left.data_type(), &right.data_type(), interval_is_date_only)?;
+        let types = arithmetic_types(op, &left.data_type(), &right.data_type())?;
         let left = self.coerce(left, &types.left)?;
         let right = self.coerce(right, &types.right)?;
         Ok(Expr::binary(op, left, right, types.result))

@@ -181,11 +181,13 @@ impl Binder<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 Ok(Expr::Function { func: F::Concat, args, data_type: text })
             }
-            "abs" => {
+            "abs" | "sign" => {
                 arity(1, 1)?;
                 let value = self.numeric_arg(name, args.into_iter().next().expect("arity"))?;
+                let value = if value.data_type() == DataType::Real { self.cast(value, DataType::Double)? } else { value };
                 let t = value.data_type();
-                Ok(Expr::Function { func: F::Abs, args: vec![value], data_type: t })
+                let func = if name == "abs" { F::Abs } else { F::Sign };
+                Ok(Expr::Function { func, args: vec![value], data_type: t })
             }
             "round" => {
                 arity(1, 2)?;

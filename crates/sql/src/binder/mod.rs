@@ -173,7 +173,26 @@ impl<'a> Binder<'a> {
     /// column per table column, in table order, cast to the table's types (columns not
     /// listed get NULL).
     pub fn bind_insert_source(&mut self, table: &Table, target_columns: &[ast::Ident], source: &ast::Query) -> Result<BoundStatement> {
-        let (plan, columns) = self.bind_query_body(source)?;
+        let positions = self.insert_positions(table, target_columns)?;
+        // Plain VALUES lists convert each value straight to its column's type.
+        let plain_values = match source.body.as_ref() {
+            ast::SetExpr::Values(values) if source.with.is_none() && source.order_by.is_none() && source.limit_clause.is_none() => {
+                Some(values)
+            }
+            _ => None,
+        };
+        let (plan, columns) = match plain_values {
+            Some(values) => {
+                let targets: Vec<(String, DataType)> =
+                    positions.iter().map(|&p| (table.schema.fields[p].name.clone(), table.schema.fields[p].data_type)).collect();
+                self.bind_values_typed(values, Some(&targets))?
+            }
+            None => self.bind_query_body(source)?,
+        };
+        self.finish_insert(table, &positions, plan, columns)
+    }
+
+    fn insert_positions(&self, table: &Table, target_columns: &[ast::Ident]) -> Result<Vec<usize>> {
         let positions: Vec<usize> = if target_columns.is_empty() {
             (0..table.schema.len()).collect()
         } else {
@@ -193,6 +212,16 @@ impl<'a> Binder<'a> {
             }
             positions
         };
+        Ok(positions)
+    }
+
+    fn finish_insert(
+        &mut self,
+        table: &Table,
+        positions: &[usize],
+        plan: LogicalPlan,
+        columns: Vec<(String, ColumnRef)>,
+    ) -> Result<BoundStatement> {
         if columns.len() != positions.len() {
             return Err(bind_err!("INSERT has {} target columns but the source produces {} columns", positions.len(), columns.len()));
         }
@@ -338,7 +367,7 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
             "int" | "int4" | "integer" => DataType::Integer,
             "long" | "int8" => DataType::BigInt,
             "double" | "float8" => DataType::Double,
-            other => return Err(not_impl_err!("data type {other}")),
+            other => return Err(bind_err!("type \"{other}\" does not exist")),
         },
         other => return Err(not_impl_err!("data type {other}")),
     })

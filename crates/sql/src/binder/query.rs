@@ -218,7 +218,22 @@ impl Binder<'_> {
     }
 
     fn bind_values(&mut self, values: &ast::Values) -> Result<(LogicalPlan, OutputColumns)> {
+        self.bind_values_typed(values, None)
+    }
+
+    /// Binds VALUES; with `targets` (INSERT), each column converts to the target type the
+    /// way an assignment does, so `'2024-01-01'` and NULL fit a DATE column.
+    pub(crate) fn bind_values_typed(
+        &mut self,
+        values: &ast::Values,
+        targets: Option<&[(String, DataType)]>,
+    ) -> Result<(LogicalPlan, OutputColumns)> {
         let width = values.rows.first().map_or(0, |r| r.content.len());
+        if let Some(targets) = targets {
+            if targets.len() != width {
+                return Err(bind_err!("INSERT has {} target columns but VALUES has {} expressions", targets.len(), width));
+            }
+        }
         let mut rows: Vec<Vec<Expr>> = Vec::with_capacity(values.rows.len());
         for row in &values.rows {
             if row.content.len() != width {
@@ -230,22 +245,48 @@ impl Binder<'_> {
             }
             rows.push(bound);
         }
+        let is_text_literal = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Utf8(_), _));
         let mut types = vec![DataType::Null; width];
-        for row in &rows {
-            for (t, e) in types.iter_mut().zip(row) {
-                *t = common_type(t, &e.data_type())
-                    .ok_or_else(|| type_err!("VALUES types {} and {} cannot be matched", t, e.data_type()))?;
+        match targets {
+            Some(targets) => {
+                for (t, (_, target)) in types.iter_mut().zip(targets) {
+                    *t = if target.is_string() { DataType::Varchar(None) } else { *target };
+                }
+            }
+            None => {
+                // String literals adopt the column's other type (like PostgreSQL's unknown
+                // literals), so ('x', DATE '2024-01-02'), ('2024-01-01', ...) unify to DATE.
+                for column in 0..width {
+                    let mut t = DataType::Null;
+                    for row in &rows {
+                        let e = &row[column];
+                        if is_text_literal(e) {
+                            continue;
+                        }
+                        t = common_type(&t, &e.data_type())
+                            .ok_or_else(|| type_err!("VALUES types {} and {} cannot be matched", t, e.data_type()))?;
+                    }
+                    if rows.iter().any(|r| is_text_literal(&r[column])) {
+                        t = if t == DataType::Null { DataType::Varchar(None) } else { t };
+                    }
+                    types[column] = t;
+                }
             }
         }
-        for t in types.iter_mut() {
-            if *t == DataType::Null {
-                *t = DataType::Integer;
+        let mut converted = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut out = Vec::with_capacity(width);
+            for (column, (e, t)) in row.into_iter().zip(&types).enumerate() {
+                let e = match targets {
+                    Some(targets) => self.assignment_cast(e, &targets[column].1, &targets[column].0)?,
+                    None if is_text_literal(&e) && !t.is_string() => self.cast(e, *t)?,
+                    None => self.coerce(e, t)?,
+                };
+                out.push(e);
             }
+            converted.push(out);
         }
-        let rows: Vec<Vec<Expr>> = rows
-            .into_iter()
-            .map(|row| row.into_iter().zip(&types).map(|(e, t)| self.coerce(e, t)).collect::<Result<_>>())
-            .collect::<Result<_>>()?;
+        let rows = converted;
         let mut output = Vec::new();
         for (i, t) in types.iter().enumerate() {
             let nullable = rows.iter().any(|r| r[i].nullable());
@@ -263,7 +304,7 @@ impl Binder<'_> {
         let scope = Scope::from_columns(None, columns);
         let mut keys = Vec::new();
         for item in order_by {
-            let expr = match ordinal(&item.expr, columns.len())? {
+            let expr = match ordinal(&item.expr, columns.len(), "ORDER BY")? {
                 Some(idx) => columns[idx].1.expr(),
                 None => self.bind_expr(&item.expr, &scope)?,
             };
@@ -362,8 +403,14 @@ impl Binder<'_> {
             let aggregates = collector.calls;
             plan = LogicalPlan::Aggregate { groups: groups.clone(), aggregates, input: Box::new(plan) };
             if !key_map.is_empty() {
-                for (_, expr) in items.iter_mut() {
-                    *expr = crate::plan::rewrite_subquery_columns(std::mem::replace(expr, Expr::boolean(true)), &key_map);
+                let rewrite =
+                    |e: &mut Expr| *e = crate::plan::rewrite_subquery_columns(std::mem::replace(e, Expr::boolean(true)), &key_map);
+                items.iter_mut().for_each(|(_, e)| rewrite(e));
+                having.iter_mut().for_each(rewrite);
+                for key in order_keys.iter_mut() {
+                    if let OrderTarget::Expr(e) = &mut key.0 {
+                        rewrite(e);
+                    }
                 }
             }
             if let Some(h) = having.take() {
@@ -443,7 +490,7 @@ impl Binder<'_> {
                 _ => None,
             }
         };
-        if let Some(idx) = ordinal(group, select.projection.len())? {
+        if let Some(idx) = ordinal(group, select.projection.len(), "GROUP BY")? {
             return item_expr(&select.projection[idx]).ok_or_else(|| bind_err!("GROUP BY position {} is not an expression", idx + 1));
         }
         if let ast::Expr::Identifier(ident) = group {
@@ -511,7 +558,7 @@ impl Binder<'_> {
             if item.with_fill.is_some() {
                 return Err(not_impl_err!("ORDER BY ... WITH FILL"));
             }
-            if let Some(idx) = ordinal(&item.expr, items.len())? {
+            if let Some(idx) = ordinal(&item.expr, items.len(), "ORDER BY")? {
                 keys.push((OrderTarget::Output(idx), item.options.clone()));
                 continue;
             }
@@ -809,11 +856,11 @@ fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> Result<SortKey> {
 }
 
 /// `Some(index)` when `expr` is an integer literal used as a 1-based position.
-fn ordinal(expr: &ast::Expr, count: usize) -> Result<Option<usize>> {
+fn ordinal(expr: &ast::Expr, count: usize, clause: &str) -> Result<Option<usize>> {
     if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) = expr {
         let position: usize = text.parse().map_err(|_| bind_err!("position {text} is not a valid integer"))?;
         if position == 0 || position > count {
-            return Err(bind_err!("position {position} is not in select list"));
+            return Err(bind_err!("{clause} position {position} is not in select list"));
         }
         return Ok(Some(position - 1));
     }
