@@ -155,7 +155,7 @@ fn compare_json(line: &str, expected: &str) -> Result<(), String> {
                 }
                 (serde_json::Value::String(s), _) => s.trim_end() == w.trim_end(),
                 (serde_json::Value::Null, _) => w.is_empty(),
-                (other, _) => *w == other.to_string(),
+                (other, _) => other.as_str() == Some(*w) || other.to_string().as_str() == *w,
             };
             if !ok {
                 return Err(format!("row {r} column {c}: expected {w}, got {g}"));
