@@ -142,21 +142,8 @@ impl Connection {
             let (_, executed) = execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
             let elapsed = started.elapsed();
             lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
-            for (idx, (pipeline, text)) in executed.pipelines.iter().zip(executed.explain.split("\n\nPipeline ")).enumerate() {
-                let _ = text;
-                let stats = &pipeline.stats;
-                lines.push(format!(
-                    "Pipeline {idx}: {} work orders, {} rows from source, {} rows into sink, busy {:.3} ms",
-                    stats.morsels.load(Ordering::Relaxed),
-                    stats.source_rows.load(Ordering::Relaxed),
-                    stats.sink_rows.load(Ordering::Relaxed),
-                    stats.busy_nanos.load(Ordering::Relaxed) as f64 / 1e6
-                ));
-                lines.push(format!("    {}", pipeline.source.name()));
-                for (op, rows) in pipeline.operators.iter().zip(&stats.operator_rows) {
-                    lines.push(format!("    -> {} ({} rows)", op.name(), rows.load(Ordering::Relaxed)));
-                }
-                lines.push(format!("    -> {}", pipeline.sink.name()));
+            for (idx, pipeline) in executed.pipelines.iter().enumerate() {
+                lines.extend(pipeline.analyze(idx));
             }
         } else {
             let physical = plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads())?;

@@ -22,7 +22,11 @@ pub struct PipelineStats {
     pub source_rows: AtomicU64,
     /// Rows emitted by each operator.
     pub operator_rows: Vec<AtomicU64>,
+    /// Time spent in each operator and everything downstream of it (inclusive).
+    pub operator_nanos: Vec<AtomicU64>,
     pub sink_rows: AtomicU64,
+    /// Time spent in the sink's `consume`.
+    pub sink_nanos: AtomicU64,
     /// Wall time spent in this pipeline's work orders, summed over workers.
     pub busy_nanos: AtomicU64,
 }
@@ -91,16 +95,61 @@ fn push(
     depth: usize,
 ) -> Result<Control> {
     match (operators.split_first(), locals.split_first_mut()) {
-        (Some((operator, rest)), Some((local, rest_locals))) => operator.execute(chunk, local, ctx, &mut |out| {
-            if let Some(counter) = stats.operator_rows.get(depth) {
-                counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
+        (Some((operator, rest)), Some((local, rest_locals))) => {
+            let started = std::time::Instant::now();
+            let control = operator.execute(chunk, local, ctx, &mut |out| {
+                if let Some(counter) = stats.operator_rows.get(depth) {
+                    counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
+                }
+                push(out, rest, rest_locals, sink, sink_local, order, ctx, stats, depth + 1)
+            });
+            if let Some(counter) = stats.operator_nanos.get(depth) {
+                counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
-            push(out, rest, rest_locals, sink, sink_local, order, ctx, stats, depth + 1)
-        }),
-        _ => {
-            stats.sink_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
-            sink.consume(chunk, order, sink_local, ctx)
+            control
         }
+        _ => {
+            let started = std::time::Instant::now();
+            stats.sink_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
+            let control = sink.consume(chunk, order, sink_local, ctx);
+            stats.sink_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            control
+        }
+    }
+}
+
+impl Pipeline {
+    /// EXPLAIN ANALYZE text: work orders, then each operator with its rows and its own
+    /// time (summed over workers).
+    pub fn analyze(&self, index: usize) -> Vec<String> {
+        let stats = &self.stats;
+        let ms = |nanos: u64| nanos as f64 / 1e6;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let busy = load(&stats.busy_nanos);
+        let inclusive: Vec<u64> = stats.operator_nanos.iter().map(load).collect();
+        let sink = load(&stats.sink_nanos);
+        let downstream = |i: usize| inclusive.get(i).copied().unwrap_or(sink);
+        let mut lines = vec![format!(
+            "Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers)",
+            load(&stats.morsels),
+            ms(busy)
+        )];
+        lines.push(format!(
+            "    {} -- {} rows, {:.2} ms",
+            self.source.name(),
+            load(&stats.source_rows),
+            ms(busy.saturating_sub(downstream(0)))
+        ));
+        for (i, operator) in self.operators.iter().enumerate() {
+            lines.push(format!(
+                "    -> {} -- {} rows, {:.2} ms",
+                operator.name(),
+                load(&stats.operator_rows[i]),
+                ms(inclusive[i].saturating_sub(downstream(i + 1)))
+            ));
+        }
+        lines.push(format!("    -> {} -- {} rows in, {:.2} ms", self.sink.name(), load(&stats.sink_rows), ms(sink)));
+        lines
     }
 }
 

@@ -24,7 +24,7 @@ use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
-use crate::expr::{compile, evaluate_constant};
+use crate::expr::{compile_with, evaluate_constant, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
@@ -101,6 +101,12 @@ impl<'a> PhysicalPlanner<'a> {
         Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, explain: self.explain.join("\n") })
     }
 
+    /// Compiles an expression with this session's options (`SET simd`).
+    fn compile_expr(&self, expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
+        let options = CompileOptions { simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar } };
+        compile_with(expr, layout, &options)
+    }
+
     fn new_branch(&mut self, source: Arc<dyn Source>, layout: Vec<ColumnRef>, step: String) -> Branch {
         let id = self.next_branch;
         self.next_branch += 1;
@@ -126,7 +132,7 @@ impl<'a> PhysicalPlanner<'a> {
             text.push_str(&format!("    -> {sink_label} [sink #{sink_id}]"));
             self.explain.push(text);
             let stats =
-                PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
+                PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), operator_nanos: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
             let pipeline = Pipeline {
                 source: branch.source,
                 operators: branch.operators,
@@ -148,7 +154,7 @@ impl<'a> PhysicalPlanner<'a> {
         if current.iter().eq(columns.iter().map(|c| &c.id)) {
             return Ok(());
         }
-        let exprs = columns.iter().map(|c| compile(&c.expr(), &current)).collect::<Result<Vec<_>>>()?;
+        let exprs = columns.iter().map(|c| self.compile_expr(&c.expr(), &current)).collect::<Result<Vec<_>>>()?;
         let description = columns.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ");
         branch.operators.push(Arc::new(ProjectOperator { exprs, description: description.clone() }));
         branch.steps.push(format!("-> Project {description}"));
@@ -172,7 +178,7 @@ impl<'a> PhysicalPlanner<'a> {
                 predicate.collect_columns(&mut needed);
                 let mut branches = self.plan_node(input, &needed)?;
                 for branch in branches.iter_mut() {
-                    let compiled = compile(predicate, &branch.ids())?;
+                    let compiled = self.compile_expr(predicate, &branch.ids())?;
                     branch.operators.push(Arc::new(FilterOperator { predicate: compiled, description: predicate.to_string() }));
                     branch.steps.push(format!("-> Filter {predicate}"));
                 }
@@ -186,7 +192,7 @@ impl<'a> PhysicalPlanner<'a> {
                 let mut branches = self.plan_node(input, &needed)?;
                 for branch in branches.iter_mut() {
                     let ids = branch.ids();
-                    let compiled = exprs.iter().map(|(e, _)| compile(e, &ids)).collect::<Result<Vec<_>>>()?;
+                    let compiled = exprs.iter().map(|(e, _)| self.compile_expr(e, &ids)).collect::<Result<Vec<_>>>()?;
                     let description = exprs
                         .iter()
                         .map(|(e, c)| if e == &c.expr() { c.name.to_string() } else { format!("{e} AS {}", c.name) })
@@ -228,7 +234,7 @@ impl<'a> PhysicalPlanner<'a> {
                     for branch in branches.iter_mut() {
                         // Map the input's columns positionally onto the union's columns.
                         let ids = branch.ids();
-                        let exprs = input_columns.iter().map(|c| compile(&c.expr(), &ids)).collect::<Result<Vec<_>>>()?;
+                        let exprs = input_columns.iter().map(|c| self.compile_expr(&c.expr(), &ids)).collect::<Result<Vec<_>>>()?;
                         branch.operators.push(Arc::new(ProjectOperator { exprs, description: "union input".to_string() }));
                         branch.steps.push("-> Project (union input)".to_string());
                         branch.layout = output.clone();
@@ -248,7 +254,7 @@ impl<'a> PhysicalPlanner<'a> {
         let read_columns: Vec<usize> = scan.columns.iter().map(|(idx, _)| *idx).collect();
         let read_ids: Vec<ColumnId> = scan.columns.iter().map(|(_, c)| c.id).collect();
         let filter = match Expr::conjunction(scan.filters.iter().cloned()) {
-            Some(f) => Some(compile(&f, &read_ids)?),
+            Some(f) => Some(self.compile_expr(&f, &read_ids)?),
             None => None,
         };
         let zone_predicates = zone_predicates(scan);
@@ -287,15 +293,15 @@ impl<'a> PhysicalPlanner<'a> {
             self.reorder_to(branch, &layout)?;
         }
         let ids: Vec<ColumnId> = layout.iter().map(|c| c.id).collect();
-        let group_exprs = groups.iter().map(|(e, _)| compile(e, &ids)).collect::<Result<Vec<_>>>()?;
+        let group_exprs = groups.iter().map(|(e, _)| self.compile_expr(e, &ids)).collect::<Result<Vec<_>>>()?;
         let group_nullable = groups.iter().map(|(e, _)| e.nullable()).collect();
         let mut inputs = Vec::new();
         for (call, column) in aggregates {
             let argument = match call.args.first() {
-                Some(a) if call.func != AggregateFunction::CountStar => Some(compile(a, &ids)?),
+                Some(a) if call.func != AggregateFunction::CountStar => Some(self.compile_expr(a, &ids)?),
                 _ => None,
             };
-            let filter = call.filter.as_ref().map(|f| compile(f, &ids)).transpose()?;
+            let filter = call.filter.as_ref().map(|f| self.compile_expr(f, &ids)).transpose()?;
             let spec = AggregateSpec {
                 func: call.func,
                 input_type: argument.as_ref().map(|a| a.data_type()),
@@ -337,7 +343,7 @@ impl<'a> PhysicalPlanner<'a> {
             self.reorder_to(branch, &layout)?;
         }
         let ids: Vec<ColumnId> = layout.iter().map(|c| c.id).collect();
-        let compiled = keys.iter().map(|k| compile(&k.expr, &ids)).collect::<Result<Vec<_>>>()?;
+        let compiled = keys.iter().map(|k| self.compile_expr(&k.expr, &ids)).collect::<Result<Vec<_>>>()?;
         let orders = keys.iter().map(|k| SortOrder { ascending: k.ascending, nulls_first: k.nulls_first }).collect();
         let types = layout.iter().map(|c| c.data_type).collect();
         let description = keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
@@ -473,7 +479,7 @@ impl<'a> PhysicalPlanner<'a> {
             .map(|(i, _)| i)
             .collect();
         let build_payload_columns: Vec<ColumnRef> = build_payload.iter().map(|&i| build_layout[i].clone()).collect();
-        let compiled_build_keys = build_keys.iter().map(|k| compile(k, &build_layout_ids)).collect::<Result<Vec<_>>>()?;
+        let compiled_build_keys = build_keys.iter().map(|k| self.compile_expr(k, &build_layout_ids)).collect::<Result<Vec<_>>>()?;
 
         // Probe side.
         let mut probe_branches = self.plan_node(probe_plan, &probe_needed)?;
@@ -482,7 +488,7 @@ impl<'a> PhysicalPlanner<'a> {
             self.reorder_to(branch, &probe_layout)?;
         }
         let probe_layout_ids: Vec<ColumnId> = probe_layout.iter().map(|c| c.id).collect();
-        let compiled_probe_keys = probe_keys.iter().map(|k| compile(k, &probe_layout_ids)).collect::<Result<Vec<_>>>()?;
+        let compiled_probe_keys = probe_keys.iter().map(|k| self.compile_expr(k, &probe_layout_ids)).collect::<Result<Vec<_>>>()?;
         let probe_output: Vec<usize> = if matches!(mode, JoinMode::BuildSemi | JoinMode::BuildAnti) {
             Vec::new()
         } else {
@@ -500,7 +506,7 @@ impl<'a> PhysicalPlanner<'a> {
             build_payload_columns.iter().enumerate().filter(|(_, c)| residual_columns.contains(&c.id)).map(|(i, _)| i).collect();
         let residual_layout: Vec<ColumnId> =
             probe_residual.iter().map(|&i| probe_layout[i].id).chain(build_residual.iter().map(|&i| build_payload_columns[i].id)).collect();
-        let compiled_residual = residual_expr.as_ref().map(|r| compile(r, &residual_layout)).transpose()?;
+        let compiled_residual = residual_expr.as_ref().map(|r| self.compile_expr(r, &residual_layout)).transpose()?;
 
         let mut description = format!("{mode:?}");
         if !probe_keys.is_empty() {

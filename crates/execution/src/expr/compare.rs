@@ -13,11 +13,14 @@ use apiary_common::{internal_err, Result};
 use apiary_sql::expr::BinaryOp;
 use apiary_types::datatype::PhysicalType;
 use apiary_types::vector::NativeType;
+use apiary_sql::expr::Expr;
 use apiary_types::{DataChunk, DataType, Interval, ScalarValue, Vector};
 
+use super::simd::{CmpKind, SimdLevel, SimdSelect};
 use super::{chunk_with_rows, combined_validity, map_rows, rows_of, wrap, ExprRef, LiteralExpr, PhysicalExpr};
 
 pub trait CmpOp: Send + Sync + Debug + Default + 'static {
+    const KIND: CmpKind;
     fn apply<T: PartialOrd + ?Sized>(a: &T, b: &T) -> bool;
 }
 
@@ -26,6 +29,7 @@ macro_rules! cmp_op {
         #[derive(Debug, Default)]
         pub struct $name;
         impl CmpOp for $name {
+            const KIND: CmpKind = CmpKind::$name;
             #[inline(always)]
             fn apply<T: PartialOrd + ?Sized>(a: &T, b: &T) -> bool {
                 a $op b
@@ -40,6 +44,35 @@ cmp_op!(Lt, <);
 cmp_op!(LtEq, <=);
 cmp_op!(Gt, >);
 cmp_op!(GtEq, >=);
+
+/// Native types that may have SIMD selection kernels.
+pub(crate) trait MaybeSimd: NativeType {
+    /// Positions of `values` satisfying the bounds, via a SIMD kernel when this type has
+    /// one (`None` otherwise).
+    fn simd_select(_values: &[Self], _first: (CmpKind, Self), _second: Option<(CmpKind, Self)>, _level: SimdLevel) -> Option<Vec<u32>> {
+        None
+    }
+}
+
+macro_rules! simd_type {
+    ($($t:ty),*) => {$(
+        impl MaybeSimd for $t {
+            fn simd_select(values: &[Self], first: (CmpKind, Self), second: Option<(CmpKind, Self)>, level: SimdLevel) -> Option<Vec<u32>> {
+                let mut out = vec![0u32; values.len()];
+                let n = <$t as SimdSelect>::select(values, first, second, &mut out, level);
+                out.truncate(n);
+                Some(out)
+            }
+        }
+    )*};
+}
+simd_type!(i32, i64, f64);
+
+impl MaybeSimd for bool {}
+impl MaybeSimd for i16 {}
+impl MaybeSimd for i128 {}
+impl MaybeSimd for f32 {}
+impl MaybeSimd for Interval {}
 
 /// Evaluates `child` for exactly `rows` of `chunk`.
 pub(crate) fn evaluate_rows(child: &ExprRef, chunk: &DataChunk, rows: &[u32]) -> Result<Vector> {
@@ -89,10 +122,11 @@ pub(crate) fn filter_rows(
 struct CompareConst<T, O> {
     child: ExprRef,
     constant: T,
+    simd: SimdLevel,
     _op: PhantomData<O>,
 }
 
-impl<T: NativeType, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
+impl<T: MaybeSimd, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
     fn data_type(&self) -> DataType {
         DataType::Boolean
     }
@@ -109,7 +143,139 @@ impl<T: NativeType, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
         let v = evaluate_rows(&self.child, chunk, rows)?;
         let values = v.values::<T>();
         let c = self.constant;
+        // A whole vector without NULLs: a SIMD kernel writes the qualifying positions.
+        if rows.len() == chunk.physical_len() && v.validity.is_none() {
+            if let Some(selected) = T::simd_select(values, (O::KIND, c), None, self.simd) {
+                return Ok(selected);
+            }
+        }
         Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| O::apply(&values[i], &c)))
+    }
+}
+
+/// `lower op1 expr op2 upper`: a range on one expression (BETWEEN, and pairs of bounds),
+/// evaluated in one pass.
+#[derive(Debug)]
+struct RangeConst<T> {
+    child: ExprRef,
+    lower: (CmpKind, T),
+    upper: (CmpKind, T),
+    simd: SimdLevel,
+}
+
+impl<T: MaybeSimd> RangeConst<T> {
+    #[inline(always)]
+    fn test(&self, v: T) -> bool {
+        self.lower.0.test(v, self.lower.1) && self.upper.0.test(v, self.upper.1)
+    }
+}
+
+impl<T: MaybeSimd> PhysicalExpr for RangeConst<T> {
+    fn data_type(&self) -> DataType {
+        DataType::Boolean
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let values = v.values::<T>();
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.test(values[i]));
+        Ok(Vector::new(DataType::Boolean, wrap(out), v.validity.clone()))
+    }
+
+    fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
+        let v = evaluate_rows(&self.child, chunk, rows)?;
+        let values = v.values::<T>();
+        if rows.len() == chunk.physical_len() && v.validity.is_none() {
+            if let Some(selected) = T::simd_select(values, self.lower, Some(self.upper), self.simd) {
+                return Ok(selected);
+            }
+        }
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.test(values[i])))
+    }
+}
+
+fn cmp_kind(op: BinaryOp) -> Option<CmpKind> {
+    Some(match op {
+        BinaryOp::Lt => CmpKind::Lt,
+        BinaryOp::LtEq => CmpKind::LtEq,
+        BinaryOp::Gt => CmpKind::Gt,
+        BinaryOp::GtEq => CmpKind::GtEq,
+        _ => return None,
+    })
+}
+
+/// Splits conjuncts into (column, lower bound, upper bound) ranges on one column and the
+/// rest: `x >= a AND x < b` becomes one range.
+pub(crate) fn extract_ranges(parts: Vec<Expr>) -> (Vec<(Expr, (CmpKind, ScalarValue), (CmpKind, ScalarValue))>, Vec<Expr>) {
+    // (column, kind, constant) of each bound; `x op c` and `c op x` both count.
+    let bound = |e: &Expr| -> Option<(Expr, CmpKind, ScalarValue)> {
+        let Expr::Binary { op, left, right, .. } = e else { return None };
+        match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(_), Expr::Literal(v, _)) if !v.is_null() => Some(((**left).clone(), cmp_kind(*op)?, v.clone())),
+            (Expr::Literal(v, _), Expr::Column(_)) if !v.is_null() => Some(((**right).clone(), cmp_kind(op.flipped())?, v.clone())),
+            _ => None,
+        }
+    };
+    let mut ranges = Vec::new();
+    let mut used = vec![false; parts.len()];
+    for i in 0..parts.len() {
+        if used[i] {
+            continue;
+        }
+        let Some((column, kind_i, value_i)) = bound(&parts[i]) else { continue };
+        let is_lower = |k: CmpKind| matches!(k, CmpKind::Gt | CmpKind::GtEq);
+        for j in i + 1..parts.len() {
+            if used[j] {
+                continue;
+            }
+            let Some((other, kind_j, value_j)) = bound(&parts[j]) else { continue };
+            if other != column || is_lower(kind_i) == is_lower(kind_j) {
+                continue;
+            }
+            let (lower, upper) = if is_lower(kind_i) { ((kind_i, value_i.clone()), (kind_j, value_j)) } else { ((kind_j, value_j), (kind_i, value_i.clone())) };
+            ranges.push((column.clone(), lower, upper));
+            used[i] = true;
+            used[j] = true;
+            break;
+        }
+    }
+    let rest = parts.into_iter().zip(used).filter(|(_, u)| !u).map(|(p, _)| p).collect();
+    (ranges, rest)
+}
+
+/// Compiles a range predicate on `child`.
+pub fn range(child: ExprRef, lower: (CmpKind, ScalarValue), upper: (CmpKind, ScalarValue), simd: SimdLevel) -> Result<ExprRef> {
+    macro_rules! native {
+        ($t:ty) => {{
+            let l = <$t>::from_scalar(&lower.1).ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", lower.1, child.data_type()))?;
+            let u = <$t>::from_scalar(&upper.1).ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", upper.1, child.data_type()))?;
+            Arc::new(RangeConst::<$t> { child, lower: (lower.0, l), upper: (upper.0, u), simd }) as ExprRef
+        }};
+    }
+    Ok(match child.data_type().physical() {
+        PhysicalType::I16 => native!(i16),
+        PhysicalType::I32 => native!(i32),
+        PhysicalType::I64 => native!(i64),
+        PhysicalType::I128 => native!(i128),
+        PhysicalType::F32 => native!(f32),
+        PhysicalType::F64 => native!(f64),
+        _ => {
+            // Other types (strings): two comparisons.
+            let lo = comparison(op_of(lower.0), child.clone(), child.clone(), None, Some(&lower.1), simd)?;
+            let hi = comparison(op_of(upper.0), child.clone(), child, None, Some(&upper.1), simd)?;
+            super::logic::and(vec![lo, hi])
+        }
+    })
+}
+
+fn op_of(kind: CmpKind) -> BinaryOp {
+    match kind {
+        CmpKind::Eq => BinaryOp::Eq,
+        CmpKind::NotEq => BinaryOp::NotEq,
+        CmpKind::Lt => BinaryOp::Lt,
+        CmpKind::LtEq => BinaryOp::LtEq,
+        CmpKind::Gt => BinaryOp::Gt,
+        CmpKind::GtEq => BinaryOp::GtEq,
     }
 }
 
@@ -231,13 +397,13 @@ from_scalar!(f32, ScalarValue::Float32(v) => *v);
 from_scalar!(f64, ScalarValue::Float64(v) => *v);
 from_scalar!(Interval, ScalarValue::Interval(v) => *v);
 
-fn make_compare<O: CmpOp>(physical: PhysicalType, left: ExprRef, right: ExprRef, constant: Option<&ScalarValue>) -> Result<ExprRef> {
+fn make_compare<O: CmpOp>(physical: PhysicalType, left: ExprRef, right: ExprRef, constant: Option<&ScalarValue>, simd: SimdLevel) -> Result<ExprRef> {
     macro_rules! native {
         ($t:ty) => {
             match constant {
                 Some(c) => {
                     let constant = <$t>::from_scalar(c).ok_or_else(|| internal_err!("constant {c:?} does not match {:?}", physical))?;
-                    Arc::new(CompareConst::<$t, O> { child: left, constant, _op: PhantomData }) as ExprRef
+                    Arc::new(CompareConst::<$t, O> { child: left, constant, simd, _op: PhantomData }) as ExprRef
                 }
                 None => Arc::new(Compare::<$t, O> { left, right, _types: PhantomData }) as ExprRef,
             }
@@ -267,6 +433,7 @@ pub fn comparison(
     right: ExprRef,
     left_literal: Option<&ScalarValue>,
     right_literal: Option<&ScalarValue>,
+    simd: SimdLevel,
 ) -> Result<ExprRef> {
     if matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom) {
         return Ok(Arc::new(DistinctFrom { left, right, negated: op == BinaryOp::IsNotDistinctFrom }));
@@ -282,12 +449,12 @@ pub fn comparison(
     };
     let physical = left.data_type().physical();
     match op {
-        BinaryOp::Eq => make_compare::<Eq>(physical, left, right, constant),
-        BinaryOp::NotEq => make_compare::<NotEq>(physical, left, right, constant),
-        BinaryOp::Lt => make_compare::<Lt>(physical, left, right, constant),
-        BinaryOp::LtEq => make_compare::<LtEq>(physical, left, right, constant),
-        BinaryOp::Gt => make_compare::<Gt>(physical, left, right, constant),
-        BinaryOp::GtEq => make_compare::<GtEq>(physical, left, right, constant),
+        BinaryOp::Eq => make_compare::<Eq>(physical, left, right, constant, simd),
+        BinaryOp::NotEq => make_compare::<NotEq>(physical, left, right, constant, simd),
+        BinaryOp::Lt => make_compare::<Lt>(physical, left, right, constant, simd),
+        BinaryOp::LtEq => make_compare::<LtEq>(physical, left, right, constant, simd),
+        BinaryOp::Gt => make_compare::<Gt>(physical, left, right, constant, simd),
+        BinaryOp::GtEq => make_compare::<GtEq>(physical, left, right, constant, simd),
         other => Err(internal_err!("{other:?} is not a comparison")),
     }
 }

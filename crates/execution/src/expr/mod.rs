@@ -26,6 +26,7 @@ mod cast;
 mod compare;
 mod functions;
 mod logic;
+pub mod simd;
 mod string;
 
 use std::fmt::Debug;
@@ -137,8 +138,27 @@ impl Layout for Vec<ColumnId> {
     }
 }
 
+/// Choices made when compiling expressions (from the session settings).
+#[derive(Debug, Clone, Copy)]
+pub struct CompileOptions {
+    /// Instruction set for selection kernels (`Scalar` when `SET simd = off`).
+    pub simd: simd::SimdLevel,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions { simd: simd::detected_level() }
+    }
+}
+
 /// Compiles a bound expression against the column layout of its input chunks.
 pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
+    compile_with(expr, layout, &CompileOptions::default())
+}
+
+/// [`compile`] with explicit options.
+pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) -> Result<ExprRef> {
+    let compile = |e: &Expr, layout: &dyn Layout| compile_with(e, layout, options);
     Ok(match expr {
         Expr::Column(c) => {
             let index = layout.position(c.id).ok_or_else(|| internal_err!("column {} ({}) is not in the input", c.name, c.id))?;
@@ -147,12 +167,23 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
         Expr::Literal(value, data_type) => Arc::new(LiteralExpr { value: value.clone(), data_type: *data_type }),
         Expr::Unary(UnaryOp::Not, inner) => logic::not(compile(inner, layout)?),
         Expr::Unary(UnaryOp::Negate, inner) => arithmetic::negate(compile(inner, layout)?)?,
-        Expr::Binary { op: BinaryOp::And, left, right, .. } => {
-            // Flatten chains of AND into one node so selections narrow step by step.
+        Expr::Binary { op: BinaryOp::And, .. } => {
+            // Flatten chains of AND into one node so selections narrow step by step;
+            // a lower and an upper bound on one column become one range kernel.
             let parts = expr.clone().split_conjunction();
-            let children = parts.iter().map(|p| compile(p, layout)).collect::<Result<Vec<_>>>()?;
-            let _ = (left, right);
-            logic::and(children)
+            let (ranges, rest) = compare::extract_ranges(parts);
+            let mut children = Vec::new();
+            for (column, lower, upper) in ranges {
+                children.push(compare::range(compile(&column, layout)?, lower, upper, options.simd)?);
+            }
+            for part in &rest {
+                children.push(compile(part, layout)?);
+            }
+            if children.len() == 1 {
+                children.pop().expect("one child")
+            } else {
+                logic::and(children)
+            }
         }
         Expr::Binary { op: BinaryOp::Or, .. } => {
             let parts: Vec<&Expr> = expr.split_disjunction();
@@ -163,7 +194,7 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
             let l = compile(left, layout)?;
             let r = compile(right, layout)?;
             if op.is_comparison() {
-                compare::comparison(*op, l, r, literal_of(left), literal_of(right))?
+                compare::comparison(*op, l, r, literal_of(left), literal_of(right), options.simd)?
             } else if *op == BinaryOp::Concat {
                 string::concat(vec![l, r], true)
             } else {
@@ -187,7 +218,7 @@ pub fn compile(expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
                 let mut parts = Vec::new();
                 for item in list {
                     let item_expr = compile(item, layout)?;
-                    parts.push(compare::comparison(BinaryOp::Eq, value.clone(), item_expr, None, literal_of(item))?);
+                    parts.push(compare::comparison(BinaryOp::Eq, value.clone(), item_expr, None, literal_of(item), options.simd)?);
                 }
                 let any = logic::or(parts);
                 if *negated {

@@ -10,6 +10,8 @@ use apiary_common::hash::{hash_bytes, hash_u128, hash_u64};
 use super::keys::{KeyWidth, PackedKeys};
 
 const EMPTY: u32 = u32::MAX;
+/// Tables smaller than this stay in cache: prefetching would only cost instructions.
+const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 const INITIAL_CAPACITY: usize = 1024;
 
 #[derive(Clone, Copy)]
@@ -170,6 +172,40 @@ impl GroupTable {
             Table::U64(t) => t.keys.len(),
             Table::U128(t) => t.keys.len(),
             Table::Bytes(t) => t.hashes.len(),
+        }
+    }
+
+    /// Prefetches the slot a key with `hash` probes first.
+    #[inline(always)]
+    fn prefetch(&self, hash: u64) {
+        let address = match &self.table {
+            Table::Single { .. } => return,
+            Table::U64(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
+            Table::U128(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
+            Table::Bytes(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
+        };
+        super::join_table::prefetch_read(address);
+    }
+
+    /// [`GroupTable::lookup`] with group prefetching (ROF §4.3) when the table is larger
+    /// than the cache: the slots of `group` keys are prefetched before they are probed.
+    pub fn lookup_prefetched(
+        &mut self,
+        keys: &PackedKeys,
+        hashes: &[u64],
+        indices: &[u32],
+        groups: &mut Vec<u32>,
+        new_groups: &mut Vec<u32>,
+        group: usize,
+    ) {
+        if group == 0 || self.memory_bytes() < PREFETCH_THRESHOLD_BYTES {
+            return self.lookup(keys, hashes, indices, groups, new_groups);
+        }
+        for part in indices.chunks(group) {
+            for &j in part {
+                self.prefetch(hashes[j as usize]);
+            }
+            self.lookup(keys, hashes, part, groups, new_groups);
         }
     }
 

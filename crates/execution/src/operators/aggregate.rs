@@ -107,7 +107,7 @@ impl Sink for AggregateSink {
         Box::new(AggregateLocal { tables: tables.unwrap_or_default(), groups: Vec::new(), new_groups: Vec::new() })
     }
 
-    fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+    fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, ctx: &ExecContext) -> Result<Control> {
         let agg = &self.0;
         let state = local::<AggregateLocal>(state);
         if state.tables.is_empty() {
@@ -175,7 +175,7 @@ impl Sink for AggregateSink {
             let table = &mut state.tables[p];
             state.groups.clear();
             state.new_groups.clear();
-            table.groups.lookup(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups);
+            table.groups.lookup_prefetched(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups, ctx.config.prefetch_group);
             if !state.new_groups.is_empty() {
                 let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
                 for (builder, key) in table.keys.iter_mut().zip(&keys) {

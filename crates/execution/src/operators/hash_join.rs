@@ -281,14 +281,30 @@ impl Operator for HashJoinProbe {
         let key_columns = join.probe_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         let keys = join.packer.pack(&key_columns, &rows);
         let hashes = keys.hashes();
-        // Hash all, prefetch all, then look up (group prefetching, ROF §4.3).
-        if ctx.config.prefetch_group > 0 && built.table.directory_bytes() > PREFETCH_THRESHOLD_BYTES {
-            for &h in &hashes {
-                built.table.prefetch(h);
+        // Group prefetching (ROF §4.3): per group of keys, prefetch every key's slot, then
+        // look them all up, so the cache misses of a group overlap. Only for directories
+        // that do not fit in cache; below that, prefetching only costs instructions.
+        let group = ctx.config.prefetch_group;
+        let mut heads = vec![NONE; rows.len()];
+        if group > 0 && built.table.directory_bytes() > PREFETCH_THRESHOLD_BYTES {
+            for start in (0..rows.len()).step_by(group) {
+                let end = (start + group).min(rows.len());
+                for &h in &hashes[start..end] {
+                    built.table.prefetch(h);
+                }
+                for j in start..end {
+                    if keys.is_valid(j) {
+                        heads[j] = built.table.find(&keys, j, hashes[j]);
+                    }
+                }
+            }
+        } else {
+            for (j, head) in heads.iter_mut().enumerate() {
+                if keys.is_valid(j) {
+                    *head = built.table.find(&keys, j, hashes[j]);
+                }
             }
         }
-        let heads: Vec<u32> =
-            (0..rows.len()).map(|j| if keys.is_valid(j) { built.table.find(&keys, j, hashes[j]) } else { NONE }).collect();
         match join.mode {
             JoinMode::Semi | JoinMode::Anti | JoinMode::NullAwareAnti | JoinMode::Mark { .. } if join.residual.is_none() => {
                 self.emit_filtered(&chunk, &rows, &keys, &heads, built, emit)

@@ -57,6 +57,23 @@ impl TableScan {
     }
 }
 
+/// A vector whose survivors are fewer than 1/this of its rows goes through the stage buffer.
+const STAGE_DENSITY_DIVISOR: usize = 2;
+
+impl TableScan {
+    /// Emits the staged row ids of `block` as one dense chunk of the output columns.
+    fn flush_stage(&self, block: &apiary_storage::Block, stage: &mut Vec<u32>, emit: &mut Emit) -> Result<Control> {
+        if stage.is_empty() {
+            return Ok(Control::Continue);
+        }
+        let columns: Vec<_> = self.output.iter().map(|&i| block.column(self.read_columns[i]).vector().gather(stage)).collect();
+        let len = stage.len();
+        stage.clear();
+        let chunk = if columns.is_empty() { DataChunk::empty_columns(len) } else { DataChunk::new(columns, len) };
+        emit(chunk)
+    }
+}
+
 impl Source for TableScan {
     fn name(&self) -> String {
         format!("Scan {}", self.label)
@@ -78,6 +95,11 @@ impl Source for TableScan {
             }
         }
         let vector_size = ctx.config.vector_size;
+        // Stage boundary (ROF): survivors of a selective filter are collected as block row
+        // ids until a full vector is ready, then gathered densely; downstream operators
+        // get full vectors instead of many sparse ones.
+        let staging = ctx.config.staging && self.filter.is_some();
+        let mut stage: Vec<u32> = Vec::new();
         let mut offset = 0;
         while offset < block.row_count {
             let len = vector_size.min(block.row_count - offset);
@@ -86,9 +108,22 @@ impl Source for TableScan {
             if let Some(filter) = &self.filter {
                 let all: Vec<u32> = (0..len as u32).collect();
                 let selected = filter.select(&chunk, &all)?;
+                if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
+                    stage.extend(selected.iter().map(|&r| r + offset as u32));
+                    offset += len;
+                    if stage.len() >= vector_size && self.flush_stage(block, &mut stage, emit)? == Control::Finished {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 offset += len;
                 if selected.is_empty() {
                     continue;
+                }
+                // Dense survivors pass through with a selection vector (no copy), after
+                // whatever the stage holds, so rows stay in order.
+                if self.flush_stage(block, &mut stage, emit)? == Control::Finished {
+                    return Ok(());
                 }
                 if selected.len() < len {
                     chunk.set_selection(Some(selected));
@@ -98,9 +133,10 @@ impl Source for TableScan {
             }
             let chunk = if self.output.len() == self.read_columns.len() { chunk } else { chunk.project(&self.output) };
             if emit(chunk)? == Control::Finished {
-                break;
+                return Ok(());
             }
         }
+        self.flush_stage(block, &mut stage, emit)?;
         Ok(())
     }
 }
