@@ -320,6 +320,14 @@ struct StrCompareConst<O> {
 impl<O: CmpOp> StrCompareConst<O> {
     #[inline(always)]
     fn test(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
+        if matches!(O::KIND, CmpKind::Eq | CmpKind::NotEq) {
+            // Length and 4-byte prefix sit in the view: most rows are decided without
+            // touching the string bytes.
+            let view = &strings.views[i];
+            let c = self.constant.as_bytes();
+            let equal = view.len() == c.len() && view.prefix()[..c.len().min(4)] == c[..c.len().min(4)] && strings.get_bytes(i) == c;
+            return equal == (O::KIND == CmpKind::Eq);
+        }
         O::apply(strings.get_bytes(i), self.constant.as_bytes())
     }
 }
@@ -550,9 +558,60 @@ impl<T: NativeType> PhysicalExpr for InListNative<T> {
 #[derive(Debug)]
 struct InListStr {
     child: ExprRef,
-    values: HashSet<Vec<u8>>,
+    values: StringSet,
     negated: bool,
     has_null: bool,
+}
+
+/// A set of constant strings: a linear scan for short lists (compares lengths first),
+/// a hash set with the engine's byte hash for long ones.
+#[derive(Debug)]
+pub(crate) struct StringSet {
+    small: Vec<Vec<u8>>,
+    large: Option<HashSet<Vec<u8>, BuildBytesHasher>>,
+}
+
+/// Lists up to this long are scanned linearly.
+const SMALL_STRING_SET: usize = 8;
+
+impl StringSet {
+    pub fn new(values: Vec<Vec<u8>>) -> StringSet {
+        if values.len() <= SMALL_STRING_SET {
+            StringSet { small: values, large: None }
+        } else {
+            StringSet { small: Vec::new(), large: Some(values.into_iter().collect()) }
+        }
+    }
+
+    #[inline(always)]
+    pub fn contains(&self, value: &[u8]) -> bool {
+        match &self.large {
+            None => self.small.iter().any(|v| v.len() == value.len() && v.as_slice() == value),
+            Some(set) => set.contains(value),
+        }
+    }
+}
+
+/// `Hasher` over byte strings using [`apiary_common::hash::hash_bytes`].
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct BuildBytesHasher;
+
+pub(crate) struct BytesHasher(u64);
+
+impl std::hash::Hasher for BytesHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = apiary_common::hash::combine_hashes(self.0, apiary_common::hash::hash_bytes(bytes));
+    }
+}
+
+impl std::hash::BuildHasher for BuildBytesHasher {
+    type Hasher = BytesHasher;
+    fn build_hasher(&self) -> BytesHasher {
+        BytesHasher(0)
+    }
 }
 
 impl PhysicalExpr for InListStr {
@@ -616,7 +675,7 @@ pub fn in_list(child: ExprRef, constants: Vec<ScalarValue>, negated: bool) -> Re
         PhysicalType::Interval => native!(Interval),
         PhysicalType::Str => {
             let values = non_null.iter().filter_map(|c| c.as_str().map(|s| s.as_bytes().to_vec())).collect();
-            Arc::new(InListStr { child, values, negated, has_null })
+            Arc::new(InListStr { child, values: StringSet::new(values), negated, has_null })
         }
     })
 }

@@ -19,10 +19,14 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
+use super::bloom::BloomFilter;
 use super::keys::{KeyWidth, PackedKeys};
 
 /// Marks an empty slot / the end of a chain.
 pub const NONE: u32 = u32::MAX;
+
+/// Build sides at least this large get a Bloom filter.
+pub const BLOOM_MIN_ROWS: usize = 4096;
 
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
@@ -138,9 +142,20 @@ impl JoinTableBuilder {
                 Slots::Bytes(regions.into_iter().flat_map(|r| if let Slots::Bytes(s) = r { s } else { Vec::new() }).collect())
             }
         };
+        // A Bloom filter lets probes reject absent keys without touching a large directory.
+        let bloom = (rows >= BLOOM_MIN_ROWS).then(|| {
+            let mut filter = BloomFilter::with_capacity(rows);
+            for (row, &hash) in self.hashes.iter().enumerate() {
+                if self.keys.is_valid(row) {
+                    filter.insert(hash);
+                }
+            }
+            filter
+        });
         JoinTable {
             slots,
             next,
+            bloom,
             keys: self.keys,
             partition_bits: self.partition_bits,
             region_mask: self.region_size - 1,
@@ -194,6 +209,8 @@ fn partition_of(hash: u64, bits: u32) -> usize {
 pub struct JoinTable {
     slots: Slots,
     next: Vec<u32>,
+    /// Over the build keys' hashes (tables of at least [`BLOOM_MIN_ROWS`] rows).
+    pub bloom: Option<BloomFilter>,
     keys: PackedKeys,
     partition_bits: u32,
     region_mask: usize,

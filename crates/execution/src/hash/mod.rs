@@ -8,6 +8,7 @@
 //! group_table.rs  the aggregation hash table: key -> dense group id
 //! ```
 
+pub mod bloom;
 pub mod group_table;
 pub mod join_table;
 pub mod keys;

@@ -271,7 +271,11 @@ impl Operator for HashJoinProbe {
         format!("HashJoinProbe {}", self.0.description)
     }
 
-    fn execute(&self, chunk: DataChunk, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
+    fn local_state(&self) -> LocalState {
+        Box::new(ProbeLocal { bloom_tested: 0, bloom_passed: 0, bloom_enabled: true })
+    }
+
+    fn execute(&self, chunk: DataChunk, local_state: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
         let join = &self.0;
         let built = join.built()?;
         let rows = selected_rows(&chunk);
@@ -281,28 +285,39 @@ impl Operator for HashJoinProbe {
         let key_columns = join.probe_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         let keys = join.packer.pack(&key_columns, &rows);
         let hashes = keys.hashes();
+        // Keys to look up: valid ones that pass the Bloom filter (when it pays off).
+        let local = local::<ProbeLocal>(local_state);
+        let candidates: Vec<u32> = match (&built.table.bloom, local.bloom_enabled) {
+            (Some(bloom), true) => {
+                let candidates: Vec<u32> =
+                    (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize) && bloom.may_contain(hashes[j as usize])).collect();
+                local.bloom_tested += rows.len() as u64;
+                local.bloom_passed += candidates.len() as u64;
+                // A filter that passes nearly everything only costs: stop using it.
+                if local.bloom_tested >= BLOOM_SAMPLE_ROWS && local.bloom_passed * 10 > local.bloom_tested * 9 {
+                    local.bloom_enabled = false;
+                }
+                candidates
+            }
+            _ => (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize)).collect(),
+        };
         // Group prefetching (ROF §4.3): per group of keys, prefetch every key's slot, then
         // look them all up, so the cache misses of a group overlap. Only for directories
         // that do not fit in cache; below that, prefetching only costs instructions.
         let group = ctx.config.prefetch_group;
         let mut heads = vec![NONE; rows.len()];
         if group > 0 && built.table.directory_bytes() > PREFETCH_THRESHOLD_BYTES {
-            for start in (0..rows.len()).step_by(group) {
-                let end = (start + group).min(rows.len());
-                for &h in &hashes[start..end] {
-                    built.table.prefetch(h);
+            for part in candidates.chunks(group) {
+                for &j in part {
+                    built.table.prefetch(hashes[j as usize]);
                 }
-                for j in start..end {
-                    if keys.is_valid(j) {
-                        heads[j] = built.table.find(&keys, j, hashes[j]);
-                    }
+                for &j in part {
+                    heads[j as usize] = built.table.find(&keys, j as usize, hashes[j as usize]);
                 }
             }
         } else {
-            for (j, head) in heads.iter_mut().enumerate() {
-                if keys.is_valid(j) {
-                    *head = built.table.find(&keys, j, hashes[j]);
-                }
+            for &j in &candidates {
+                heads[j as usize] = built.table.find(&keys, j as usize, hashes[j as usize]);
             }
         }
         match join.mode {
@@ -327,6 +342,16 @@ impl Operator for HashJoinProbe {
         }
     }
 }
+
+/// Per-worker probe state: how well the Bloom filter rejects keys.
+struct ProbeLocal {
+    bloom_tested: u64,
+    bloom_passed: u64,
+    bloom_enabled: bool,
+}
+
+/// Keys tested before deciding whether the Bloom filter is worth it.
+const BLOOM_SAMPLE_ROWS: u64 = 1 << 16;
 
 /// Probing pays for prefetching only when the directory does not fit in cache.
 const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
