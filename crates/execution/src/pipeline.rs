@@ -129,11 +129,7 @@ impl Pipeline {
         let inclusive: Vec<u64> = stats.operator_nanos.iter().map(load).collect();
         let sink = load(&stats.sink_nanos);
         let downstream = |i: usize| inclusive.get(i).copied().unwrap_or(sink);
-        let mut lines = vec![format!(
-            "Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers)",
-            load(&stats.morsels),
-            ms(busy)
-        )];
+        let mut lines = vec![format!("Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers)", load(&stats.morsels), ms(busy))];
         lines.push(format!(
             "    {} -- {} rows, {:.2} ms",
             self.source.name(),

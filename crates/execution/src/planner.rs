@@ -131,8 +131,11 @@ impl<'a> PhysicalPlanner<'a> {
             }
             text.push_str(&format!("    -> {sink_label} [sink #{sink_id}]"));
             self.explain.push(text);
-            let stats =
-                PipelineStats { operator_rows: branch.operators.iter().map(|_| Default::default()).collect(), operator_nanos: branch.operators.iter().map(|_| Default::default()).collect(), ..Default::default() };
+            let stats = PipelineStats {
+                operator_rows: branch.operators.iter().map(|_| Default::default()).collect(),
+                operator_nanos: branch.operators.iter().map(|_| Default::default()).collect(),
+                ..Default::default()
+            };
             let pipeline = Pipeline {
                 source: branch.source,
                 operators: branch.operators,

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! LogicalPlan ─▶ unnest_subqueries ─▶ fold_constants ─▶ push_down_predicates
-//!             ─▶ push_down_semi_joins ─▶ reorder_joins ─▶ push_down_predicates
-//!             ─▶ prune_columns ─▶ LogicalPlan
+//!             ─▶ push_down_semi_joins ─▶ reorder_joins ─▶ reduce_aggregate_inputs
+//!             ─▶ push_down_predicates ─▶ prune_columns ─▶ LogicalPlan
 //!                       ▲
 //!                 cardinality: row counts, selectivities, distinct counts from table
 //!                 statistics (apiary-storage) propagated through the plan
@@ -66,6 +66,7 @@ pub const RULES: &[(&str, RuleFn)] = &[
     ("push_down_predicates", rules::push_down_predicates::run),
     ("push_down_semi_joins", rules::push_down_semi_joins::run),
     ("reorder_joins", rules::reorder_joins::run),
+    ("reduce_aggregate_inputs", rules::reduce_aggregate_inputs::run),
     ("push_down_predicates", rules::push_down_predicates::run),
     ("prune_columns", rules::prune_columns::run),
 ];

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use apiary_common::{internal_err, Result};
 use apiary_sql::expr::BinaryOp;
+use apiary_sql::expr::Expr;
 use apiary_types::datatype::PhysicalType;
 use apiary_types::vector::NativeType;
-use apiary_sql::expr::Expr;
 use apiary_types::{DataChunk, DataType, Interval, ScalarValue, Vector};
 
 use super::simd::{CmpKind, SimdLevel, SimdSelect};
@@ -232,7 +232,11 @@ pub(crate) fn extract_ranges(parts: Vec<Expr>) -> (Vec<(Expr, (CmpKind, ScalarVa
             if other != column || is_lower(kind_i) == is_lower(kind_j) {
                 continue;
             }
-            let (lower, upper) = if is_lower(kind_i) { ((kind_i, value_i.clone()), (kind_j, value_j)) } else { ((kind_j, value_j), (kind_i, value_i.clone())) };
+            let (lower, upper) = if is_lower(kind_i) {
+                ((kind_i, value_i.clone()), (kind_j, value_j))
+            } else {
+                ((kind_j, value_j), (kind_i, value_i.clone()))
+            };
             ranges.push((column.clone(), lower, upper));
             used[i] = true;
             used[j] = true;
@@ -247,8 +251,10 @@ pub(crate) fn extract_ranges(parts: Vec<Expr>) -> (Vec<(Expr, (CmpKind, ScalarVa
 pub fn range(child: ExprRef, lower: (CmpKind, ScalarValue), upper: (CmpKind, ScalarValue), simd: SimdLevel) -> Result<ExprRef> {
     macro_rules! native {
         ($t:ty) => {{
-            let l = <$t>::from_scalar(&lower.1).ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", lower.1, child.data_type()))?;
-            let u = <$t>::from_scalar(&upper.1).ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", upper.1, child.data_type()))?;
+            let l = <$t>::from_scalar(&lower.1)
+                .ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", lower.1, child.data_type()))?;
+            let u = <$t>::from_scalar(&upper.1)
+                .ok_or_else(|| internal_err!("range bound {:?} does not match {:?}", upper.1, child.data_type()))?;
             Arc::new(RangeConst::<$t> { child, lower: (lower.0, l), upper: (upper.0, u), simd }) as ExprRef
         }};
     }
@@ -405,7 +411,13 @@ from_scalar!(f32, ScalarValue::Float32(v) => *v);
 from_scalar!(f64, ScalarValue::Float64(v) => *v);
 from_scalar!(Interval, ScalarValue::Interval(v) => *v);
 
-fn make_compare<O: CmpOp>(physical: PhysicalType, left: ExprRef, right: ExprRef, constant: Option<&ScalarValue>, simd: SimdLevel) -> Result<ExprRef> {
+fn make_compare<O: CmpOp>(
+    physical: PhysicalType,
+    left: ExprRef,
+    right: ExprRef,
+    constant: Option<&ScalarValue>,
+    simd: SimdLevel,
+) -> Result<ExprRef> {
     macro_rules! native {
         ($t:ty) => {
             match constant {

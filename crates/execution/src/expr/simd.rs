@@ -70,7 +70,13 @@ pub trait SimdSelect: Copy + PartialOrd {
     fn select(values: &[Self], first: (CmpKind, Self), second: Option<(CmpKind, Self)>, out: &mut [u32], level: SimdLevel) -> usize;
 }
 
-fn select_scalar<T: Copy + PartialOrd>(values: &[T], first: (CmpKind, T), second: Option<(CmpKind, T)>, out: &mut [u32], start: usize) -> usize {
+fn select_scalar<T: Copy + PartialOrd>(
+    values: &[T],
+    first: (CmpKind, T),
+    second: Option<(CmpKind, T)>,
+    out: &mut [u32],
+    start: usize,
+) -> usize {
     let mut count = 0;
     match second {
         None => {
@@ -233,9 +239,9 @@ mod x86 {
             let mut table = [[0i32; 8]; 256];
             for (mask, row) in table.iter_mut().enumerate() {
                 let mut k = 0;
-                for lane in 0..8 {
+                for lane in 0..8i32 {
                     if mask & (1 << lane) != 0 {
-                        row[k] = lane as i32;
+                        row[k] = lane;
                         k += 1;
                     }
                 }

@@ -4,5 +4,6 @@ pub mod fold_constants;
 pub mod prune_columns;
 pub mod push_down_predicates;
 pub mod push_down_semi_joins;
+pub mod reduce_aggregate_inputs;
 pub mod reorder_joins;
 pub mod unnest_subqueries;
