@@ -89,6 +89,7 @@ impl Connection {
             }
             S::Drop { object_type, if_exists, names, .. } => self.drop(*object_type, *if_exists, names),
             S::Set(set) => self.set(set),
+            S::Reset(reset) => self.reset(reset),
             S::ShowTables { .. } => self.show_tables(),
             S::ExplainTable { table_name, .. } => self.describe(table_name),
             S::ShowVariable { variable } => self.show_variable(variable),
@@ -297,6 +298,9 @@ impl Connection {
                 ast::Value::Boolean(b) => b.to_string(),
                 other => return Err(bind_err!("unsupported value {other} for {name}")),
             },
+            [ast::Expr::Identifier(ident)] if ident.value.eq_ignore_ascii_case("default") && ident.quote_style.is_none() => {
+                return self.reset_setting(&name);
+            }
             [ast::Expr::Identifier(ident)] => ident.value.clone(),
             _ => return Err(bind_err!("SET {name} needs exactly one value")),
         };
@@ -308,6 +312,31 @@ impl Connection {
             self.db.scheduler.set_threads(threads);
         } else {
             self.settings.set(&name, &value)?;
+        }
+        Ok(QueryResult::statement(None))
+    }
+
+    /// `RESET name` / `RESET ALL`: back to the defaults a new connection gets.
+    fn reset(&mut self, reset: &ast::ResetStatement) -> Result<QueryResult> {
+        match &reset.reset {
+            ast::Reset::ALL => {
+                self.settings = Settings::default();
+                self.db.scheduler.set_threads(crate::database::default_threads());
+                Ok(QueryResult::statement(None))
+            }
+            ast::Reset::ConfigurationParameter(name) => {
+                let name = object_name_to_table(name)?;
+                self.reset_setting(&name)
+            }
+            ast::Reset::SessionAuthorization => Err(not_impl_err!("RESET SESSION AUTHORIZATION")),
+        }
+    }
+
+    fn reset_setting(&mut self, name: &str) -> Result<QueryResult> {
+        if name == "threads" {
+            self.db.scheduler.set_threads(crate::database::default_threads());
+        } else {
+            self.settings.reset(name)?;
         }
         Ok(QueryResult::statement(None))
     }

@@ -79,6 +79,24 @@ impl Settings {
         Ok(())
     }
 
+    /// Restores one setting to its default.
+    pub fn reset(&mut self, name: &str) -> Result<()> {
+        let defaults = Settings::default();
+        match name {
+            "vector_size" => self.execution.vector_size = defaults.execution.vector_size,
+            "prefetch_group" => self.execution.prefetch_group = defaults.execution.prefetch_group,
+            "simd" => self.execution.simd = defaults.execution.simd,
+            "staging" => self.execution.staging = defaults.execution.staging,
+            "block_size" => self.block_rows = defaults.block_rows,
+            "disabled_optimizers" => self.disabled_optimizers = defaults.disabled_optimizers,
+            other => {
+                // Reuse SET's error (with its spelling hint) for unknown names.
+                return self.set(other, "");
+            }
+        }
+        Ok(())
+    }
+
     /// The current value of a setting, as text.
     pub fn get(&self, name: &str) -> Option<String> {
         Some(match name {

@@ -41,13 +41,22 @@ fn tpch_sf001_configurations() {
         ("1 thread", &["SET threads = 1"][..]),
         ("vector 64", &["SET vector_size = 64"][..]),
         ("vector 16384", &["SET vector_size = 16384"][..]),
+        ("staging off", &["SET staging = off"][..]),
+        ("staging on", &["SET staging = on"][..]),
+        ("simd off", &["SET simd = off"][..]),
+        ("prefetch off", &["SET prefetch_group = 0"][..]),
+        ("prefetch 256", &["SET prefetch_group = 256"][..]),
+        ("all techniques off, 1 thread", &["SET staging = off", "SET simd = off", "SET prefetch_group = 0", "SET threads = 1"][..]),
     ] {
         for s in settings {
             conn.execute(s).expect("setting");
         }
         failures.extend(run_all(&mut conn, 0.01, label));
         conn.execute("SET threads = 2").expect("reset");
-        conn.execute("SET vector_size = 2048").expect("reset");
+        conn.execute("RESET vector_size").expect("reset");
+        conn.execute("RESET staging").expect("reset");
+        conn.execute("RESET simd").expect("reset");
+        conn.execute("RESET prefetch_group").expect("reset");
     }
     // Many small blocks: many work orders per scan, partitioned builds and aggregates.
     for threads in [1, 2] {
