@@ -25,9 +25,6 @@ use super::keys::{KeyWidth, PackedKeys};
 /// Marks an empty slot / the end of a chain.
 pub const NONE: u32 = u32::MAX;
 
-/// Build sides at least this large get a Bloom filter.
-pub const BLOOM_MIN_ROWS: usize = 4096;
-
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Slot<K> {
@@ -142,8 +139,9 @@ impl JoinTableBuilder {
                 Slots::Bytes(regions.into_iter().flat_map(|r| if let Slots::Bytes(s) = r { s } else { Vec::new() }).collect())
             }
         };
-        // A Bloom filter lets probes reject absent keys without touching a large directory.
-        let bloom = (rows >= BLOOM_MIN_ROWS).then(|| {
+        // A Bloom filter lets probes reject absent keys in a few branch-free instructions,
+        // without touching the directory; probes stop using it when it rejects too little.
+        let bloom = (width != KeyWidth::Empty && rows > 0).then(|| {
             let mut filter = BloomFilter::with_capacity(rows);
             for (row, &hash) in self.hashes.iter().enumerate() {
                 if self.keys.is_valid(row) {
@@ -209,7 +207,7 @@ fn partition_of(hash: u64, bits: u32) -> usize {
 pub struct JoinTable {
     slots: Slots,
     next: Vec<u32>,
-    /// Over the build keys' hashes (tables of at least [`BLOOM_MIN_ROWS`] rows).
+    /// Over the build keys' hashes (absent for key-less tables).
     pub bloom: Option<BloomFilter>,
     keys: PackedKeys,
     partition_bits: u32,
@@ -222,65 +220,41 @@ pub struct JoinTable {
 }
 
 impl JoinTable {
-    /// The first build row whose key equals probe key `j` (or [`NONE`]).
-    #[inline]
-    pub fn find(&self, probe: &PackedKeys, j: usize, hash: u64) -> u32 {
-        let base = partition_of(hash, self.partition_bits) * self.region_size;
-        let mut idx = hash as usize & self.region_mask;
+    /// Looks up the probe keys at `candidates` (indices into `probe` and `hashes`) and
+    /// writes each one's first matching build row, or [`NONE`], to `heads[j]`.
+    ///
+    /// With `prefetch_group > 0`, keys are processed in groups (ROF §4.3): every key's
+    /// first slot is prefetched, then the group is looked up, so the cache misses of a
+    /// group overlap. The loop is specialised per key width: no dispatch per key.
+    pub fn find_batch(&self, probe: &PackedKeys, hashes: &[u64], candidates: &[u32], heads: &mut [u32], prefetch_group: usize) {
+        let layout = Layout { partition_bits: self.partition_bits, region_size: self.region_size, region_mask: self.region_mask };
         match (&self.slots, probe) {
             (Slots::Empty, _) => {
-                if self.rows > 0 {
-                    0
-                } else {
-                    NONE
+                let head = if self.rows > 0 { 0 } else { NONE };
+                for &j in candidates {
+                    heads[j as usize] = head;
                 }
             }
             (Slots::U64(slots), PackedKeys::U64 { keys, .. }) => {
-                let key = keys[j];
-                loop {
-                    let slot = &slots[base + idx];
-                    if slot.head == NONE || slot.key == key {
-                        return slot.head;
-                    }
-                    idx = (idx + 1) & self.region_mask;
-                }
+                find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
             }
             (Slots::U128(slots), PackedKeys::U128 { keys, .. }) => {
-                let key = keys[j];
-                loop {
-                    let slot = &slots[base + idx];
-                    if slot.head == NONE || slot.key == key {
-                        return slot.head;
-                    }
-                    idx = (idx + 1) & self.region_mask;
+                find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
+            }
+            (Slots::Bytes(slots), PackedKeys::Bytes { .. }) => find_fixed(
+                slots,
+                layout,
+                candidates,
+                heads,
+                prefetch_group,
+                |j| (j, hashes[j]),
+                |slot, j| slot.key == hashes[j] && self.keys.bytes(slot.head as usize) == probe.bytes(j),
+            ),
+            _ => {
+                for &j in candidates {
+                    heads[j as usize] = NONE;
                 }
             }
-            (Slots::Bytes(slots), PackedKeys::Bytes { .. }) => {
-                let key = probe.bytes(j);
-                loop {
-                    let slot = &slots[base + idx];
-                    if slot.head == NONE || (slot.key == hash && self.keys.bytes(slot.head as usize) == key) {
-                        return slot.head;
-                    }
-                    idx = (idx + 1) & self.region_mask;
-                }
-            }
-            _ => NONE,
-        }
-    }
-
-    /// Prefetches the slot probe key `j` will look at first.
-    #[inline]
-    pub fn prefetch(&self, hash: u64) {
-        let base = partition_of(hash, self.partition_bits) * self.region_size;
-        let idx = base + (hash as usize & self.region_mask);
-        let address = match &self.slots {
-            Slots::U64(s) | Slots::Bytes(s) => s.get(idx).map(|s| s as *const _ as *const u8),
-            Slots::U128(s) => s.get(idx).map(|s| s as *const _ as *const u8),
-            Slots::Empty => None,
-        };
-        if let Some(address) = address {
-            prefetch_read(address);
         }
     }
 
@@ -299,6 +273,66 @@ impl JoinTable {
         }
     }
 }
+
+/// Where a hash lands in the directory.
+#[derive(Clone, Copy)]
+struct Layout {
+    partition_bits: u32,
+    region_size: usize,
+    region_mask: usize,
+}
+
+impl Layout {
+    #[inline(always)]
+    fn first_slot(self, hash: u64) -> (usize, usize) {
+        (partition_of(hash, self.partition_bits) * self.region_size, hash as usize & self.region_mask)
+    }
+}
+
+/// The probe loop of [`JoinTable::find_batch`] for one slot type; `probe_key(j)` gives
+/// key `j` (or what `matches` needs to compare it) and its hash.
+#[inline(always)]
+fn find_fixed<K, P: Copy>(
+    slots: &[Slot<K>],
+    layout: Layout,
+    candidates: &[u32],
+    heads: &mut [u32],
+    prefetch_group: usize,
+    probe_key: impl Fn(usize) -> (P, u64),
+    matches: impl Fn(&Slot<K>, P) -> bool,
+) {
+    let lookup = |j: usize| {
+        let (key, hash) = probe_key(j);
+        let (base, mut idx) = layout.first_slot(hash);
+        loop {
+            let slot = &slots[base + idx];
+            if slot.head == NONE || matches(slot, key) {
+                return slot.head;
+            }
+            idx = (idx + 1) & layout.region_mask;
+        }
+    };
+    let directory_bytes = size_of_val(slots);
+    if prefetch_group == 0 || directory_bytes <= PREFETCH_MIN_DIRECTORY_BYTES {
+        for &j in candidates {
+            heads[j as usize] = lookup(j as usize);
+        }
+        return;
+    }
+    for group in candidates.chunks(prefetch_group) {
+        for &j in group {
+            let (_, hash) = probe_key(j as usize);
+            let (base, idx) = layout.first_slot(hash);
+            prefetch_read(&slots[base + idx] as *const Slot<K> as *const u8);
+        }
+        for &j in group {
+            heads[j as usize] = lookup(j as usize);
+        }
+    }
+}
+
+/// Directories up to this size stay in cache: prefetching them only costs instructions.
+pub const PREFETCH_MIN_DIRECTORY_BYTES: usize = 1 << 20;
 
 /// A software prefetch hint (no-op where unsupported).
 #[inline(always)]
@@ -331,9 +365,10 @@ mod tests {
 
     fn matches(table: &JoinTable, packer: &KeyPacker, key: i64) -> Vec<u32> {
         let probe = packer.pack(&[Vector::from_native(DataType::BigInt, vec![key])], &[0]);
-        let hash = probe.hashes()[0];
+        let mut heads = [NONE];
+        table.find_batch(&probe, &probe.hashes(), &[0], &mut heads, 0);
         let mut rows = Vec::new();
-        let mut row = table.find(&probe, 0, hash);
+        let mut row = heads[0];
         while row != NONE {
             rows.push(row);
             row = table.next(row);
@@ -350,6 +385,26 @@ mod tests {
             let expected: Vec<u32> = (0..10).map(|k| 7 + 100 * k).collect();
             assert_eq!(matches(&table, &packer, 7), expected);
             assert!(matches(&table, &packer, 100).is_empty());
+        }
+    }
+
+    #[test]
+    fn prefetching_batches_find_the_same_rows() {
+        // Large enough that the directory exceeds the prefetch threshold.
+        let values: Vec<i64> = (0..200_000).map(|i| i * 3).collect();
+        let (table, packer) = table(values, 2);
+        assert!(table.directory_bytes() > PREFETCH_MIN_DIRECTORY_BYTES);
+        let probe_values: Vec<i64> = (0..5000).map(|i| i * 7).collect();
+        let rows: Vec<u32> = (0..probe_values.len() as u32).collect();
+        let probe = packer.pack(&[Vector::from_native(DataType::BigInt, probe_values.clone())], &rows);
+        let candidates: Vec<u32> = rows.iter().copied().filter(|j| j % 5 != 1).collect();
+        for group in [0, 1, 16, 256] {
+            let mut heads = vec![NONE; rows.len()];
+            table.find_batch(&probe, &probe.hashes(), &candidates, &mut heads, group);
+            for (j, &head) in heads.iter().enumerate() {
+                let expected = if j % 5 != 1 && probe_values[j] % 3 == 0 { (probe_values[j] / 3) as u32 } else { NONE };
+                assert_eq!(head, expected, "group {group}, key {j}");
+            }
         }
     }
 }

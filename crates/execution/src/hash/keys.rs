@@ -270,6 +270,14 @@ impl PackedKeys {
         }
     }
 
+    /// Per-key validity (empty for key-less packs, whose keys are all valid).
+    pub fn validity(&self) -> &[bool] {
+        match self {
+            PackedKeys::Empty { .. } => &[],
+            PackedKeys::U64 { valid, .. } | PackedKeys::U128 { valid, .. } | PackedKeys::Bytes { valid, .. } => valid,
+        }
+    }
+
     #[inline]
     pub fn bytes(&self, j: usize) -> &[u8] {
         match self {

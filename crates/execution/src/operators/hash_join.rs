@@ -289,8 +289,8 @@ impl Operator for HashJoinProbe {
         let local = local::<ProbeLocal>(local_state);
         let candidates: Vec<u32> = match (&built.table.bloom, local.bloom_enabled) {
             (Some(bloom), true) => {
-                let candidates: Vec<u32> =
-                    (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize) && bloom.may_contain(hashes[j as usize])).collect();
+                let mut candidates = Vec::with_capacity(rows.len());
+                bloom.filter_into(&hashes, keys.validity(), &mut candidates);
                 local.bloom_tested += rows.len() as u64;
                 local.bloom_passed += candidates.len() as u64;
                 // A filter that passes nearly everything only costs: stop using it.
@@ -301,25 +301,9 @@ impl Operator for HashJoinProbe {
             }
             _ => (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize)).collect(),
         };
-        // Group prefetching (ROF §4.3): per group of keys, prefetch every key's slot, then
-        // look them all up, so the cache misses of a group overlap. Only for directories
-        // that do not fit in cache; below that, prefetching only costs instructions.
-        let group = ctx.config.prefetch_group;
+        // Group prefetching (ROF §4.3) happens inside, for directories larger than cache.
         let mut heads = vec![NONE; rows.len()];
-        if group > 0 && built.table.directory_bytes() > PREFETCH_THRESHOLD_BYTES {
-            for part in candidates.chunks(group) {
-                for &j in part {
-                    built.table.prefetch(hashes[j as usize]);
-                }
-                for &j in part {
-                    heads[j as usize] = built.table.find(&keys, j as usize, hashes[j as usize]);
-                }
-            }
-        } else {
-            for &j in &candidates {
-                heads[j as usize] = built.table.find(&keys, j as usize, hashes[j as usize]);
-            }
-        }
+        built.table.find_batch(&keys, &hashes, &candidates, &mut heads, ctx.config.prefetch_group);
         match join.mode {
             JoinMode::Semi | JoinMode::Anti | JoinMode::NullAwareAnti | JoinMode::Mark { .. } if join.residual.is_none() => {
                 self.emit_filtered(&chunk, &rows, &keys, &heads, built, emit)
@@ -352,9 +336,6 @@ struct ProbeLocal {
 
 /// Keys tested before deciding whether the Bloom filter is worth it.
 const BLOOM_SAMPLE_ROWS: u64 = 1 << 16;
-
-/// Probing pays for prefetching only when the directory does not fit in cache.
-const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 
 impl HashJoinProbe {
     /// Semi/anti/mark joins without residual: keep or mark probe rows, no copying.
