@@ -13,6 +13,10 @@ const EMPTY: u32 = u32::MAX;
 /// Tables smaller than this stay in cache: prefetching would only cost instructions.
 const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 const INITIAL_CAPACITY: usize = 1024;
+/// Tables from this size on look for runs of equal keys before looking keys up.
+const RUN_DETECTION_MIN_BYTES: usize = 256 << 10;
+/// Keys whose slots are prefetched together while merging tables.
+const MERGE_GROUP: usize = 16;
 
 #[derive(Clone, Copy)]
 struct Slot<K> {
@@ -53,8 +57,43 @@ impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
         }
     }
 
+    /// Adds `other`'s groups (see [`GroupTable::merge`]), prefetching slots a group of
+    /// keys ahead when the table is larger than the cache.
+    fn merge(&mut self, other: &FixedTable<K>, mapping: &mut Vec<u32>, new_groups: &mut Vec<u32>) {
+        // Room for every key of `other` up front: no doubling in the middle of the merge.
+        self.reserve(self.keys.len() + other.keys.len());
+        let prefetch = self.slots.len() * size_of::<Slot<K>>() >= PREFETCH_THRESHOLD_BYTES;
+        let hashes: Vec<u64> = other.keys.iter().map(|k| k.hash_key()).collect();
+        for (start, keys) in (0..).step_by(MERGE_GROUP).zip(other.keys.chunks(MERGE_GROUP)) {
+            let hashes = &hashes[start..start + keys.len()];
+            if prefetch {
+                let mask = self.slots.len() - 1;
+                for &h in hashes {
+                    super::join_table::prefetch_read(&self.slots[h as usize & mask] as *const Slot<K> as *const u8);
+                }
+            }
+            for (offset, (&key, &hash)) in keys.iter().zip(hashes).enumerate() {
+                let (id, new) = self.find_or_insert(key, hash);
+                mapping.push(id);
+                if new {
+                    new_groups.push((start + offset) as u32);
+                }
+            }
+        }
+    }
+
+    /// Grows the directory so that `groups` groups fit without another doubling.
+    fn reserve(&mut self, groups: usize) {
+        if groups * 2 >= self.slots.len() {
+            self.rehash((groups * 2 + 1).next_power_of_two());
+        }
+    }
+
     fn grow(&mut self) {
-        let capacity = self.slots.len() * 2;
+        self.rehash(self.slots.len() * 2);
+    }
+
+    fn rehash(&mut self, capacity: usize) {
         let mask = capacity - 1;
         let mut slots = vec![Slot { key: K::default(), group: EMPTY }; capacity];
         for (group, key) in self.keys.iter().enumerate() {
@@ -150,6 +189,30 @@ enum Table {
     Bytes(BytesTable),
 }
 
+/// When at least a quarter of `indices` repeat the key before them, the indices that
+/// start a run of equal keys (the first index always does); `None` otherwise.
+fn run_starts(keys: &PackedKeys, indices: &[u32]) -> Option<Vec<u32>> {
+    fn starts<K: PartialEq>(keys: &[K], indices: &[u32]) -> Option<Vec<u32>> {
+        let repeats: usize = indices.windows(2).map(|w| (keys[w[0] as usize] == keys[w[1] as usize]) as usize).sum();
+        if repeats * 4 < indices.len() || indices.is_empty() {
+            return None;
+        }
+        let mut starts = Vec::with_capacity(indices.len() - repeats);
+        starts.push(indices[0]);
+        for w in indices.windows(2) {
+            if keys[w[0] as usize] != keys[w[1] as usize] {
+                starts.push(w[1]);
+            }
+        }
+        Some(starts)
+    }
+    match keys {
+        PackedKeys::U64 { keys, .. } => starts(keys, indices),
+        PackedKeys::U128 { keys, .. } => starts(keys, indices),
+        PackedKeys::Empty { .. } | PackedKeys::Bytes { .. } => None,
+    }
+}
+
 /// Maps group keys to dense ids.
 pub struct GroupTable {
     table: Table,
@@ -189,7 +252,39 @@ impl GroupTable {
 
     /// [`GroupTable::lookup`] with group prefetching (ROF §4.3) when the table is larger
     /// than the cache: the slots of `group` keys are prefetched before they are probed.
+    ///
+    /// Input clustered on the group key (a table sorted by it, like lineitem by
+    /// l_orderkey) repeats each key in runs: then only the first key of each run is looked
+    /// up and the rest reuse its group.
     pub fn lookup_prefetched(
+        &mut self,
+        keys: &PackedKeys,
+        hashes: &[u64],
+        indices: &[u32],
+        groups: &mut Vec<u32>,
+        new_groups: &mut Vec<u32>,
+        group: usize,
+    ) {
+        // Small tables are looked up from cache: finding the runs would cost more.
+        let large = self.memory_bytes() >= RUN_DETECTION_MIN_BYTES;
+        if let Some(run_starts) = large.then(|| run_starts(keys, indices)).flatten() {
+            let mut run_groups = Vec::with_capacity(run_starts.len());
+            self.lookup_prefetched_distinct(keys, hashes, &run_starts, &mut run_groups, new_groups, group);
+            groups.reserve(indices.len());
+            let mut run = 0;
+            // `indices` are distinct, so a run begins exactly where its start index shows up.
+            for &j in indices {
+                if run + 1 < run_starts.len() && run_starts[run + 1] == j {
+                    run += 1;
+                }
+                groups.push(run_groups[run]);
+            }
+            return;
+        }
+        self.lookup_prefetched_distinct(keys, hashes, indices, groups, new_groups, group)
+    }
+
+    fn lookup_prefetched_distinct(
         &mut self,
         keys: &PackedKeys,
         hashes: &[u64],
@@ -267,24 +362,8 @@ impl GroupTable {
                     }
                 }
             }
-            (Table::U64(t), Table::U64(o)) => {
-                for (g, &key) in o.keys.iter().enumerate() {
-                    let (id, new) = t.find_or_insert(key, hash_u64(key));
-                    mapping.push(id);
-                    if new {
-                        new_groups.push(g as u32);
-                    }
-                }
-            }
-            (Table::U128(t), Table::U128(o)) => {
-                for (g, &key) in o.keys.iter().enumerate() {
-                    let (id, new) = t.find_or_insert(key, hash_u128(key));
-                    mapping.push(id);
-                    if new {
-                        new_groups.push(g as u32);
-                    }
-                }
-            }
+            (Table::U64(t), Table::U64(o)) => t.merge(o, &mut mapping, &mut new_groups),
+            (Table::U128(t), Table::U128(o)) => t.merge(o, &mut mapping, &mut new_groups),
             (Table::Bytes(t), Table::Bytes(o)) => {
                 for g in 0..o.hashes.len() {
                     let key = o.key(g as u32);
@@ -337,5 +416,52 @@ mod tests {
         assert_eq!(mapping[0], groups[1499]);
         assert_eq!(mapping[1], 1500);
         assert_eq!(new_groups, vec![1]);
+    }
+
+    /// Keys in runs (like lineitem grouped by l_orderkey) on a table past the run and
+    /// prefetch thresholds give the same groups as one lookup per key.
+    #[test]
+    fn runs_of_equal_keys_and_large_merges_match_plain_lookups() {
+        let packer = KeyPacker::new(&[DataType::BigInt], &[false], true);
+        let rows = 200_000u32;
+        let values = Vector::from_native(DataType::BigInt, (0..rows as i64).map(|i| i / 3 + (i % 7 == 0) as i64).collect());
+        let all: Vec<u32> = (0..rows).collect();
+        let keys = packer.pack(&[values], &all);
+        let hashes = keys.hashes();
+        // Skip some rows so that runs are broken by the selection too.
+        let indices: Vec<u32> = all.iter().copied().filter(|i| i % 11 != 5).collect();
+        let (mut plain, mut plain_groups, mut plain_new) = (GroupTable::new(packer.width), Vec::new(), Vec::new());
+        let (mut runs, mut run_groups, mut run_new) = (GroupTable::new(packer.width), Vec::new(), Vec::new());
+        for chunk in indices.chunks(2048) {
+            plain.lookup(&keys, &hashes, chunk, &mut plain_groups, &mut plain_new);
+            runs.lookup_prefetched(&keys, &hashes, chunk, &mut run_groups, &mut run_new, 16);
+        }
+        assert!(runs.memory_bytes() >= RUN_DETECTION_MIN_BYTES);
+        assert_eq!(plain_groups, run_groups);
+        assert_eq!(plain_new, run_new);
+
+        // Merging a second large table: every key maps to the group of its equal key.
+        let shifted = Vector::from_native(DataType::BigInt, (0..rows as i64).map(|i| i + 50_000).collect());
+        let other_keys = packer.pack(&[shifted], &all);
+        let mut other = GroupTable::new(packer.width);
+        let mut other_groups = Vec::new();
+        other.lookup(&other_keys, &other_keys.hashes(), &all, &mut other_groups, &mut Vec::new());
+        let before = plain.group_count() as u32;
+        let (mapping, new_groups) = plain.merge(&other);
+        assert_eq!(mapping.len(), other.group_count());
+        let PackedKeys::U64 { keys: packed, .. } = &keys else { unreachable!() };
+        let PackedKeys::U64 { keys: other_packed, .. } = &other_keys else { unreachable!() };
+        let mut first_row_of_group = std::collections::HashMap::new();
+        for (&j, &g) in indices.iter().zip(&plain_groups) {
+            first_row_of_group.entry(packed[j as usize]).or_insert(g);
+        }
+        for (row, &g) in other_groups.iter().enumerate() {
+            let mapped = mapping[g as usize];
+            match first_row_of_group.get(&other_packed[row]) {
+                Some(&existing) => assert_eq!(mapped, existing),
+                None => assert!(mapped >= before),
+            }
+        }
+        assert_eq!(plain.group_count() as u32, before + new_groups.len() as u32);
     }
 }
