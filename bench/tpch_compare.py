@@ -6,7 +6,8 @@
 Builds Apiary (release), writes the TPC-H .tbl files once (bench/data/sf<SF>/, with
 `apiary tpch-gen`), loads them into both engines with the same DDL, runs every query once
 to warm up and --runs times more, and prints the median times, the ratio Apiary/DuckDB per
-query and the geometric means. Needs the duckdb Python package (bench/setup.sh installs it
+query and the geometric means. Answers are checked against tpch/answers where the
+repository has them, else (SF10) Apiary's and DuckDB's answers are compared. Needs the duckdb Python package (bench/setup.sh installs it
 into bench/.venv).
 """
 
@@ -15,9 +16,11 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,8 +37,8 @@ def query_text(q):
     return open(os.path.join(ROOT, f"tpch/queries/q{q:02d}.sql")).read()
 
 
-def answer_rows(sf, q):
-    path = os.path.join(ROOT, f"tpch/answers/sf{sf:g}/q{q:02d}.csv")
+def answer_rows(sf, q, directory=None):
+    path = os.path.join(directory or os.path.join(ROOT, f"tpch/answers/sf{sf:g}"), f"q{q:02d}.csv")
     if not os.path.exists(path):
         return None
     text = open(path).read()
@@ -71,9 +74,9 @@ def ensure_data(sf, data_dir, apiary):
     subprocess.run([apiary, "tpch-gen", "--sf", str(sf), "--dir", data_dir], check=True)
 
 
-def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings):
+def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings, results_dir):
     cmd = [apiary, "bench", "tpch", "--sf", str(sf), "--threads", str(threads), "--runs", str(runs), "--data", data_dir,
-           "--queries", ",".join(map(str, queries))]
+           "--queries", ",".join(map(str, queries)), "--results", results_dir]
     for setting in extra_settings:
         cmd += ["--set", setting]
     out = subprocess.run(cmd, check=False, capture_output=True, text=True)
@@ -86,7 +89,9 @@ def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings):
     return results
 
 
-def run_duckdb(sf, threads, runs, data_dir, queries):
+def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
+    """Times DuckDB; `correct` compares with the reference answers, or where the repository
+    has none (SF10), with Apiary's answers ("agree")."""
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
@@ -105,8 +110,12 @@ def run_duckdb(sf, threads, runs, data_dir, queries):
             con.execute(sql).fetchall()
             times.append(time.perf_counter() - t)
         expected = answer_rows(sf, q)
-        results[q] = {"engine": "duckdb", "sf": sf, "threads": threads, "q": q, "median_s": statistics.median(times),
-                      "min_s": min(times), "rows": len(rows), "correct": None if expected is None else same(expected, rows)}
+        result = {"engine": "duckdb", "sf": sf, "threads": threads, "q": q, "median_s": statistics.median(times),
+                  "min_s": min(times), "rows": len(rows), "correct": None if expected is None else same(expected, rows)}
+        ours = answer_rows(sf, q, apiary_results)
+        if expected is None and ours is not None:
+            result["agree"] = same(ours, rows)
+        results[q] = result
     return results
 
 
@@ -132,8 +141,10 @@ def main():
     apiary = os.path.join(ROOT, "target", "release", "apiary")
     ensure_data(args.sf, data_dir, apiary)
 
-    ours = run_apiary(apiary, args.sf, args.threads, args.runs, data_dir, queries, args.set)
-    theirs = {} if args.no_duckdb else run_duckdb(args.sf, args.threads, args.runs, data_dir, queries)
+    results_dir = tempfile.mkdtemp(prefix="apiary-answers-")
+    ours = run_apiary(apiary, args.sf, args.threads, args.runs, data_dir, queries, args.set, results_dir)
+    theirs = {} if args.no_duckdb else run_duckdb(args.sf, args.threads, args.runs, data_dir, queries, results_dir)
+    shutil.rmtree(results_dir, ignore_errors=True)
 
     print(f"TPC-H SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs (ms)")
     print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'ratio':>7}  correct")
@@ -151,6 +162,8 @@ def main():
         if a and d:
             ratios.append(ratio)
         correct = f"{a['correct'] if a else 'ERROR'}/{d['correct'] if d else '-'}"
+        if d and "agree" in d:
+            correct = "answers agree" if d["agree"] else "ANSWERS DIFFER"
         print(f"{'Q%02d' % q:>5} {a_ms:10.1f} {d_ms:10.1f} {ratio:7.2f}  {correct}")
     print(f"{'geo':>5} {geomean(a_times) * 1e3:10.1f} {geomean(d_times) * 1e3:10.1f} {geomean(ratios):7.2f}")
     if args.json:

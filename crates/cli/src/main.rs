@@ -94,15 +94,23 @@ enum BenchSuite {
         /// Extra SET statements, e.g. --set "SET staging = off".
         #[arg(long = "set")]
         settings: Vec<String>,
+        /// Also run every query under NAME's settings, e.g. --variant "simd_off=SET simd = off"
+        /// (repeatable; lines carry "variant":"NAME").
+        #[arg(long = "variant", value_parser = bench::parse_variant)]
+        variants: Vec<(String, String)>,
+        /// Write each query's answer to DIR/qNN.csv (`|`-separated, with a header).
+        #[arg(long)]
+        results: Option<PathBuf>,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.subcommand {
-        Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings } }) => {
+        Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings, variants, results } }) => {
             let queries = if queries.is_empty() { (1..=22).collect() } else { queries };
-            let options = bench::BenchOptions { sf, threads, runs, data: data.as_deref(), queries, settings };
+            let options =
+                bench::BenchOptions { sf, threads, runs, data: data.as_deref(), queries, settings, variants, results: results.as_deref() };
             return match bench::run(options) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,

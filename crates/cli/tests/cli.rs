@@ -203,3 +203,41 @@ fn tpch_sf01_from_tbl_files() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `apiary bench tpch` prints one JSON line per query and variant, checks the answers,
+/// and writes them in the reference format with --results.
+#[test]
+fn bench_variants_and_results() {
+    let dir = temp_dir("bench");
+    let results = dir.join("answers");
+    let out = run(&[
+        "bench",
+        "tpch",
+        "--sf",
+        "0.01",
+        "--runs",
+        "1",
+        "--queries",
+        "1,13",
+        "--variant",
+        "serial=SET threads = 1; SET staging = off",
+        "--results",
+        results.to_str().expect("path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].contains("\"q\":1,\"variant\":\"default\"") && lines[0].contains("\"correct\":true"), "{}", lines[0]);
+    assert!(lines[1].contains("\"threads\":1,\"q\":1,\"variant\":\"serial\"") && lines[1].contains("\"correct\":true"), "{}", lines[1]);
+    assert!(lines[3].contains("\"q\":13,\"variant\":\"serial\"") && lines[3].contains("\"correct\":true"), "{}", lines[3]);
+    let written = std::fs::read_to_string(results.join("q13.csv")).expect("q13 answer written");
+    let reference = std::fs::read_to_string(repository().join("tpch/answers/sf0.01/q13.csv")).expect("reference");
+    assert_eq!(written.lines().count(), reference.lines().count());
+    assert_eq!(written.lines().next(), reference.lines().next(), "same header");
+
+    let bad = run(&["bench", "tpch", "--variant", "nothing"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("expected NAME=SQL"), "{}", stderr(&bad));
+    let _ = std::fs::remove_dir_all(&dir);
+}

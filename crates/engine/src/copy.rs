@@ -13,7 +13,7 @@ use apiary_types::{DataChunk, Field, Vector};
 use sqlparser::ast;
 
 use crate::connection::{conform_chunk, Connection};
-use crate::csv::{read_delimited, write_field, CsvOptions};
+use crate::csv::{for_each_piece, write_field, CsvOptions};
 use crate::parquet_io::{read_parquet, write_parquet};
 use crate::result::QueryResult;
 
@@ -96,11 +96,21 @@ pub fn copy(
     let file_fields: Vec<Field> = positions.iter().map(|&p| table.schema.fields[p].clone()).collect();
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
-    let pieces = match file.format {
-        Format::Csv => read_delimited(path, &file.csv, &file_fields, threads)?,
+    let mut appender = table.appender();
+    let mut append = |columns: Vec<Vector>| -> Result<()> {
+        let len = columns.first().map_or(0, |c| c.len());
+        let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();
+        for (column, &position) in columns.into_iter().zip(&positions) {
+            full[position] = column;
+        }
+        let chunk = conform_chunk(&table, DataChunk::new(full, len))?;
+        appender.append(&chunk)
+    };
+    match file.format {
+        // Streamed: each parsed piece is appended before the next segment is read.
+        Format::Csv => for_each_piece(path, &file.csv, &file_fields, threads, append)?,
         Format::Parquet => {
             let raw = read_parquet(path, conn.settings.block_rows)?;
-            let mut converted = Vec::with_capacity(raw.len());
             for columns in raw {
                 if columns.len() != file_fields.len() {
                     return Err(ApiaryError::Load {
@@ -110,20 +120,9 @@ pub fn copy(
                     });
                 }
                 let cast = columns.iter().zip(&file_fields).map(|(v, f)| cast_vector(v, f.data_type, None)).collect::<Result<Vec<_>>>()?;
-                converted.push(cast);
+                append(cast)?;
             }
-            converted
         }
-    };
-    let mut appender = table.appender();
-    for columns in pieces {
-        let len = columns.first().map_or(0, |c| c.len());
-        let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();
-        for (column, &position) in columns.into_iter().zip(&positions) {
-            full[position] = column;
-        }
-        let chunk = conform_chunk(&table, DataChunk::new(full, len))?;
-        appender.append(&chunk)?;
     }
     let rows = appender.commit()? as u64;
     Ok(QueryResult::statement(Some(rows)))

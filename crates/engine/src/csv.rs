@@ -1,10 +1,11 @@
 //! CSV and TPC-H `.tbl` reading (parallel) and CSV writing.
 //!
-//! The file is read into memory and cut at line boundaries into pieces that worker
-//! threads parse at the same time, each straight into typed column builders (no
-//! intermediate rows or strings). Pieces are appended in file order, so the table's row
-//! order is the file's. Files containing the quote character are parsed by one thread,
-//! since a quoted field may span lines.
+//! The file is read a segment at a time (tens of MB per thread); each segment is cut at a
+//! record boundary and then at line boundaries into pieces that worker threads parse at
+//! the same time, each straight into typed column builders (no intermediate rows or
+//! strings). Pieces go to the caller in file order, so the table's row order is the
+//! file's, and memory holds a few segments, never the whole file. Segments containing
+//! the quote character are parsed by one thread, since a quoted field may span lines.
 //!
 //! Errors name the file, the line and the column: `data.csv:17: column 3 ("price"):
 //! invalid value 'abc' for DECIMAL(15,2)`.
@@ -353,20 +354,126 @@ fn line_pieces(data: &[u8], pieces: usize) -> Vec<(usize, usize)> {
     ranges
 }
 
+/// Bytes read from the file per worker thread and round: large enough that every thread
+/// gets whole pieces, small enough that a load never holds the whole file in memory.
+const SEGMENT_BYTES_PER_THREAD: usize = 32 << 20;
+
 /// Parses a delimited file into column vectors (one `Vec<Vector>` per piece, in order).
 pub fn read_delimited(path: &Path, options: &CsvOptions, fields: &[Field], threads: usize) -> Result<Vec<Vec<Vector>>> {
-    let data = read_file(path)?;
-    let file = path.display().to_string();
-    let mut body: &[u8] = &data;
-    if body.starts_with(b"\xEF\xBB\xBF") {
-        body = &body[3..];
+    let mut pieces = Vec::new();
+    for_each_piece(path, options, fields, threads, |piece| {
+        pieces.push(piece);
+        Ok(())
+    })?;
+    Ok(pieces)
+}
+
+/// Streams a delimited file through `sink`, one parsed piece (columns) at a time, in file
+/// order. The file is read a segment at a time; each segment is cut at a record boundary
+/// and parsed by all threads, so memory stays at a few segments however large the file.
+pub fn for_each_piece(
+    path: &Path,
+    options: &CsvOptions,
+    fields: &[Field],
+    threads: usize,
+    sink: impl FnMut(Vec<Vector>) -> Result<()>,
+) -> Result<()> {
+    stream_pieces(path, options, fields, threads, SEGMENT_BYTES_PER_THREAD * threads.max(1), sink)
+}
+
+fn stream_pieces(
+    path: &Path,
+    options: &CsvOptions,
+    fields: &[Field],
+    threads: usize,
+    segment_bytes: usize,
+    mut sink: impl FnMut(Vec<Vector>) -> Result<()>,
+) -> Result<()> {
+    use std::io::Read;
+    let io_error = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => ApiaryError::Io(format!("file \"{}\" does not exist", path.display())),
+        std::io::ErrorKind::IsADirectory => ApiaryError::Io(format!("\"{}\" is a directory, not a file", path.display())),
+        _ => ApiaryError::Io(format!("cannot read \"{}\": {e}", path.display())),
+    };
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    let file_name = path.display().to_string();
+    let threads = threads.max(1);
+    let mut segment_bytes = segment_bytes.max(1);
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut at_start = true;
+    let mut line = 1u64;
+    let mut eof = false;
+    while !eof || !buffer.is_empty() {
+        // Top the buffer up to a segment (what the last round left over comes first).
+        while !eof && buffer.len() < segment_bytes {
+            let filled = buffer.len();
+            buffer.resize(segment_bytes, 0);
+            let read = file.read(&mut buffer[filled..]).map_err(io_error)?;
+            buffer.truncate(filled + read);
+            eof = read == 0;
+        }
+        let mut skip = 0;
+        if at_start {
+            if buffer.starts_with(b"\xEF\xBB\xBF") {
+                skip = 3;
+            }
+            if options.header {
+                match memchr::memchr(b'\n', &buffer[skip..]) {
+                    Some(p) => skip += p + 1,
+                    None if eof => skip = buffer.len(),
+                    None => {
+                        segment_bytes *= 2;
+                        continue;
+                    }
+                }
+                line = 2;
+            }
+            at_start = false;
+        }
+        let body = &buffer[skip..];
+        let end = if eof { body.len() } else { last_record_end(body, options.quote) };
+        if end == 0 && !eof {
+            // One record longer than a segment: read more before parsing.
+            buffer.drain(..skip);
+            segment_bytes *= 2;
+            continue;
+        }
+        let body = &body[..end];
+        line = parse_segment(body, line, fields, options, threads, &file_name, &mut sink)?;
+        buffer.drain(..skip + end);
     }
-    let mut first_line = 1u64;
-    if options.header {
-        let end = memchr::memchr(b'\n', body).map_or(body.len(), |p| p + 1);
-        body = &body[end..];
-        first_line = 2;
+    Ok(())
+}
+
+/// The length of the longest prefix of `data` made of whole records (0: none ends).
+fn last_record_end(data: &[u8], quote: Option<u8>) -> usize {
+    match quote.filter(|q| memchr::memchr(*q, data).is_some()) {
+        // Newlines may sit inside quoted fields: walk the records.
+        Some(q) => {
+            let mut start = 0;
+            loop {
+                let end = record_end(data, start, q);
+                if end >= data.len() {
+                    return start;
+                }
+                start = end + 1;
+            }
+        }
+        None => memchr::memrchr(b'\n', data).map_or(0, |p| p + 1),
     }
+}
+
+/// Parses whole records in parallel pieces and hands them to `sink` in order; returns the
+/// number of the line after the segment.
+fn parse_segment(
+    body: &[u8],
+    first_line: u64,
+    fields: &[Field],
+    options: &CsvOptions,
+    threads: usize,
+    file: &str,
+    sink: &mut impl FnMut(Vec<Vector>) -> Result<()>,
+) -> Result<u64> {
     let quoted = options.quote.is_some_and(|q| memchr::memchr(q, body).is_some());
     let ranges = if quoted { vec![(0, body.len())] } else { line_pieces(body, threads * 4) };
     // Line number of each piece's first line.
@@ -379,26 +486,25 @@ pub fn read_delimited(path: &Path, options: &CsvOptions, fields: &[Field], threa
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Vec<Vector>>>>> = ranges.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
-        for _ in 0..threads.max(1).min(ranges.len().max(1)) {
+        for _ in 0..threads.min(ranges.len().max(1)) {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if i >= ranges.len() {
                     break;
                 }
                 let (s, e) = ranges[i];
-                let parsed = parse_piece(&body[s..e], starts[i], fields, options, &file);
+                let parsed = parse_piece(&body[s..e], starts[i], fields, options, file);
                 *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(parsed);
             });
         }
     });
-    let mut pieces = Vec::with_capacity(results.len());
     for result in results {
         match result.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(piece) => pieces.push(piece?),
+            Some(piece) => sink(piece?)?,
             None => return Err(apiary_common::internal_err!("a CSV piece was not parsed")),
         }
     }
-    Ok(pieces)
+    Ok(line)
 }
 
 /// Infers names and types for `read_csv`: names from the header (or column1, ...), types
@@ -518,6 +624,49 @@ mod tests {
         assert_eq!(fields_of("\"say \"\"hi\"\"\",3"), ["[say \"hi\"]", "3"]);
         assert_eq!(fields_of("1,"), ["1", ""]);
         assert_eq!(fields_of("\"\",x"), ["[]", "x"]);
+    }
+
+    /// Tiny segments cut records everywhere (inside quoted fields, CRLF pairs, the
+    /// header): the result must not depend on where the segments fall.
+    #[test]
+    fn streamed_segments_parse_like_one_read() {
+        let dir = std::env::temp_dir().join(format!("apiary-csv-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("data.csv");
+        let mut text = String::from("\u{feff}id,note\r\n");
+        for i in 0..300 {
+            match i % 3 {
+                0 => text.push_str(&format!("{i},plain {i}\r\n")),
+                1 => text.push_str(&format!("{i},\"quoted, with\nnewline {i}\"\n")),
+                _ => text.push_str(&format!("{i},\n")),
+            }
+        }
+        std::fs::write(&path, &text).unwrap();
+        let fields = vec![Field::new("id", DataType::Integer, true), Field::new("note", DataType::Varchar(None), true)];
+        let options = CsvOptions { header: true, ..CsvOptions::default() };
+        let collect = |segment: usize, threads: usize| {
+            let mut rows: Vec<String> = Vec::new();
+            stream_pieces(&path, &options, &fields, threads, segment, |piece| {
+                for r in 0..piece[0].len() {
+                    rows.push(format!("{}|{}", piece[0].get_scalar(r), piece[1].get_scalar(r)));
+                }
+                Ok(())
+            })
+            .unwrap();
+            rows
+        };
+        let whole = collect(1 << 20, 1);
+        assert_eq!(whole.len(), 300);
+        assert_eq!(whole[1], "1|quoted, with\nnewline 1");
+        assert_eq!(whole[2], "2|NULL");
+        for segment in [1, 7, 64, 1000] {
+            assert_eq!(collect(segment, 2), whole, "segment of {segment} bytes");
+        }
+        // Errors still name the right line when the bad record is in a later segment.
+        std::fs::write(&path, "id,note\n1,a\n2,b\nx,c\n").unwrap();
+        let error = stream_pieces(&path, &options, &fields, 2, 5, |_| Ok(())).unwrap_err().to_string();
+        assert!(error.contains(":4:"), "{error}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Each technique on versus off, per TPC-H query (the ablations of docs/performance.md).
+
+    bench/ablation.py --sf 1 --threads 2 --runs 5 [--queries 1,6] [--data DIR]
+
+Loads the data once (`apiary bench tpch --variant ...`) and runs every query with the
+default settings and with one technique switched off at a time: relaxed-operator-fusion
+stages (`SET staging = off`), SIMD predicates (`SET simd = off`), group prefetching
+(`SET prefetch_group = 0`), and with one thread instead of --threads. Prints a Markdown
+table of median times (ms) and, per technique, off/on: above 1.00 the technique pays.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VARIANTS = [
+    ("staging_off", "SET staging = off", "stages"),
+    ("simd_off", "SET simd = off", "SIMD"),
+    ("prefetch_off", "SET prefetch_group = 0", "prefetch"),
+    ("threads_1", "SET threads = 1", "threads"),
+]
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sf", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
+    parser.add_argument("--data", help="directory with <table>.tbl files (default bench/data/sf<SF>)")
+    args = parser.parse_args()
+    data_dir = args.data or os.path.join(ROOT, "bench", "data", f"sf{args.sf:g}")
+
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
+    apiary = os.path.join(ROOT, "target", "release", "apiary")
+    if not all(os.path.exists(os.path.join(data_dir, f"{t}.tbl")) for t in ["lineitem", "orders"]):
+        os.makedirs(data_dir, exist_ok=True)
+        subprocess.run([apiary, "tpch-gen", "--sf", str(args.sf), "--dir", data_dir], check=True)
+    cmd = [apiary, "bench", "tpch", "--sf", str(args.sf), "--threads", str(args.threads), "--runs", str(args.runs),
+           "--data", data_dir, "--queries", args.queries]
+    for name, sql, _ in VARIANTS:
+        cmd += ["--variant", f"{name}={sql}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(out.stderr)
+    times = {}
+    wrong = []
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            times[(r["q"], r["variant"])] = r["median_s"] * 1e3
+            if r["correct"] is False:
+                wrong.append(f"Q{r['q']} {r['variant']}")
+
+    queries = [int(q) for q in args.queries.split(",")]
+    header = "| query | default ms | " + " | ".join(f"{label} off ms | off/on" if label != "threads" else "1 thread ms | speed-up"
+                                                    for _, _, label in VARIANTS) + " |"
+    print(f"TPC-H SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs\n")
+    print(header)
+    print("|" + "---|" * (2 + 2 * len(VARIANTS)))
+    ratios = {name: [] for name, _, _ in VARIANTS}
+    for q in queries:
+        base = times.get((q, "default"))
+        cells = [f"Q{q:02d}", f"{base:.1f}" if base else "error"]
+        for name, _, _ in VARIANTS:
+            off = times.get((q, name))
+            if base and off:
+                ratios[name].append(off / base)
+                cells += [f"{off:.1f}", f"{off / base:.2f}"]
+            else:
+                cells += ["error", "-"]
+        print("| " + " | ".join(cells) + " |")
+    geo = ["geomean", f"{geomean([times[(q, 'default')] for q in queries if (q, 'default') in times]):.1f}"]
+    for name, _, _ in VARIANTS:
+        geo += [f"{geomean([times[(q, name)] for q in queries if (q, name) in times]):.1f}", f"{geomean(ratios[name]):.2f}"]
+    print("| " + " | ".join(geo) + " |")
+    if wrong:
+        print(f"\nWRONG ANSWERS: {', '.join(wrong)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
