@@ -14,7 +14,7 @@
 //! 8 + 32*n; longer strings force the byte-string form. Packing only needs equality, so
 //! signed values are stored as their raw bits.
 
-use apiary_common::hash::{hash_bytes, hash_u128, hash_u64};
+use apiary_common::hash::{hash_bytes, hash_u128, hash_u64_batch};
 use apiary_types::datatype::PhysicalType;
 use apiary_types::{DataType, Vector, VectorData};
 
@@ -121,6 +121,20 @@ impl KeyPacker {
         match self.width {
             KeyWidth::Empty => PackedKeys::Empty { rows: rows.len() },
             KeyWidth::U64 => {
+                // One integer column (most join keys): a plain widening gather.
+                if let ([part], [column]) = (self.parts.as_slice(), columns) {
+                    if part.offset == 0 && (part.null_flag.is_none() || column.validity.is_none()) {
+                        match &column.data {
+                            VectorData::I32(v) => {
+                                return PackedKeys::U64 { keys: rows.iter().map(|&r| v[r as usize] as u32 as u64).collect(), valid }
+                            }
+                            VectorData::I64(v) => {
+                                return PackedKeys::U64 { keys: rows.iter().map(|&r| v[r as usize] as u64).collect(), valid }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
                 let mut keys = vec![0u64; rows.len()];
                 for (part, column) in self.parts.iter().zip(columns) {
                     pack_part(part, column, rows, &mut keys, |k, bits, shift| *k |= (bits as u64) << shift);
@@ -290,7 +304,7 @@ impl PackedKeys {
     pub fn hashes(&self) -> Vec<u64> {
         match self {
             PackedKeys::Empty { rows } => vec![0; *rows],
-            PackedKeys::U64 { keys, .. } => keys.iter().map(|&k| hash_u64(k)).collect(),
+            PackedKeys::U64 { keys, .. } => hash_u64_batch(keys),
             PackedKeys::U128 { keys, .. } => keys.iter().map(|&k| hash_u128(k)).collect(),
             PackedKeys::Bytes { .. } => (0..self.len()).map(|j| hash_bytes(self.bytes(j))).collect(),
         }

@@ -322,7 +322,7 @@ impl Operator for HashJoinProbe {
                 }
                 Ok(Control::Continue)
             }
-            _ => self.emit_pairs(&chunk, &rows, &keys, &heads, built, ctx, emit),
+            _ => self.emit_pairs(&chunk, &rows, &keys, &candidates, &heads, built, ctx, emit),
         }
     }
 }
@@ -397,11 +397,14 @@ impl HashJoinProbe {
 
     /// Joins producing pairs: generates candidate (probe row, build row) pairs in batches,
     /// filters them with the residual predicate, and emits or records them by mode.
+    /// `candidates` (ascending) are the probe positions looked up; others have no match.
+    #[allow(clippy::too_many_arguments)]
     fn emit_pairs(
         &self,
         chunk: &DataChunk,
         rows: &[u32],
         keys: &PackedKeys,
+        candidates: &[u32],
         heads: &[u32],
         built: &BuiltTable,
         ctx: &ExecContext,
@@ -414,18 +417,26 @@ impl HashJoinProbe {
         let mut pair_probe: Vec<u32> = Vec::with_capacity(batch);
         let mut pair_j: Vec<u32> = Vec::with_capacity(batch);
         let mut pair_build: Vec<u32> = Vec::with_capacity(batch);
-        let mut j = 0;
-        let mut cursor = if rows.is_empty() { NONE } else { heads[0] };
+        // Probe rows that found their key, in order: the pair loop never visits misses.
+        let mut hits: Vec<u32> = vec![0; candidates.len()];
+        let mut hit_count = 0;
+        for &j in candidates {
+            // Branch-free compaction: write always, advance only on a hit.
+            hits[hit_count] = j;
+            hit_count += (heads[j as usize] != NONE) as usize;
+        }
+        hits.truncate(hit_count);
+        let mut next_hit = 0;
+        let (mut j, mut cursor) = (0usize, NONE);
         let single = join.mode == JoinMode::Single;
         loop {
             // Fill a batch of candidate pairs.
-            while pair_probe.len() < batch && j < rows.len() {
+            while pair_probe.len() < batch {
                 if cursor == NONE {
-                    j += 1;
-                    if j < rows.len() {
-                        cursor = heads[j];
-                    }
-                    continue;
+                    let Some(&hit) = hits.get(next_hit) else { break };
+                    next_hit += 1;
+                    j = hit as usize;
+                    cursor = heads[j];
                 }
                 pair_probe.push(rows[j]);
                 pair_j.push(j as u32);
