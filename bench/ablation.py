@@ -22,7 +22,9 @@ VARIANTS = [
     ("staging_off", "SET staging = off", "stages"),
     ("simd_off", "SET simd = off", "SIMD"),
     ("prefetch_off", "SET prefetch_group = 0", "prefetch"),
-    ("threads_1", "SET threads = 1", "threads"),
+    # Measured by its own process: a worker pool shrunk and regrown inside one process
+    # starts the next queries with cold thread-local allocator heaps.
+    ("threads_1", None, "threads"),
 ]
 
 
@@ -45,20 +47,22 @@ def main():
     if not all(os.path.exists(os.path.join(data_dir, f"{t}.tbl")) for t in ["lineitem", "orders"]):
         os.makedirs(data_dir, exist_ok=True)
         subprocess.run([apiary, "tpch-gen", "--sf", str(args.sf), "--dir", data_dir], check=True)
-    cmd = [apiary, "bench", "tpch", "--sf", str(args.sf), "--threads", str(args.threads), "--runs", str(args.runs),
-           "--data", data_dir, "--queries", args.queries]
-    for name, sql, _ in VARIANTS:
-        cmd += ["--variant", f"{name}={sql}"]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stderr.write(out.stderr)
+    base = [apiary, "bench", "tpch", "--sf", str(args.sf), "--runs", str(args.runs), "--data", data_dir, "--queries", args.queries]
+    runs = [(base + ["--threads", str(args.threads)]
+             + [arg for name, sql, _ in VARIANTS if sql for arg in ("--variant", f"{name}={sql}")], None),
+            (base + ["--threads", "1"], "threads_1")]
     times = {}
     wrong = []
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            times[(r["q"], r["variant"])] = r["median_s"] * 1e3
-            if r["correct"] is False:
-                wrong.append(f"Q{r['q']} {r['variant']}")
+    for cmd, rename in runs:
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        sys.stderr.write(out.stderr)
+        for line in out.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                variant = rename or r.get("variant", "default")
+                times[(r["q"], variant)] = r["median_s"] * 1e3
+                if r["correct"] is False:
+                    wrong.append(f"Q{r['q']} {variant}")
 
     queries = [int(q) for q in args.queries.split(",")]
     header = "| query | default ms | " + " | ".join(f"{label} off ms | off/on" if label != "threads" else "1 thread ms | speed-up"

@@ -144,7 +144,7 @@ impl Connection {
             let elapsed = started.elapsed();
             lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
             for (idx, pipeline) in executed.pipelines.iter().enumerate() {
-                lines.extend(pipeline.analyze(idx));
+                lines.extend(pipeline.analyze(idx, self.settings.execution.staging));
             }
         } else {
             let physical = plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads())?;

@@ -77,6 +77,24 @@ impl Pipeline {
             }
             Ok(control)
         })?;
+        // End of the work order: buffering operators hand on what they hold, in order.
+        for i in 0..self.operators.len() {
+            if finished {
+                break;
+            }
+            let (head, tail) = operators.split_at_mut(i + 1);
+            let started = std::time::Instant::now();
+            let control = self.operators[i].flush(&mut head[i], ctx, &mut |out| {
+                if let Some(counter) = stats.operator_rows.get(i) {
+                    counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
+                }
+                push(out, &self.operators[i + 1..], tail, &self.sink, sink, order, ctx, stats, i + 1)
+            })?;
+            if let Some(counter) = stats.operator_nanos.get(i) {
+                counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+            finished = control == Control::Finished;
+        }
         self.stats.morsels.fetch_add(1, Ordering::Relaxed);
         self.stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(if finished { Control::Finished } else { Control::Continue })
@@ -119,9 +137,10 @@ fn push(
 }
 
 impl Pipeline {
-    /// EXPLAIN ANALYZE text: work orders, then each operator with its rows and its own
-    /// time (summed over workers).
-    pub fn analyze(&self, index: usize) -> Vec<String> {
+    /// EXPLAIN ANALYZE text: work orders, then the pipeline's stages (ROF §4: a new stage
+    /// after a scan whose survivors are staged, and at each stage boundary operator), each
+    /// operator with its rows and its own time (summed over workers).
+    pub fn analyze(&self, index: usize, staging: bool) -> Vec<String> {
         let stats = &self.stats;
         let ms = |nanos: u64| nanos as f64 / 1e6;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -130,13 +149,23 @@ impl Pipeline {
         let sink = load(&stats.sink_nanos);
         let downstream = |i: usize| inclusive.get(i).copied().unwrap_or(sink);
         let mut lines = vec![format!("Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers)", load(&stats.morsels), ms(busy))];
+        let mut stage = 0;
+        lines.push(format!("  Stage {stage}:"));
         lines.push(format!(
             "    {} -- {} rows, {:.2} ms",
             self.source.name(),
             load(&stats.source_rows),
             ms(busy.saturating_sub(downstream(0)))
         ));
+        if self.source.ends_stage(staging) {
+            stage += 1;
+            lines.push(format!("  Stage {stage}: (survivors of the scan's filter gathered into full vectors)"));
+        }
         for (i, operator) in self.operators.iter().enumerate() {
+            if operator.starts_stage() {
+                stage += 1;
+                lines.push(format!("  Stage {stage}:"));
+            }
             lines.push(format!(
                 "    -> {} -- {} rows, {:.2} ms",
                 operator.name(),

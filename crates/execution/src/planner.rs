@@ -33,6 +33,7 @@ use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJo
 use crate::operators::project::ProjectOperator;
 use crate::operators::scan::{TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
+use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
 use crate::operators::{Operator, Sink, Source};
 use crate::pipeline::{PhysicalPlan, Pipeline, PipelineStats};
@@ -574,6 +575,12 @@ impl<'a> PhysicalPlanner<'a> {
             return Ok(vec![emitted]);
         }
         for branch in probe_branches.iter_mut() {
+            // A stage boundary in front of a probe that follows another operator (whose
+            // output may be sparse); it is active only for tables larger than the cache.
+            if self.config.staging && !branch.operators.is_empty() {
+                branch.operators.push(Arc::new(StageBoundary::before_probe(Arc::clone(&join))));
+                branch.steps.push("-> StageBoundary".to_string());
+            }
             branch.operators.push(Arc::new(HashJoinProbe(Arc::clone(&join))));
             branch.after_sinks.push(build_sink);
             branch.steps.push(format!("-> HashJoinProbe {description} [build sink #{build_sink}]"));

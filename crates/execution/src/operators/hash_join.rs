@@ -149,6 +149,11 @@ impl HashJoin {
         })
     }
 
+    /// Size of the finished table's directory in bytes (0 before the build finished).
+    pub fn table_bytes(&self) -> usize {
+        self.built.get().map_or(0, |b| b.table.directory_bytes())
+    }
+
     fn key_count(&self) -> usize {
         self.build_keys.len()
     }

@@ -15,7 +15,9 @@
 //! * Operator objects are immutable and shared by all workers (`Send + Sync`); per-worker
 //!   mutable state lives in the `LocalState` each worker creates with `local_state()`.
 //! * `Source::produce`, `Operator::execute` and `Sink::consume` are called concurrently by
-//!   all workers, each with its own local state.
+//!   all workers, each with its own local state. After a work order's last chunk,
+//!   `Operator::flush` runs on each operator in order, so buffering operators (stage
+//!   boundaries) hand on what they hold before the work order completes.
 //! * `Source::morsels` is called once, when the pipeline becomes ready (all pipelines it
 //!   depends on have finished), so a source may depend on a finished breaker's output.
 //! * `Sink::combine` is called once per worker-local state after every morsel of the
@@ -32,6 +34,7 @@ pub mod hash_join;
 pub mod project;
 pub mod scan;
 pub mod sort;
+pub mod stage;
 pub mod values;
 
 use std::any::Any;
@@ -72,6 +75,10 @@ pub trait Source: Send + Sync {
     }
     /// Produces the chunks of morsel `morsel`.
     fn produce(&self, morsel: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()>;
+    /// Whether a stage boundary follows the source (ROF §4) under `staging`.
+    fn ends_stage(&self, _staging: bool) -> bool {
+        false
+    }
 }
 
 pub trait Operator: Send + Sync {
@@ -81,6 +88,14 @@ pub trait Operator: Send + Sync {
     }
     /// Transforms one chunk, emitting zero or more chunks.
     fn execute(&self, chunk: DataChunk, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control>;
+    /// Emits whatever the operator still buffers; called at the end of every work order.
+    fn flush(&self, _local: &mut LocalState, _ctx: &ExecContext, _emit: &mut Emit) -> Result<Control> {
+        Ok(Control::Continue)
+    }
+    /// Whether this operator begins a new stage of its pipeline (ROF §4).
+    fn starts_stage(&self) -> bool {
+        false
+    }
 }
 
 pub trait Sink: Send + Sync {

@@ -83,6 +83,10 @@ impl Source for TableScan {
         self.data.blocks.len()
     }
 
+    fn ends_stage(&self, staging: bool) -> bool {
+        staging && self.filter.is_some()
+    }
+
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let block = &self.data.blocks[morsel];
         for p in &self.zone_predicates {

@@ -1,0 +1,100 @@
+//! Stage boundary (ROF §4): where a pipeline is cut into stages.
+//!
+//! ```text
+//!  ... ─▶ HashJoinProbe ─▶ (sparse vectors) ─▶ StageBoundary ─▶ HashJoinProbe (large table)
+//!                                              buffers survivors until a full vector
+//! ```
+//!
+//! Operators upstream of a selective join hand on vectors with few surviving rows. The
+//! next operator that randomly accesses a structure larger than the cache (a hash-table
+//! directory) gains from full vectors: group prefetching (ROF §4.3) overlaps the misses of
+//! many keys instead of a handful. The boundary copies the survivors of sparse vectors
+//! into a buffer and emits it once it holds a full vector (and at the end of the work
+//! order); dense vectors pass through untouched, after whatever is buffered, so rows keep
+//! their order within a work order.
+//!
+//! Whether it is active is decided per query at run time, from the real table size: a
+//! boundary before a probe of a cache-resident table would only copy.
+
+use std::sync::Arc;
+
+use apiary_common::Result;
+use apiary_types::{DataChunk, VectorBuilder};
+
+use super::hash_join::HashJoin;
+use super::{local, Control, Emit, ExecContext, LocalState, Operator};
+
+/// Directories at least this large are "larger than the cache" (L2 of one core).
+pub const STAGE_MIN_TABLE_BYTES: usize = 1 << 20;
+
+/// A stage boundary in front of the probe of `join`.
+pub struct StageBoundary {
+    join: Arc<HashJoin>,
+}
+
+impl StageBoundary {
+    pub fn before_probe(join: Arc<HashJoin>) -> StageBoundary {
+        StageBoundary { join }
+    }
+}
+
+struct StageLocal {
+    /// Decided on the first chunk (the build side has finished by then).
+    active: Option<bool>,
+    builders: Vec<VectorBuilder>,
+    rows: usize,
+}
+
+impl StageLocal {
+    fn flush(&mut self, emit: &mut Emit) -> Result<Control> {
+        if self.rows == 0 {
+            return Ok(Control::Continue);
+        }
+        let columns = self.builders.iter_mut().map(|b| std::mem::replace(b, VectorBuilder::new(b.data_type())).finish()).collect();
+        let rows = std::mem::take(&mut self.rows);
+        emit(DataChunk::new(columns, rows))
+    }
+}
+
+impl Operator for StageBoundary {
+    fn name(&self) -> String {
+        format!("StageBoundary (full vectors for HashJoinProbe {})", self.join.description)
+    }
+
+    fn starts_stage(&self) -> bool {
+        true
+    }
+
+    fn local_state(&self) -> LocalState {
+        Box::new(StageLocal { active: None, builders: Vec::new(), rows: 0 })
+    }
+
+    fn execute(&self, chunk: DataChunk, state: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
+        let state = local::<StageLocal>(state);
+        let active = *state.active.get_or_insert_with(|| ctx.config.staging && self.join.table_bytes() >= STAGE_MIN_TABLE_BYTES);
+        let vector_size = ctx.config.vector_size.max(1);
+        let rows = chunk.row_count();
+        if !active || chunk.column_count() == 0 || rows * 2 >= vector_size {
+            if state.flush(emit)? == Control::Finished {
+                return Ok(Control::Finished);
+            }
+            return emit(chunk);
+        }
+        if state.builders.len() != chunk.column_count() {
+            state.builders = chunk.columns.iter().map(|c| VectorBuilder::with_capacity(c.data_type, vector_size)).collect();
+        }
+        let selection = chunk.selection();
+        for (builder, column) in state.builders.iter_mut().zip(&chunk.columns) {
+            builder.append(column, selection);
+        }
+        state.rows += rows;
+        if state.rows >= vector_size {
+            return state.flush(emit);
+        }
+        Ok(Control::Continue)
+    }
+
+    fn flush(&self, state: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
+        local::<StageLocal>(state).flush(emit)
+    }
+}
