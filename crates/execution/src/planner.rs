@@ -325,8 +325,15 @@ impl<'a> PhysicalPlanner<'a> {
             groups.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>().join(", "),
             aggregates.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        let aggregate =
-            HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, self.config.vector_size, description.clone());
+        let aggregate = HashAggregate::new(
+            group_exprs,
+            group_nullable,
+            inputs,
+            partition_bits,
+            expected_groups,
+            self.config.vector_size,
+            description.clone(),
+        );
         let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
         let output: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect();

@@ -13,6 +13,9 @@ const EMPTY: u32 = u32::MAX;
 /// Tables smaller than this stay in cache: prefetching would only cost instructions.
 const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 const INITIAL_CAPACITY: usize = 1024;
+/// Most groups a table grows to in one step from the estimate: an overestimate costs at
+/// most this many slots of allocation; beyond it the table grows by doubling.
+const MAX_PRESIZED_GROUPS: usize = 1 << 17;
 /// Tables from this size on look for runs of equal keys before looking keys up.
 const RUN_DETECTION_MIN_BYTES: usize = 256 << 10;
 /// Keys whose slots are prefetched together while merging tables.
@@ -28,11 +31,17 @@ struct FixedTable<K> {
     slots: Vec<Slot<K>>,
     /// The key of each group, by group id.
     keys: Vec<K>,
+    /// Slots for the expected number of groups: the first growth jumps there.
+    expected_slots: usize,
 }
 
 impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
-    fn new() -> Self {
-        FixedTable { slots: vec![Slot { key: K::default(), group: EMPTY }; INITIAL_CAPACITY], keys: Vec::new() }
+    fn new(groups: usize) -> Self {
+        FixedTable {
+            slots: vec![Slot { key: K::default(), group: EMPTY }; INITIAL_CAPACITY],
+            keys: Vec::new(),
+            expected_slots: slots_for(groups),
+        }
     }
 
     #[inline(always)]
@@ -90,7 +99,7 @@ impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
     }
 
     fn grow(&mut self) {
-        self.rehash(self.slots.len() * 2);
+        self.rehash((self.slots.len() * 2).max(self.expected_slots));
     }
 
     fn rehash(&mut self, capacity: usize) {
@@ -189,6 +198,11 @@ enum Table {
     Bytes(BytesTable),
 }
 
+/// Directory slots for `groups` groups at the table's maximum load (one half).
+fn slots_for(groups: usize) -> usize {
+    (groups * 2 + 1).next_power_of_two().max(INITIAL_CAPACITY)
+}
+
 /// When at least a quarter of `indices` repeat the key before them, the indices that
 /// start a run of equal keys (the first index always does); `None` otherwise.
 fn run_starts(keys: &PackedKeys, indices: &[u32]) -> Option<Vec<u32>> {
@@ -220,10 +234,19 @@ pub struct GroupTable {
 
 impl GroupTable {
     pub fn new(width: KeyWidth) -> GroupTable {
+        GroupTable::with_expected_groups(width, 0)
+    }
+
+    /// A table expecting `groups` groups (an estimate, capped at [`MAX_PRESIZED_GROUPS`]):
+    /// it starts small, but once it must grow (more than a few hundred groups showed up,
+    /// so the estimate is plausible) it grows straight to that size instead of rehashing
+    /// its way up by doubling.
+    pub fn with_expected_groups(width: KeyWidth, groups: usize) -> GroupTable {
+        let groups = groups.min(MAX_PRESIZED_GROUPS);
         let table = match width {
             KeyWidth::Empty => Table::Single { exists: false },
-            KeyWidth::U64 => Table::U64(FixedTable::new()),
-            KeyWidth::U128 => Table::U128(FixedTable::new()),
+            KeyWidth::U64 => Table::U64(FixedTable::new(groups)),
+            KeyWidth::U128 => Table::U128(FixedTable::new(groups)),
             KeyWidth::Bytes => Table::Bytes(BytesTable::new()),
         };
         GroupTable { table }

@@ -35,6 +35,8 @@ pub struct HashAggregate {
     aggregates: Vec<AggregateInput>,
     packer: KeyPacker,
     partition_bits: u32,
+    /// Groups each worker's partition table is sized for (from the planner's estimate).
+    expected_partition_groups: usize,
     pub description: String,
     /// Per partition: the tables combined from all workers.
     combined: Mutex<Vec<Vec<PartitionTable>>>,
@@ -55,6 +57,7 @@ impl HashAggregate {
         group_nullable: Vec<bool>,
         aggregates: Vec<AggregateInput>,
         partition_bits: u32,
+        expected_groups: f64,
         vector_size: usize,
         description: String,
     ) -> Arc<HashAggregate> {
@@ -68,6 +71,7 @@ impl HashAggregate {
             aggregates,
             packer,
             partition_bits,
+            expected_partition_groups: (expected_groups.max(0.0) / partitions as f64).min(usize::MAX as f64) as usize,
             description,
             combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
             results: Mutex::new(vec![None; partitions]),
@@ -81,7 +85,7 @@ impl HashAggregate {
 
     fn new_table(&self) -> Result<PartitionTable> {
         Ok(PartitionTable {
-            groups: GroupTable::new(self.packer.width),
+            groups: GroupTable::with_expected_groups(self.packer.width, self.expected_partition_groups),
             keys: self.group_types.iter().map(|t| VectorBuilder::new(*t)).collect(),
             states: self.aggregates.iter().map(|a| a.spec.new_state()).collect::<Result<_>>()?,
         })
