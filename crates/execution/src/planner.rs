@@ -316,7 +316,7 @@ impl<'a> PhysicalPlanner<'a> {
         }
         let expected_groups = if groups.is_empty() { 1.0 } else { group_count(groups.iter().map(|(e, _)| e), &estimate(input)) };
         let partition_bits = if expected_groups >= PARTITIONED_AGGREGATION_GROUPS && self.threads > 1 {
-            (self.threads * 4).next_power_of_two().trailing_zeros().min(6)
+            (self.threads * 2).next_power_of_two().trailing_zeros().min(6)
         } else {
             0
         };

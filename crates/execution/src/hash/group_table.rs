@@ -15,7 +15,7 @@ const PREFETCH_THRESHOLD_BYTES: usize = 1 << 20;
 const INITIAL_CAPACITY: usize = 1024;
 /// Most groups a table grows to in one step from the estimate: an overestimate costs at
 /// most this many slots of allocation; beyond it the table grows by doubling.
-const MAX_PRESIZED_GROUPS: usize = 1 << 17;
+const MAX_PRESIZED_GROUPS: usize = 1 << 18;
 /// Tables from this size on look for runs of equal keys before looking keys up.
 const RUN_DETECTION_MIN_BYTES: usize = 256 << 10;
 /// Keys whose slots are prefetched together while merging tables.
