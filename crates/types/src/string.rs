@@ -65,6 +65,18 @@ impl StrView {
         self.len == 0
     }
 
+    /// An inline string as one integer: the length in the low byte, then the bytes
+    /// (zero padded). Equal strings give equal integers; `None` for long strings.
+    #[inline(always)]
+    pub fn inline_bits(&self) -> Option<u128> {
+        if self.len as usize > INLINE_LEN {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        bytes[..12].copy_from_slice(&self.data);
+        Some((self.len as u128 & 0xff) | (u128::from_le_bytes(bytes) << 8))
+    }
+
     #[inline(always)]
     pub fn is_inline(&self) -> bool {
         self.len as usize <= INLINE_LEN

@@ -439,6 +439,7 @@ pub fn arithmetic(
     right: ExprRef,
     data_type: DataType,
     literals: (Option<&ScalarValue>, Option<&ScalarValue>),
+    result_digits: Option<u32>,
 ) -> Result<ExprRef> {
     let (lt, rt) = (left.data_type(), right.data_type());
     use DataType as D;
@@ -517,19 +518,25 @@ pub fn arithmetic(
             (D::Decimal { scale: a, .. }, D::Decimal { scale: b, .. }) => (a, b),
             _ => return Err(internal_err!("decimal arithmetic on {lt} and {rt}")),
         };
+        // Overflow is impossible when the result's digits fit the physical integer: always
+        // for `i64` results (precision <= 18), and for `i128` ones when the operands'
+        // digits (see `decimal_digits`) give at most 38.
+        let fits = precision <= MAX_DECIMAL64_PRECISION || result_digits.is_some_and(|d| d <= MAX_DECIMAL_PRECISION as u32);
         let computed = match op {
             BinaryOp::Div => {
                 let shift = (result_scale as i32 - ls as i32 + rs as i32).max(0) as u32;
                 Ok(Arc::new(DecimalDivide { left, right, shift, data_type }) as ExprRef)
             }
-            BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
-            BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
-            BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, precision > MAX_DECIMAL64_PRECISION),
+            BinaryOp::Add => numeric::<Add>(left, right, data_type, literals, !fits),
+            BinaryOp::Sub => numeric::<Sub>(left, right, data_type, literals, !fits),
+            BinaryOp::Mul if ls + rs == result_scale => numeric::<Mul>(left, right, data_type, literals, !fits),
+            BinaryOp::Mul => numeric::<Mul>(left, right, data_type, literals, true),
             BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
             other => Err(internal_err!("{other:?} on decimals")),
         }?;
         // At the 38-digit cap a result can exceed its precision without overflowing i128.
-        return Ok(if precision == MAX_DECIMAL_PRECISION { Arc::new(DecimalBound { child: computed, data_type }) } else { computed });
+        let bounded = precision < MAX_DECIMAL_PRECISION || (fits && op != BinaryOp::Div && op != BinaryOp::Mod);
+        return Ok(if bounded { computed } else { Arc::new(DecimalBound { child: computed, data_type }) });
     }
     // Integers and floats are checked (overflow is an error, never a wrapped value or an
     // infinity); only decimals of at most 18 digits run unchecked.

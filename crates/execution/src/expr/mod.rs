@@ -198,7 +198,7 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             } else if *op == BinaryOp::Concat {
                 string::concat(vec![l, r], true)
             } else {
-                arithmetic::arithmetic(*op, l, r, *data_type, (literal_of(left), literal_of(right)))?
+                arithmetic::arithmetic(*op, l, r, *data_type, (literal_of(left), literal_of(right)), decimal_digits(expr))?
             }
         }
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
@@ -243,6 +243,53 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
         }
         Expr::Subquery(_) => return Err(internal_err!("subquery reached execution (it should have been unnested)")),
     })
+}
+
+/// At most how many digits the unscaled values of a decimal (or integer) expression
+/// have, from its operands' types and literals: `CAST(l_extendedprice AS DECIMAL(38,2))
+/// * CAST(1 - l_discount AS DECIMAL(38,2))` is typed DECIMAL(38,4) but has at most 15 +
+/// 16 = 31 digits, so its `i128` product cannot overflow and needs no checks.
+fn decimal_digits(expr: &Expr) -> Option<u32> {
+    let scale_of = |e: &Expr| match e.data_type() {
+        DataType::Decimal { scale, .. } => Some(scale as u32),
+        DataType::SmallInt | DataType::Integer | DataType::BigInt => Some(0),
+        _ => None,
+    };
+    let digits = match expr {
+        Expr::Literal(ScalarValue::Decimal(v, _, _), _) => v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1),
+        Expr::Literal(ScalarValue::Int64(v), _) => v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1),
+        Expr::Literal(ScalarValue::Int32(v), _) => v.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1),
+        Expr::Cast { expr: inner, to: to_type @ DataType::Decimal { precision, scale } } => {
+            let (from_digits, from_scale) = (decimal_digits(inner)?, scale_of(inner)?);
+            let to = *scale as u32;
+            // Rounding to fewer decimals can carry into one more digit (9.99 -> 10.0).
+            let digits = if to >= from_scale { from_digits + (to - from_scale) } else { (from_digits + 1).saturating_sub(from_scale - to) };
+            // A cast that changes the type checks the target precision; one to the same
+            // type does nothing and bounds nothing.
+            if inner.data_type() == *to_type {
+                digits
+            } else {
+                digits.min(*precision as u32)
+            }
+        }
+        Expr::Binary { op: BinaryOp::Add | BinaryOp::Sub, left, right, .. } => {
+            let (ls, rs) = (scale_of(left)?, scale_of(right)?);
+            let scale = ls.max(rs);
+            (decimal_digits(left)? + (scale - ls)).max(decimal_digits(right)? + (scale - rs)) + 1
+        }
+        Expr::Binary { op: BinaryOp::Mul, left, right, .. } => decimal_digits(left)? + decimal_digits(right)?,
+        // Other leaves (columns, functions, aggregates): what their type allows. Stored
+        // values were checked against it on the way in; computed ones are bounded by the
+        // operation that made them.
+        _ => match expr.data_type() {
+            DataType::Decimal { precision, .. } => precision as u32,
+            DataType::SmallInt => 5,
+            DataType::Integer => 10,
+            DataType::BigInt => 19,
+            _ => return None,
+        },
+    };
+    Some(digits)
 }
 
 fn literal_of(expr: &Expr) -> Option<&ScalarValue> {

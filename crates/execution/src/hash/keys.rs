@@ -186,7 +186,14 @@ fn pack_part<K>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K], mut 
         // Equal intervals ('1 day', '24 hours') must pack equally: use the normalised value.
         VectorData::Interval(v) => each!(v, |x: apiary_types::Interval| x.normalized() as u128),
         VectorData::Str(s) => {
+            let views = s.views.as_slice();
             for (k, &r) in keys.iter_mut().zip(rows) {
+                // Short strings (all of a packed column's) are inline in their view:
+                // read them as one integer, no byte loop.
+                if let Some(bits) = views[r as usize].inline_bits() {
+                    put(k, bits, shift);
+                    continue;
+                }
                 let bytes = s.get_bytes(r as usize);
                 let mut bits: u128 = bytes.len() as u128;
                 for (i, b) in bytes.iter().enumerate() {
