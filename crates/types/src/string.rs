@@ -65,6 +65,14 @@ impl StrView {
         self.len == 0
     }
 
+    /// The view's 16 bytes as one integer: two views are equal exactly when these are.
+    #[inline(always)]
+    pub fn to_bits(self) -> u128 {
+        // SAFETY: `StrView` is 16 bytes of plain integers (`repr(C)`, no padding: a u32
+        // then 12 bytes), and every bit pattern is a valid u128.
+        unsafe { std::mem::transmute::<StrView, u128>(self) }
+    }
+
     /// An inline string as one integer: the length in the low byte, then the bytes
     /// (zero padded). Equal strings give equal integers; `None` for long strings.
     #[inline(always)]

@@ -320,13 +320,26 @@ impl<T: NativeType, O: CmpOp> PhysicalExpr for Compare<T, O> {
 struct StrCompareConst<O> {
     child: ExprRef,
     constant: String,
+    /// The constant's view when it is inline (at most 12 bytes): a string equals it
+    /// exactly when their 16-byte views are equal (inline views are zero padded, longer
+    /// strings differ in length), a branch-free test of two words.
+    inline_view: Option<u128>,
     _op: PhantomData<O>,
 }
 
 impl<O: CmpOp> StrCompareConst<O> {
+    fn new(child: ExprRef, constant: String) -> Self {
+        let inline_view =
+            (constant.len() <= apiary_types::string::INLINE_LEN).then(|| apiary_types::StrView::inline(constant.as_bytes()).to_bits());
+        StrCompareConst { child, constant, inline_view, _op: PhantomData }
+    }
+
     #[inline(always)]
     fn test(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
         if matches!(O::KIND, CmpKind::Eq | CmpKind::NotEq) {
+            if let Some(constant) = &self.inline_view {
+                return (strings.views[i].to_bits() == *constant) == (O::KIND == CmpKind::Eq);
+            }
             // Length and 4-byte prefix sit in the view: most rows are decided without
             // touching the string bytes.
             let view = &strings.views[i];
@@ -439,7 +452,7 @@ fn make_compare<O: CmpOp>(
         PhysicalType::F64 => native!(f64),
         PhysicalType::Interval => native!(Interval),
         PhysicalType::Str => match constant {
-            Some(ScalarValue::Utf8(s)) => Arc::new(StrCompareConst::<O> { child: left, constant: s.clone(), _op: PhantomData }),
+            Some(ScalarValue::Utf8(s)) => Arc::new(StrCompareConst::<O>::new(left, s.clone())),
             Some(other) => return Err(internal_err!("string comparison with constant {other:?}")),
             None => Arc::new(StrCompare::<O> { left, right, _op: PhantomData }),
         },
