@@ -584,8 +584,30 @@ impl<T: NativeType> PhysicalExpr for InListNative<T> {
 struct InListStr {
     child: ExprRef,
     values: StringSet,
+    /// A short list of short constants as view bits (see `StrCompareConst`): each row is
+    /// tested by comparing its view with every constant, without branches.
+    inline_views: Option<Vec<u128>>,
     negated: bool,
     has_null: bool,
+}
+
+impl InListStr {
+    fn new(child: ExprRef, values: Vec<Vec<u8>>, negated: bool, has_null: bool) -> InListStr {
+        let inline_views = (values.len() <= SMALL_STRING_SET && values.iter().all(|v| v.len() <= apiary_types::string::INLINE_LEN))
+            .then(|| values.iter().map(|v| apiary_types::StrView::inline(v).to_bits()).collect());
+        InListStr { child, values: StringSet::new(values), inline_views, negated, has_null }
+    }
+
+    #[inline(always)]
+    fn contains(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
+        match &self.inline_views {
+            Some(views) => {
+                let bits = strings.views[i].to_bits();
+                views.iter().fold(false, |found, &c| found | (bits == c))
+            }
+            None => self.values.contains(strings.get_bytes(i)),
+        }
+    }
 }
 
 /// A set of constant strings: a linear scan for short lists (compares lengths first),
@@ -647,7 +669,7 @@ impl PhysicalExpr for InListStr {
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
         let strings = v.strings();
-        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.values.contains(strings.get_bytes(i)));
+        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.contains(strings, i));
         Ok(in_list_result(found, v.validity.as_ref(), self.negated, self.has_null))
     }
 
@@ -657,7 +679,7 @@ impl PhysicalExpr for InListStr {
         }
         let v = evaluate_rows(&self.child, chunk, rows)?;
         let strings = v.strings();
-        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.values.contains(strings.get_bytes(i)) != self.negated))
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.contains(strings, i) != self.negated))
     }
 }
 
@@ -700,7 +722,7 @@ pub fn in_list(child: ExprRef, constants: Vec<ScalarValue>, negated: bool) -> Re
         PhysicalType::Interval => native!(Interval),
         PhysicalType::Str => {
             let values = non_null.iter().filter_map(|c| c.as_str().map(|s| s.as_bytes().to_vec())).collect();
-            Arc::new(InListStr { child, values: StringSet::new(values), negated, has_null })
+            Arc::new(InListStr::new(child, values, negated, has_null))
         }
     })
 }
