@@ -663,6 +663,93 @@ impl AggregateState for DistinctState {
     }
 }
 
+/// `agg(DISTINCT x)` for integer-like `x` (BOOLEAN, SMALLINT, INTEGER, BIGINT, DATE,
+/// DECIMAL(<=18)): one hash set of (group, value) pairs packed into a `u128`, instead of
+/// a set per group with an allocation per value.
+struct DistinctPairsState {
+    spec: AggregateSpec,
+    input_type: DataType,
+    pairs: HashSet<u128, std::hash::BuildHasherDefault<PairHasher>>,
+    groups: usize,
+}
+
+/// Hashes a packed (group, value) pair with the engine's 128-bit mixer.
+#[derive(Default)]
+struct PairHasher(u64);
+
+impl std::hash::Hasher for PairHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = apiary_common::hash::combine_hashes(self.0, apiary_common::hash::hash_bytes(bytes));
+    }
+    fn write_u128(&mut self, value: u128) {
+        self.0 = apiary_common::hash::hash_u128(value);
+    }
+}
+
+impl AggregateState for DistinctPairsState {
+    fn resize(&mut self, groups: usize) {
+        self.groups = groups;
+    }
+
+    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = input.ok_or_else(|| internal_err!("distinct aggregate without input"))?;
+        let pack = |g: u32, v: u64| ((g as u128) << 64) | v as u128;
+        macro_rules! insert_all {
+            ($values:expr, $to_bits:expr) => {{
+                let values = $values;
+                for (&r, &g) in rows.iter().zip(groups) {
+                    if input.is_valid(r as usize) {
+                        self.pairs.insert(pack(g, $to_bits(values[r as usize])));
+                    }
+                }
+            }};
+        }
+        match &input.data {
+            VectorData::Bool(b) => insert_all!(b, |v: bool| v as u64),
+            VectorData::I16(b) => insert_all!(b, |v: i16| v as i64 as u64),
+            VectorData::I32(b) => insert_all!(b, |v: i32| v as i64 as u64),
+            VectorData::I64(b) => insert_all!(b, |v: i64| v as u64),
+            _ => return Err(internal_err!("distinct pairs over {}", input.data_type)),
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<DistinctPairsState>(other)?;
+        self.pairs.reserve(other.pairs.len());
+        for pair in other.pairs.drain() {
+            let group = mapping[(pair >> 64) as usize] as u128;
+            self.pairs.insert((group << 64) | (pair as u64 as u128));
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        let mut inner = AggregateSpec { distinct: false, ..self.spec.clone() }.new_state()?;
+        inner.resize(self.groups);
+        let groups: Vec<u32> = self.pairs.iter().map(|&p| (p >> 64) as u32).collect();
+        let bits = self.pairs.iter().map(|&p| p as u64);
+        let data = match self.input_type.physical() {
+            PhysicalType::Bool => VectorData::Bool(bits.map(|b| b != 0).collect::<Vec<_>>().into()),
+            PhysicalType::I16 => VectorData::I16(bits.map(|b| b as i64 as i16).collect::<Vec<_>>().into()),
+            PhysicalType::I32 => VectorData::I32(bits.map(|b| b as i64 as i32).collect::<Vec<_>>().into()),
+            PhysicalType::I64 => VectorData::I64(bits.map(|b| b as i64).collect::<Vec<_>>().into()),
+            other => return Err(internal_err!("distinct pairs over {other:?}")),
+        };
+        let vector = Vector::new(self.input_type, data, None);
+        let rows: Vec<u32> = (0..groups.len() as u32).collect();
+        inner.update(Some(&vector), &rows, &groups)?;
+        inner.finalize()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 // ------------------------------------------------------------------------------ factory
 
 impl AggregateSpec {
@@ -672,6 +759,9 @@ impl AggregateSpec {
         let output_type = self.output_type;
         if self.distinct && self.func != F::CountStar {
             let input_type = self.input_type.ok_or_else(|| internal_err!("distinct aggregate without input type"))?;
+            if matches!(input_type.physical(), PhysicalType::Bool | PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64) {
+                return Ok(Box::new(DistinctPairsState { spec: self.clone(), input_type, pairs: HashSet::default(), groups: 0 }));
+            }
             return Ok(Box::new(DistinctState { spec: self.clone(), input_type, sets: Vec::new() }));
         }
         let input = self.input_type.map(|t| t.physical());
