@@ -37,6 +37,9 @@ pub trait ArithNative: NativeType + FromScalar {
 
 macro_rules! arith_int {
     ($t:ty) => {
+        arith_int!($t, |a: $t, b: $t| a.checked_mul(b));
+    };
+    ($t:ty, $checked_mul:expr) => {
         impl ArithNative for $t {
             #[inline(always)]
             fn add_checked(a: Self, b: Self) -> Option<Self> {
@@ -48,7 +51,7 @@ macro_rules! arith_int {
             }
             #[inline(always)]
             fn mul_checked(a: Self, b: Self) -> Option<Self> {
-                a.checked_mul(b)
+                ($checked_mul)(a, b)
             }
             #[inline(always)]
             fn div_checked(a: Self, b: Self) -> Option<Self> {
@@ -84,7 +87,16 @@ macro_rules! arith_int {
 arith_int!(i16);
 arith_int!(i32);
 arith_int!(i64);
-arith_int!(i128);
+// Most 128-bit decimal products have operands that fit 64 bits: their product (at most
+// 2^126) cannot overflow, and one widening multiply computes it. Only larger operands
+// take the costly checked 128-bit multiply.
+arith_int!(i128, |a: i128, b: i128| {
+    if a as i64 as i128 == a && b as i64 as i128 == b {
+        Some(a * b)
+    } else {
+        a.checked_mul(b)
+    }
+});
 
 macro_rules! arith_float {
     ($t:ty) => {
