@@ -71,6 +71,30 @@ impl BloomFilter {
     }
 }
 
+/// A [`BloomFilter`] being filled by several threads at once (the partition tasks of a
+/// hash-join build): each insertion is one relaxed atomic OR.
+pub struct SharedBloomBuilder {
+    words: Vec<std::sync::atomic::AtomicU64>,
+    shift: u32,
+}
+
+impl SharedBloomBuilder {
+    pub fn with_capacity(keys: usize) -> SharedBloomBuilder {
+        let BloomFilter { words, shift } = BloomFilter::with_capacity(keys);
+        SharedBloomBuilder { words: words.into_iter().map(std::sync::atomic::AtomicU64::new).collect(), shift }
+    }
+
+    pub fn insert(&self, hash: u64) {
+        let filter = BloomFilter { words: Vec::new(), shift: self.shift };
+        let (word, mask) = filter.locate(hash);
+        self.words[word].fetch_or(mask, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn finish(self) -> BloomFilter {
+        BloomFilter { words: self.words.into_iter().map(std::sync::atomic::AtomicU64::into_inner).collect(), shift: self.shift }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +111,20 @@ mod tests {
             let false_positives = (1 << 40..(1 << 40) + 100_000u64).filter(|&k| filter.may_contain(hash_u64(k))).count();
             assert!(false_positives < 2_500, "{keys} keys: {false_positives} false positives in 100000");
         }
+    }
+
+    #[test]
+    fn shared_builder_sets_the_same_bits() {
+        let mut plain = BloomFilter::with_capacity(5000);
+        let shared = SharedBloomBuilder::with_capacity(5000);
+        std::thread::scope(|scope| {
+            for part in 0..4u64 {
+                let shared = &shared;
+                scope.spawn(move || (part * 1250..(part + 1) * 1250).for_each(|k| shared.insert(hash_u64(k))));
+            }
+        });
+        (0..5000u64).for_each(|k| plain.insert(hash_u64(k)));
+        assert_eq!(shared.finish().words, plain.words);
     }
 
     #[test]

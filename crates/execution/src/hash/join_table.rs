@@ -19,7 +19,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use super::bloom::BloomFilter;
+use super::bloom::{BloomFilter, SharedBloomBuilder};
 use super::keys::{KeyWidth, PackedKeys};
 
 /// Marks an empty slot / the end of a chain.
@@ -50,6 +50,8 @@ pub struct JoinTableBuilder {
     partition_rows: Vec<Vec<u32>>,
     regions: Vec<Mutex<Option<Slots>>>,
     next: Vec<AtomicU32>,
+    /// Filled by the partition tasks, each with its own rows.
+    bloom: Option<SharedBloomBuilder>,
     has_null_key: bool,
 }
 
@@ -72,7 +74,9 @@ impl JoinTableBuilder {
         let region_size = (largest * 2).max(16).next_power_of_two();
         let next = (0..rows).map(|_| AtomicU32::new(NONE)).collect();
         let regions = (0..partitions).map(|_| Mutex::new(None)).collect();
-        JoinTableBuilder { keys, hashes, partition_bits, region_size, partition_rows, regions, next, has_null_key }
+        let keyed = !matches!(keys, PackedKeys::Empty { .. });
+        let bloom = (keyed && rows > 0).then(|| SharedBloomBuilder::with_capacity(rows));
+        JoinTableBuilder { keys, hashes, partition_bits, region_size, partition_rows, regions, next, bloom, has_null_key }
     }
 
     pub fn partitions(&self) -> usize {
@@ -83,6 +87,12 @@ impl JoinTableBuilder {
     pub fn build_partition(&self, p: usize) {
         let mask = self.region_size - 1;
         let rows = &self.partition_rows[p];
+        // The partition's rows hold only valid keys.
+        if let Some(bloom) = &self.bloom {
+            for &row in rows {
+                bloom.insert(self.hashes[row as usize]);
+            }
+        }
         let link = |row: u32, head: u32| self.next[row as usize].store(head, Ordering::Relaxed);
         let slots = match &self.keys {
             PackedKeys::Empty { .. } => Slots::Empty,
@@ -133,23 +143,15 @@ impl JoinTableBuilder {
                 }
                 Slots::Empty
             }
-            KeyWidth::U64 => Slots::U64(regions.into_iter().flat_map(|r| if let Slots::U64(s) = r { s } else { Vec::new() }).collect()),
-            KeyWidth::U128 => Slots::U128(regions.into_iter().flat_map(|r| if let Slots::U128(s) = r { s } else { Vec::new() }).collect()),
-            KeyWidth::Bytes => {
-                Slots::Bytes(regions.into_iter().flat_map(|r| if let Slots::Bytes(s) = r { s } else { Vec::new() }).collect())
-            }
+            // Regions are concatenated with block copies, in partition order.
+            KeyWidth::U64 => Slots::U64(concat_regions(regions, |r| if let Slots::U64(s) = r { Some(s) } else { None })),
+            KeyWidth::U128 => Slots::U128(concat_regions(regions, |r| if let Slots::U128(s) = r { Some(s) } else { None })),
+            KeyWidth::Bytes => Slots::Bytes(concat_regions(regions, |r| if let Slots::Bytes(s) = r { Some(s) } else { None })),
         };
         // A Bloom filter lets probes reject absent keys in a few branch-free instructions,
         // without touching the directory; probes stop using it when it rejects too little.
-        let bloom = (width != KeyWidth::Empty && rows > 0).then(|| {
-            let mut filter = BloomFilter::with_capacity(rows);
-            for (row, &hash) in self.hashes.iter().enumerate() {
-                if self.keys.is_valid(row) {
-                    filter.insert(hash);
-                }
-            }
-            filter
-        });
+        // The partition tasks filled it in parallel.
+        let bloom = self.bloom.map(SharedBloomBuilder::finish);
         JoinTable {
             slots,
             next,
@@ -272,6 +274,19 @@ impl JoinTable {
             Slots::U128(s) => s.len() * size_of::<Slot<u128>>(),
         }
     }
+}
+
+/// The regions' slots, one after the other.
+fn concat_regions<K: Copy>(regions: Vec<Slots>, take: impl Fn(Slots) -> Option<Vec<Slot<K>>>) -> Vec<Slot<K>> {
+    let regions: Vec<Vec<Slot<K>>> = regions.into_iter().map(|r| take(r).unwrap_or_default()).collect();
+    if regions.len() == 1 {
+        return regions.into_iter().next().unwrap_or_default();
+    }
+    let mut all = Vec::with_capacity(regions.iter().map(Vec::len).sum());
+    for region in &regions {
+        all.extend_from_slice(region);
+    }
+    all
 }
 
 /// Where a hash lands in the directory.
