@@ -193,8 +193,11 @@ fn gather_or_null(column: &Vector, rows: &[u32]) -> Vector {
 /// The build side of a hash join (a pipeline breaker).
 pub struct HashJoinBuild(pub Arc<HashJoin>);
 
+/// A worker's build rows, appended column by column as they arrive: the concatenation
+/// work happens in parallel, and the finalize step joins one piece per worker.
 struct BuildLocal {
-    chunks: Vec<DataChunk>,
+    builders: Vec<VectorBuilder>,
+    rows: usize,
 }
 
 impl Sink for HashJoinBuild {
@@ -203,22 +206,31 @@ impl Sink for HashJoinBuild {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(BuildLocal { chunks: Vec::new() })
+        Box::new(BuildLocal { builders: Vec::new(), rows: 0 })
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
         let join = &self.0;
         let mut columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         columns.extend(join.build_payload.iter().map(|&c| chunk.columns[c].clone()));
-        let selection = chunk.selection().map(|s| s.to_vec());
-        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
-        local::<BuildLocal>(state).chunks.push(stored);
+        let local = local::<BuildLocal>(state);
+        if local.builders.is_empty() {
+            local.builders = columns.iter().map(|c| VectorBuilder::new(c.data_type)).collect();
+        }
+        let selection = chunk.selection();
+        for (builder, column) in local.builders.iter_mut().zip(&columns) {
+            builder.append(column, selection);
+        }
+        local.rows += chunk.row_count();
         Ok(Control::Continue)
     }
 
     fn combine(&self, state: LocalState) -> Result<()> {
         let state = state.downcast::<BuildLocal>().expect("build local state");
-        self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        if state.rows > 0 {
+            let columns: Vec<Vector> = state.builders.into_iter().map(|b| b.finish()).collect();
+            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push(DataChunk::new(columns, state.rows));
+        }
         Ok(())
     }
 
