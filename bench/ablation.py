@@ -22,8 +22,8 @@ VARIANTS = [
     ("staging_off", "SET staging = off", "stages"),
     ("simd_off", "SET simd = off", "SIMD"),
     ("prefetch_off", "SET prefetch_group = 0", "prefetch"),
-    # Measured by its own process: a worker pool shrunk and regrown inside one process
-    # starts the next queries with cold thread-local allocator heaps.
+    # Measured by its own process, so that no query of the other variants runs on a
+    # worker pool that was just shrunk and grown again.
     ("threads_1", None, "threads"),
 ]
 
