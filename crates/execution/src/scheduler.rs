@@ -321,6 +321,22 @@ fn catch_panic(f: impl FnOnce() -> Result<()>) -> Result<()> {
 struct Shared {
     queue: Mutex<Queue>,
     work_available: Condvar,
+    /// Bumped whenever work may have become available: idle workers spin on it briefly
+    /// before sleeping on the condvar (see [`IDLE_SPIN`]).
+    epoch: std::sync::atomic::AtomicU64,
+}
+
+/// How long a worker that ran out of work watches for new work before it sleeps. Between
+/// the pipelines of one query (a build finishes, its probe starts) new work follows within
+/// microseconds; waking a sleeping thread costs tens to hundreds of microseconds on a VM.
+const IDLE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+impl Shared {
+    /// Tells idle workers that work may be available.
+    fn signal(&self) {
+        self.epoch.fetch_add(1, Ordering::Release);
+        self.work_available.notify_all();
+    }
 }
 
 struct Queue {
@@ -342,6 +358,7 @@ impl Scheduler {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue { queries: Vec::new(), round_robin: 0, threads: 0, shutdown: false }),
             work_available: Condvar::new(),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         });
         let scheduler = Scheduler { shared, handles: Mutex::new(Vec::new()) };
         scheduler.set_threads(threads);
@@ -362,7 +379,7 @@ impl Scheduler {
             queue.threads = threads;
             current
         };
-        self.shared.work_available.notify_all();
+        self.shared.signal();
         if threads < current {
             // Surplus workers exit when they see the new count.
             let surplus: Vec<JoinHandle<()>> = handles.drain(threads..).collect();
@@ -404,7 +421,7 @@ impl Scheduler {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             queue.queries.push(Arc::clone(&run));
         }
-        self.shared.work_available.notify_all();
+        self.shared.signal();
         let outcome = {
             let mut state = run.lock();
             while !state.done() {
@@ -426,7 +443,7 @@ impl Scheduler {
 impl Drop for Scheduler {
     fn drop(&mut self) {
         self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).shutdown = true;
-        self.shared.work_available.notify_all();
+        self.shared.signal();
         for handle in self.handles.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             let _ = handle.join();
         }
@@ -434,6 +451,9 @@ impl Drop for Scheduler {
 }
 
 fn worker_loop(shared: Arc<Shared>, id: usize) {
+    // Whether this worker may spin before sleeping: after it ran work (not again after
+    // waking up with nothing to do, so an idle pool sleeps).
+    let mut may_spin = false;
     loop {
         let (run, work) = {
             let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -458,13 +478,25 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                     queue.round_robin = index + 1;
                     break (run, work);
                 }
+                if may_spin {
+                    may_spin = false;
+                    let epoch = shared.epoch.load(Ordering::Acquire);
+                    drop(queue);
+                    let started = std::time::Instant::now();
+                    while shared.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < IDLE_SPIN {
+                        std::hint::spin_loop();
+                    }
+                    queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+                    continue;
+                }
                 queue = shared.work_available.wait(queue).unwrap_or_else(|e| e.into_inner());
             }
         };
+        may_spin = true;
         run.execute(work, id);
         // Completing work may have made more work available. Taking the queue lock
         // before notifying orders this with a worker that is about to wait.
         drop(shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
-        shared.work_available.notify_all();
+        shared.signal();
     }
 }
