@@ -14,17 +14,26 @@ const HLL_REGISTERS: usize = 1 << HLL_BITS;
 #[derive(Clone, Debug)]
 pub struct HyperLogLog {
     registers: Vec<u8>,
+    /// [`HyperLogLog::estimate`], computed once: the optimizer asks for it many times
+    /// while planning a query. Every change to the registers clears it.
+    estimate_cache: std::sync::OnceLock<f64>,
 }
 
 impl Default for HyperLogLog {
     fn default() -> Self {
-        HyperLogLog { registers: vec![0; HLL_REGISTERS] }
+        HyperLogLog { registers: vec![0; HLL_REGISTERS], estimate_cache: std::sync::OnceLock::new() }
     }
 }
 
 impl HyperLogLog {
     #[inline]
     pub fn add_hash(&mut self, hash: u64) {
+        self.estimate_cache = std::sync::OnceLock::new();
+        self.add_hash_raw(hash);
+    }
+
+    #[inline]
+    fn add_hash_raw(&mut self, hash: u64) {
         let index = (hash >> (64 - HLL_BITS)) as usize;
         let rank = ((hash << HLL_BITS) | (1 << (HLL_BITS - 1))).leading_zeros() as u8 + 1;
         if rank > self.registers[index] {
@@ -34,25 +43,33 @@ impl HyperLogLog {
 
     /// Adds every non-NULL value of a vector.
     pub fn add_vector(&mut self, vector: &Vector) {
+        self.estimate_cache = std::sync::OnceLock::new();
         let valid = |i: usize| vector.is_valid(i);
         match &vector.data {
-            VectorData::Bool(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
-            VectorData::I16(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
-            VectorData::I32(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
-            VectorData::I64(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x as u64))),
-            VectorData::I128(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u128(x as u128))),
-            VectorData::F32(v) => {
-                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x.to_bits() as u64)))
+            VectorData::Bool(v) => {
+                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x as u64)))
             }
-            VectorData::F64(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash(hash_u64(x.to_bits()))),
+            VectorData::I16(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x as u64))),
+            VectorData::I32(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x as u64))),
+            VectorData::I64(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x as u64))),
+            VectorData::I128(v) => {
+                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u128(x as u128)))
+            }
+            VectorData::F32(v) => {
+                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x.to_bits() as u64)))
+            }
+            VectorData::F64(v) => {
+                v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, &x)| self.add_hash_raw(hash_u64(x.to_bits())))
+            }
             VectorData::Interval(v) => v.iter().enumerate().filter(|(i, _)| valid(*i)).for_each(|(_, x)| {
-                self.add_hash(hash_u128(((x.months as u128) << 96) | ((x.days as u32 as u128) << 64) | x.micros as u64 as u128))
+                self.add_hash_raw(hash_u128(((x.months as u128) << 96) | ((x.days as u32 as u128) << 64) | x.micros as u64 as u128))
             }),
-            VectorData::Str(s) => (0..s.len()).filter(|&i| valid(i)).for_each(|i| self.add_hash(hash_bytes(s.get_bytes(i)))),
+            VectorData::Str(s) => (0..s.len()).filter(|&i| valid(i)).for_each(|i| self.add_hash_raw(hash_bytes(s.get_bytes(i)))),
         }
     }
 
     pub fn merge(&mut self, other: &HyperLogLog) {
+        self.estimate_cache = std::sync::OnceLock::new();
         for (a, b) in self.registers.iter_mut().zip(&other.registers) {
             *a = (*a).max(*b);
         }
@@ -60,6 +77,10 @@ impl HyperLogLog {
 
     /// The estimated number of distinct values added.
     pub fn estimate(&self) -> f64 {
+        *self.estimate_cache.get_or_init(|| self.compute_estimate())
+    }
+
+    fn compute_estimate(&self) -> f64 {
         let m = HLL_REGISTERS as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
         let sum: f64 = self.registers.iter().map(|&r| 2f64.powi(-(r as i32))).sum();
@@ -143,6 +164,21 @@ impl TableStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_estimates_follow_changes() {
+        let mut sketch = HyperLogLog::default();
+        (0..1000u64).for_each(|v| sketch.add_hash(hash_u64(v)));
+        let first = sketch.estimate();
+        assert_eq!(sketch.estimate(), first, "cached");
+        (1000..50_000u64).for_each(|v| sketch.add_hash(hash_u64(v)));
+        assert!(sketch.estimate() > first * 10.0);
+        let mut other = HyperLogLog::default();
+        (0..200_000u64).for_each(|v| other.add_hash(hash_u64(v)));
+        let before_merge = sketch.estimate();
+        sketch.merge(&other);
+        assert!(sketch.estimate() > before_merge * 2.0);
+    }
     use apiary_types::DataType;
 
     #[test]
