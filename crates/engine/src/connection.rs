@@ -63,14 +63,7 @@ impl Connection {
         // A panic is a bug; report it as an error instead of taking the caller down.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(statement))) {
             Ok(result) => result,
-            Err(payload) => {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                Err(internal_err!("{message}"))
-            }
+            Err(payload) => Err(internal_err!("{}", apiary_common::error::panic_message(payload.as_ref()))),
         }
     }
 

@@ -307,14 +307,7 @@ impl QueryRun {
 fn catch_panic(f: impl FnOnce() -> Result<()>) -> Result<()> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_string());
-            Err(internal_err!("a worker panicked: {message}"))
-        }
+        Err(payload) => Err(internal_err!("a worker panicked: {}", apiary_common::error::panic_message(payload.as_ref()))),
     }
 }
 
