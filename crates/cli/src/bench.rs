@@ -83,15 +83,21 @@ fn load_files(conn: &mut Connection, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn run(options: BenchOptions) -> Result<bool> {
-    let db = Database::open_in_memory()?;
-    let mut conn = db.connect();
+/// The benchmark's own settings: `--threads` and `--set`.
+fn apply_settings(conn: &mut Connection, options: &BenchOptions) -> Result<()> {
     if let Some(threads) = options.threads {
         conn.execute(&format!("SET threads = {threads}"))?;
     }
     for setting in &options.settings {
         conn.execute(setting)?;
     }
+    Ok(())
+}
+
+pub fn run(options: BenchOptions) -> Result<bool> {
+    let db = Database::open_in_memory()?;
+    let mut conn = db.connect();
+    apply_settings(&mut conn, &options)?;
     let started = Instant::now();
     match options.data {
         Some(dir) => load_files(&mut conn, dir)?,
@@ -143,12 +149,7 @@ pub fn run(options: BenchOptions) -> Result<bool> {
             })();
             // Back to the benchmark's own settings for the next variant and query.
             conn.execute("RESET ALL")?;
-            if let Some(threads) = options.threads {
-                conn.execute(&format!("SET threads = {threads}"))?;
-            }
-            for setting in &options.settings {
-                conn.execute(setting)?;
-            }
+            apply_settings(&mut conn, &options)?;
             let (median, min, rows, correct) = outcome?;
             if correct == Some(false) {
                 all_correct = false;

@@ -36,11 +36,16 @@ impl Default for CsvOptions {
 
 /// Reads a whole file, mapping "not found" to a clear message.
 pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| match e.kind() {
+    std::fs::read(path).map_err(|e| read_error(path, e))
+}
+
+/// A failure to open or read `path`, in words a user can act on.
+fn read_error(path: &Path, e: std::io::Error) -> ApiaryError {
+    match e.kind() {
         std::io::ErrorKind::NotFound => ApiaryError::Io(format!("file \"{}\" does not exist", path.display())),
         std::io::ErrorKind::IsADirectory => ApiaryError::Io(format!("\"{}\" is a directory, not a file", path.display())),
         _ => ApiaryError::Io(format!("cannot read \"{}\": {e}", path.display())),
-    })
+    }
 }
 
 /// A typed column being filled from text fields.
@@ -390,11 +395,7 @@ fn stream_pieces(
     mut sink: impl FnMut(Vec<Vector>) -> Result<()>,
 ) -> Result<()> {
     use std::io::Read;
-    let io_error = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::NotFound => ApiaryError::Io(format!("file \"{}\" does not exist", path.display())),
-        std::io::ErrorKind::IsADirectory => ApiaryError::Io(format!("\"{}\" is a directory, not a file", path.display())),
-        _ => ApiaryError::Io(format!("cannot read \"{}\": {e}", path.display())),
-    };
+    let io_error = |e| read_error(path, e);
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let file_name = path.display().to_string();
     let threads = threads.max(1);
