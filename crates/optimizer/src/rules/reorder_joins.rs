@@ -65,6 +65,11 @@ struct EquivalenceClass {
 }
 
 impl EquivalenceClass {
+    /// Bitmask of the relations with a member.
+    fn relations(&self) -> u64 {
+        self.members.iter().fold(0, |mask, (_, r)| mask | 1 << r)
+    }
+
     /// One equality between a member in `a` and one in `b`, if both have one.
     fn equality_between(&self, a: u64, b: u64) -> Option<Expr> {
         let left = self.members.iter().find(|(_, r)| a & (1 << r) != 0)?;
@@ -155,18 +160,24 @@ impl JoinGraph {
         JoinGraph { relations, estimates, predicates, classes }
     }
 
+    /// Whether a predicate references `a` and `b` (and nothing else).
+    fn joins(p: &Predicate, a: u64, b: u64) -> bool {
+        p.relations & !(a | b) == 0 && p.relations & a != 0 && p.relations & b != 0
+    }
+
     /// The conditions joining subsets `a` and `b`: predicates referencing both (and
     /// nothing else), and one equality per equivalence class spanning them.
     fn predicates_between(&self, a: u64, b: u64) -> Vec<Expr> {
-        let both = a | b;
-        let mut conditions: Vec<Expr> = self
-            .predicates
-            .iter()
-            .filter(|p| p.relations & !both == 0 && p.relations & a != 0 && p.relations & b != 0)
-            .map(|p| p.expr.clone())
-            .collect();
+        let mut conditions: Vec<Expr> = self.predicates.iter().filter(|p| Self::joins(p, a, b)).map(|p| p.expr.clone()).collect();
         conditions.extend(self.classes.iter().filter_map(|c| c.equality_between(a, b)));
         conditions
+    }
+
+    /// Whether some condition joins `a` and `b`: [`JoinGraph::predicates_between`] is not
+    /// empty, decided on bitmasks alone (the search asks for every pair of subsets).
+    fn connected(&self, a: u64, b: u64) -> bool {
+        self.predicates.iter().any(|p| Self::joins(p, a, b))
+            || self.classes.iter().any(|c| c.relations() & a != 0 && c.relations() & b != 0)
     }
 
     fn combine(&self, a: &Entry, b: &Entry, mask_a: u64, mask_b: u64) -> Entry {
@@ -209,7 +220,7 @@ impl JoinGraph {
                     if sub & lowest != 0 {
                         let other = set & !sub;
                         if let (Some(a), Some(b)) = (best.get(&sub), best.get(&other)) {
-                            if allow_cross || !self.predicates_between(sub, other).is_empty() {
+                            if allow_cross || self.connected(sub, other) {
                                 let candidate = self.combine(a, b, sub, other);
                                 if winner.as_ref().is_none_or(|w| candidate.cost < w.cost) {
                                     winner = Some(candidate);
@@ -239,7 +250,7 @@ impl JoinGraph {
             let mut choice: Option<(usize, usize, Entry, bool)> = None;
             for i in 0..live.len() {
                 for j in i + 1..live.len() {
-                    let connected = !self.predicates_between(live[i], live[j]).is_empty();
+                    let connected = self.connected(live[i], live[j]);
                     let candidate = self.combine(&best[&live[i]], &best[&live[j]], live[i], live[j]);
                     let better = match &choice {
                         None => true,
