@@ -10,14 +10,12 @@ stages (`SET staging = off`), SIMD predicates (`SET simd = off`), group prefetch
 table of median times (ms) and, per technique, off/on: above 1.00 the technique pays.
 """
 
-import argparse
 import json
-import math
-import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tpch_compare import benchmark_arguments, geomean, prepare
+
 VARIANTS = [
     ("staging_off", "SET staging = off", "stages"),
     ("simd_off", "SET simd = off", "SIMD"),
@@ -28,25 +26,9 @@ VARIANTS = [
 ]
 
 
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sf", type=float, default=1.0)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
-    parser.add_argument("--data", help="directory with <table>.tbl files (default bench/data/sf<SF>)")
-    args = parser.parse_args()
-    data_dir = args.data or os.path.join(ROOT, "bench", "data", f"sf{args.sf:g}")
-
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
-    apiary = os.path.join(ROOT, "target", "release", "apiary")
-    if not all(os.path.exists(os.path.join(data_dir, f"{t}.tbl")) for t in ["lineitem", "orders"]):
-        os.makedirs(data_dir, exist_ok=True)
-        subprocess.run([apiary, "tpch-gen", "--sf", str(args.sf), "--dir", data_dir], check=True)
+    args = benchmark_arguments(__doc__).parse_args()
+    apiary, data_dir = prepare(args)
     base = [apiary, "bench", "tpch", "--sf", str(args.sf), "--runs", str(args.runs), "--data", data_dir, "--queries", args.queries]
     runs = [(base + ["--threads", str(args.threads)]
              + [arg for name, sql, _ in VARIANTS if sql for arg in ("--variant", f"{name}={sql}")], None),

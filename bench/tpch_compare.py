@@ -123,23 +123,34 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def benchmark_arguments(description):
+    """The options every benchmark script takes: --sf, --threads, --runs, --queries, --data."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sf", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--queries", default=",".join(str(q) for q in range(1, 23)))
     parser.add_argument("--data", help="directory with <table>.tbl files (default bench/data/sf<SF>)")
+    return parser
+
+
+def prepare(args):
+    """Builds Apiary (release) and writes the data if missing; returns (apiary binary, data dir)."""
+    data_dir = args.data or os.path.join(ROOT, "bench", "data", f"sf{args.sf:g}")
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
+    apiary = os.path.join(ROOT, "target", "release", "apiary")
+    ensure_data(args.sf, data_dir, apiary)
+    return apiary, data_dir
+
+
+def main():
+    parser = benchmark_arguments(__doc__)
     parser.add_argument("--set", action="append", default=[], help="extra SET statement for Apiary")
     parser.add_argument("--no-duckdb", action="store_true")
     parser.add_argument("--json", help="also write all results as JSON lines to this file")
     args = parser.parse_args()
     queries = [int(q) for q in args.queries.split(",")]
-    data_dir = args.data or os.path.join(ROOT, "bench", "data", f"sf{args.sf:g}")
-
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
-    apiary = os.path.join(ROOT, "target", "release", "apiary")
-    ensure_data(args.sf, data_dir, apiary)
+    apiary, data_dir = prepare(args)
 
     results_dir = tempfile.mkdtemp(prefix="apiary-answers-")
     ours = run_apiary(apiary, args.sf, args.threads, args.runs, data_dir, queries, args.set, results_dir)
