@@ -11,6 +11,17 @@
 //! over their build keys and test probe keys against it before touching the hash-table
 //! directory: most probe keys of a selective join are rejected in a few instructions.
 
+/// The word a hash maps to in a filter of `64 - shift` address bits, and the bits it
+/// sets there.
+#[inline(always)]
+fn locate(shift: u32, hash: u64) -> (usize, u64) {
+    let h = hash.wrapping_mul(SPREAD);
+    // `shift` is at most 61 (at least eight words), so the shift never overflows.
+    let word = (h >> shift) as usize;
+    let mask = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63)) | (1u64 << ((h >> 18) & 63));
+    (word, mask)
+}
+
 /// Bits per key the filter is sized for.
 pub const BITS_PER_KEY: usize = 16;
 
@@ -30,24 +41,14 @@ impl BloomFilter {
         BloomFilter { words: vec![0; words], shift: 64 - words.trailing_zeros() }
     }
 
-    /// The word a hash maps to and the bits it sets there.
-    #[inline(always)]
-    fn locate(&self, hash: u64) -> (usize, u64) {
-        let h = hash.wrapping_mul(SPREAD);
-        // `shift` is at most 61 (at least eight words), so the shift never overflows.
-        let word = (h >> self.shift) as usize;
-        let mask = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63)) | (1u64 << ((h >> 18) & 63));
-        (word, mask)
-    }
-
     pub fn insert(&mut self, hash: u64) {
-        let (word, mask) = self.locate(hash);
+        let (word, mask) = locate(self.shift, hash);
         self.words[word] |= mask;
     }
 
     #[inline(always)]
     pub fn may_contain(&self, hash: u64) -> bool {
-        let (word, mask) = self.locate(hash);
+        let (word, mask) = locate(self.shift, hash);
         // `word < words.len()` by construction (the top bits of a 64-bit value).
         self.words[word] & mask == mask
     }
@@ -85,8 +86,7 @@ impl SharedBloomBuilder {
     }
 
     pub fn insert(&self, hash: u64) {
-        let filter = BloomFilter { words: Vec::new(), shift: self.shift };
-        let (word, mask) = filter.locate(hash);
+        let (word, mask) = locate(self.shift, hash);
         self.words[word].fetch_or(mask, std::sync::atomic::Ordering::Relaxed);
     }
 

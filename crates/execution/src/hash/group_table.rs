@@ -94,7 +94,7 @@ impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
     /// Grows the directory so that `groups` groups fit without another doubling.
     fn reserve(&mut self, groups: usize) {
         if groups * 2 >= self.slots.len() {
-            self.rehash((groups * 2 + 1).next_power_of_two());
+            self.rehash(slots_for(groups));
         }
     }
 

@@ -282,7 +282,6 @@ fn partition_order(hashes: &[u64], bits: u32, order: &mut Vec<u32>) -> Vec<usize
     let shift = 64 - bits;
     let n = hashes.len();
     let lane_len = n.div_ceil(LANES);
-    let lane_range = |q: usize| (q * lane_len).min(n)..((q + 1) * lane_len).min(n);
     // counts[p * LANES + q]: keys of lane q in partition p.
     let mut counts = vec![0usize; partitions * LANES];
     for i in 0..lane_len {
@@ -308,9 +307,11 @@ fn partition_order(hashes: &[u64], bits: u32, order: &mut Vec<u32>) -> Vec<usize
     order.resize(n, 0);
     for i in 0..lane_len {
         for q in 0..LANES {
+            // Lane q holds indices q * lane_len .. (q + 1) * lane_len; only the last lane
+            // can run past the end.
             let j = q * lane_len + i;
-            if j < lane_range(q).end {
-                let cursor = &mut counts[(hashes[j] >> shift) as usize * LANES + q];
+            if let Some(&h) = hashes.get(j) {
+                let cursor = &mut counts[(h >> shift) as usize * LANES + q];
                 order[*cursor] = j as u32;
                 *cursor += 1;
             }

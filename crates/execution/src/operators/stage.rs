@@ -24,8 +24,9 @@ use apiary_types::{DataChunk, VectorBuilder};
 use super::hash_join::HashJoin;
 use super::{local, Control, Emit, ExecContext, LocalState, Operator};
 
-/// Directories at least this large are "larger than the cache" (L2 of one core).
-pub const STAGE_MIN_TABLE_BYTES: usize = 1 << 20;
+/// Directories at least this large are "larger than the cache": the size from which
+/// probes also prefetch.
+pub const STAGE_MIN_TABLE_BYTES: usize = crate::hash::join_table::PREFETCH_MIN_DIRECTORY_BYTES;
 
 /// A stage boundary in front of the probe of `join`.
 pub struct StageBoundary {
