@@ -2,6 +2,7 @@
 
 use apiary_common::Bitmap;
 
+use crate::chunk::DataChunk;
 use crate::datatype::{DataType, PhysicalType};
 use crate::datetime::Interval;
 use crate::scalar::ScalarValue;
@@ -196,9 +197,73 @@ impl VectorBuilder {
     }
 }
 
+/// The rows of many chunks gathered into one: a [`VectorBuilder`] per column, taking
+/// only each chunk's live (selected) rows. Column types come from the first chunk
+/// appended unless given up front.
+#[derive(Default)]
+pub struct ChunkBuilder {
+    builders: Vec<VectorBuilder>,
+    rows: usize,
+    /// Rows to reserve per column when the builders are created from the first chunk.
+    capacity: usize,
+}
+
+impl ChunkBuilder {
+    /// A builder that reserves `capacity` rows per column once it sees the column types.
+    pub fn with_capacity(capacity: usize) -> Self {
+        ChunkBuilder { capacity, ..ChunkBuilder::default() }
+    }
+
+    /// A builder for columns of `types`, with room for `capacity` rows.
+    pub fn with_types(types: &[DataType], capacity: usize) -> Self {
+        ChunkBuilder { builders: types.iter().map(|t| VectorBuilder::with_capacity(*t, capacity)).collect(), rows: 0, capacity }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Appends the rows `selection` of `columns` (all `rows` rows when `None`).
+    pub fn append(&mut self, columns: &[Vector], selection: Option<&[u32]>, rows: usize) {
+        if self.builders.is_empty() {
+            self.builders = columns.iter().map(|c| VectorBuilder::with_capacity(c.data_type, self.capacity)).collect();
+        }
+        for (builder, column) in self.builders.iter_mut().zip(columns) {
+            builder.append(column, selection);
+        }
+        self.rows += selection.map_or(rows, |s| s.len());
+    }
+
+    /// Appends the live rows of `chunk`.
+    pub fn append_chunk(&mut self, chunk: &DataChunk) {
+        self.append(&chunk.columns, chunk.selection(), chunk.physical_len());
+    }
+
+    pub fn finish(self) -> DataChunk {
+        let columns: Vec<Vector> = self.builders.into_iter().map(|b| b.finish()).collect();
+        if columns.is_empty() {
+            DataChunk::empty_columns(self.rows)
+        } else {
+            DataChunk::new(columns, self.rows)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_builder_takes_only_live_rows() {
+        let values = Vector::from_native(DataType::Integer, vec![10i32, 11, 12, 13]);
+        let mut all = ChunkBuilder::with_capacity(8);
+        all.append_chunk(&DataChunk::new(vec![values.clone()], 4).with_selection(Some(vec![1, 3])));
+        all.append_chunk(&DataChunk::new(vec![values], 4));
+        assert_eq!(all.rows(), 6);
+        let chunk = all.finish();
+        assert_eq!(chunk.columns[0].values::<i32>(), &[11, 13, 10, 11, 12, 13]);
+        assert_eq!(ChunkBuilder::default().finish().row_count(), 0);
+    }
 
     #[test]
     fn builds_with_nulls() {

@@ -28,7 +28,7 @@ pub mod string;
 pub mod vector;
 
 pub use buffer::Buffer;
-pub use builder::VectorBuilder;
+pub use builder::{ChunkBuilder, VectorBuilder};
 pub use chunk::DataChunk;
 pub use datatype::{DataType, Field, PhysicalType, Schema};
 pub use datetime::Interval;

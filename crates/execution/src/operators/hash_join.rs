@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use apiary_common::{exec_err, internal_err, Bitmap, Result};
-use apiary_types::{DataChunk, DataType, Vector, VectorBuilder, VectorData};
+use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
 use super::{local, Control, Emit, ExecContext, LocalState, Operator, Sink, Source};
 use crate::expr::{selected_rows, ExprRef};
@@ -196,8 +196,7 @@ pub struct HashJoinBuild(pub Arc<HashJoin>);
 /// A worker's build rows, appended column by column as they arrive: the concatenation
 /// work happens in parallel, and the finalize step joins one piece per worker.
 struct BuildLocal {
-    builders: Vec<VectorBuilder>,
-    rows: usize,
+    rows: ChunkBuilder,
 }
 
 impl Sink for HashJoinBuild {
@@ -206,30 +205,21 @@ impl Sink for HashJoinBuild {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(BuildLocal { builders: Vec::new(), rows: 0 })
+        Box::new(BuildLocal { rows: ChunkBuilder::default() })
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
         let join = &self.0;
         let mut columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         columns.extend(join.build_payload.iter().map(|&c| chunk.columns[c].clone()));
-        let local = local::<BuildLocal>(state);
-        if local.builders.is_empty() {
-            local.builders = columns.iter().map(|c| VectorBuilder::new(c.data_type)).collect();
-        }
-        let selection = chunk.selection();
-        for (builder, column) in local.builders.iter_mut().zip(&columns) {
-            builder.append(column, selection);
-        }
-        local.rows += chunk.row_count();
+        local::<BuildLocal>(state).rows.append(&columns, chunk.selection(), chunk.physical_len());
         Ok(Control::Continue)
     }
 
     fn combine(&self, state: LocalState) -> Result<()> {
         let state = state.downcast::<BuildLocal>().expect("build local state");
-        if state.rows > 0 {
-            let columns: Vec<Vector> = state.builders.into_iter().map(|b| b.finish()).collect();
-            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push(DataChunk::new(columns, state.rows));
+        if state.rows.rows() > 0 {
+            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push(state.rows.finish());
         }
         Ok(())
     }
@@ -240,14 +230,12 @@ impl Sink for HashJoinBuild {
         let key_types = join.build_keys.iter().map(|k| k.data_type());
         let types: Vec<DataType> = key_types.chain(join.build_payload_types.iter().copied()).collect();
         let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
-        let mut builders: Vec<VectorBuilder> = types.iter().map(|t| VectorBuilder::with_capacity(*t, rows)).collect();
+        let mut all = ChunkBuilder::with_types(&types, rows);
         for chunk in &chunks {
-            for (builder, column) in builders.iter_mut().zip(&chunk.columns) {
-                builder.append(column, None);
-            }
+            all.append_chunk(chunk);
         }
         drop(chunks);
-        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        let columns = all.finish().columns;
         let all_rows: Vec<u32> = (0..rows as u32).collect();
         let keys = join.packer.pack(&columns[..join.key_count()], &all_rows);
         // Partition the build for parallel insertion only when it is worth it.

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use apiary_common::Result;
-use apiary_types::{DataChunk, DataType, Vector, VectorBuilder, VectorData};
+use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
 use super::{local, Control, Emit, ExecContext, LocalState, Sink, Source};
 use crate::expr::ExprRef;
@@ -67,14 +67,11 @@ impl Sort {
     fn sort_rows(&self, chunks: Vec<DataChunk>, keep: Option<usize>) -> (Vec<Vector>, Vec<u32>) {
         let width = self.types.len() + self.keys.len();
         let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
-        let mut builders: Vec<VectorBuilder> =
-            chunks.first().map(|c| c.columns.iter().map(|v| VectorBuilder::with_capacity(v.data_type, rows)).collect()).unwrap_or_default();
+        let mut all = ChunkBuilder::with_capacity(rows);
         for chunk in &chunks {
-            for (b, c) in builders.iter_mut().zip(&chunk.columns) {
-                b.append(c, None);
-            }
+            all.append_chunk(chunk);
         }
-        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        let columns: Vec<Vector> = all.finish().columns;
         if columns.len() < width {
             return (columns, Vec::new());
         }

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use apiary_common::Result;
-use apiary_types::{DataChunk, VectorBuilder};
+use apiary_types::{ChunkBuilder, DataChunk};
 
 use super::hash_join::HashJoin;
 use super::{local, Control, Emit, ExecContext, LocalState, Operator};
@@ -42,18 +42,15 @@ impl StageBoundary {
 struct StageLocal {
     /// Decided on the first chunk (the build side has finished by then).
     active: Option<bool>,
-    builders: Vec<VectorBuilder>,
-    rows: usize,
+    buffered: ChunkBuilder,
 }
 
 impl StageLocal {
     fn flush(&mut self, emit: &mut Emit) -> Result<Control> {
-        if self.rows == 0 {
+        if self.buffered.rows() == 0 {
             return Ok(Control::Continue);
         }
-        let columns = self.builders.iter_mut().map(|b| std::mem::replace(b, VectorBuilder::new(b.data_type())).finish()).collect();
-        let rows = std::mem::take(&mut self.rows);
-        emit(DataChunk::new(columns, rows))
+        emit(std::mem::take(&mut self.buffered).finish())
     }
 }
 
@@ -67,7 +64,7 @@ impl Operator for StageBoundary {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(StageLocal { active: None, builders: Vec::new(), rows: 0 })
+        Box::new(StageLocal { active: None, buffered: ChunkBuilder::default() })
     }
 
     fn execute(&self, chunk: DataChunk, state: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
@@ -81,15 +78,11 @@ impl Operator for StageBoundary {
             }
             return emit(chunk);
         }
-        if state.builders.len() != chunk.column_count() {
-            state.builders = chunk.columns.iter().map(|c| VectorBuilder::with_capacity(c.data_type, vector_size)).collect();
+        if state.buffered.rows() == 0 {
+            state.buffered = ChunkBuilder::with_capacity(vector_size);
         }
-        let selection = chunk.selection();
-        for (builder, column) in state.builders.iter_mut().zip(&chunk.columns) {
-            builder.append(column, selection);
-        }
-        state.rows += rows;
-        if state.rows >= vector_size {
+        state.buffered.append_chunk(&chunk);
+        if state.buffered.rows() >= vector_size {
             return state.flush(emit);
         }
         Ok(Control::Continue)
