@@ -136,8 +136,12 @@ impl Connection {
             let (_, executed) = execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
             let elapsed = started.elapsed();
             lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
+            let last_feeder = |sink: usize| executed.pipelines.iter().rposition(|p| p.sink_id == sink);
             for (idx, pipeline) in executed.pipelines.iter().enumerate() {
                 lines.extend(pipeline.analyze(idx, self.settings.execution.staging));
+                if last_feeder(pipeline.sink_id) == Some(idx) {
+                    lines.extend(executed.sink_stats[pipeline.sink_id].analyze());
+                }
             }
         } else {
             let physical = plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads())?;

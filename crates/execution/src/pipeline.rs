@@ -29,6 +29,33 @@ pub struct PipelineStats {
     pub sink_nanos: AtomicU64,
     /// Wall time spent in this pipeline's work orders, summed over workers.
     pub busy_nanos: AtomicU64,
+    /// Time spent combining the workers' local states into the sink (one worker).
+    pub combine_nanos: AtomicU64,
+}
+
+/// Counters for EXPLAIN ANALYZE of a sink's finalize phase (after its last feeder).
+#[derive(Default, Debug)]
+pub struct SinkStats {
+    /// `prepare_finalize`, on the worker that completed the last feeder.
+    pub prepare_nanos: AtomicU64,
+    pub tasks: AtomicU64,
+    /// Finalize tasks, summed over workers.
+    pub task_nanos: AtomicU64,
+    /// `finish`, on one worker.
+    pub finish_nanos: AtomicU64,
+}
+
+impl SinkStats {
+    /// One EXPLAIN ANALYZE line, or none for a sink with nothing to report.
+    pub fn analyze(&self) -> Option<String> {
+        let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
+        let tasks = self.tasks.load(Ordering::Relaxed);
+        let (prepare, task, finish) = (ms(&self.prepare_nanos), ms(&self.task_nanos), ms(&self.finish_nanos));
+        if tasks == 0 && prepare + finish < 0.005 {
+            return None;
+        }
+        Some(format!("  Finalize: prepare {prepare:.2} ms, {tasks} tasks {task:.2} ms (sum over workers), finish {finish:.2} ms"))
+    }
 }
 
 pub struct Pipeline {
@@ -148,7 +175,12 @@ impl Pipeline {
         let inclusive: Vec<u64> = stats.operator_nanos.iter().map(load).collect();
         let sink = load(&stats.sink_nanos);
         let downstream = |i: usize| inclusive.get(i).copied().unwrap_or(sink);
-        let mut lines = vec![format!("Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers)", load(&stats.morsels), ms(busy))];
+        let mut lines = vec![format!(
+            "Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers), combine {:.2} ms",
+            load(&stats.morsels),
+            ms(busy),
+            ms(load(&stats.combine_nanos))
+        )];
         let mut stage = 0;
         lines.push(format!("  Stage {stage}:"));
         lines.push(format!(
@@ -184,6 +216,8 @@ pub struct PhysicalPlan {
     /// Number of sinks (sink ids are `0..sink_count`).
     pub sink_count: usize,
     pub result: Arc<CollectSink>,
+    /// Finalize-phase counters per sink id.
+    pub sink_stats: Vec<SinkStats>,
     /// Indented plan description for EXPLAIN.
     pub explain: String,
 }

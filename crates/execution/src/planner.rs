@@ -36,7 +36,7 @@ use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
 use crate::operators::{Operator, Sink, Source};
-use crate::pipeline::{PhysicalPlan, Pipeline, PipelineStats};
+use crate::pipeline::{PhysicalPlan, Pipeline, PipelineStats, SinkStats};
 
 /// Expected groups above which hash aggregation partitions its tables for a parallel merge.
 const PARTITIONED_AGGREGATION_GROUPS: f64 = 20_000.0;
@@ -99,7 +99,8 @@ impl<'a> PhysicalPlanner<'a> {
             pipeline.after_pipelines = pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
             pipelines.push(pipeline);
         }
-        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, explain: self.explain.join("\n") })
+        let sink_stats = (0..self.sink_count).map(|_| SinkStats::default()).collect();
+        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, sink_stats, explain: self.explain.join("\n") })
     }
 
     /// Compiles an expression with this session's options (`SET simd`).
@@ -542,6 +543,7 @@ impl<'a> PhysicalPlanner<'a> {
             probe_residual,
             build_residual,
             parallelism: self.threads,
+            prefetch_group: self.config.prefetch_group,
             description: description.clone(),
         });
         let output_rows = apiary_optimizer::cardinality::join_estimate(kind, &estimate(left), &estimate(right), condition, None).rows;

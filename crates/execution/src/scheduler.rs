@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use apiary_common::{internal_err, ApiaryError, Result};
 
@@ -215,7 +216,11 @@ impl QueryRun {
 
     fn run_finalize_task(&self, sink: usize, task: usize) -> Result<()> {
         let sink_ref = self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}"))?;
+        let started = Instant::now();
         sink_ref.finalize_task(task)?;
+        let stats = &self.plan.sink_stats[sink];
+        stats.tasks.fetch_add(1, Ordering::Relaxed);
+        stats.task_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
         let mut state = self.lock();
         if let SinkPhase::Finalizing { completed, .. } = &mut state.sinks[sink] {
             *completed += 1;
@@ -255,7 +260,9 @@ impl QueryRun {
                 }
             }
             for sink in to_finish {
+                let started = Instant::now();
                 let result = self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}")).and_then(|s| s.finish());
+                self.plan.sink_stats[sink].finish_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
                 let mut state = self.lock();
                 match result {
                     Ok(()) => state.sinks[sink] = SinkPhase::Finished,
@@ -271,12 +278,14 @@ impl QueryRun {
     /// Combines a completed pipeline's local states into its sink.
     fn complete_pipeline(&self, pipeline: usize) -> Result<()> {
         let plan_pipeline = &self.plan.pipelines[pipeline];
+        let started = Instant::now();
         for slot in &self.locals[pipeline] {
             let local = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(local) = local {
                 plan_pipeline.sink.combine(local.sink)?;
             }
         }
+        plan_pipeline.stats.combine_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
         let sink_id = plan_pipeline.sink_id;
         let prepare = {
             let mut state = self.lock();
@@ -295,12 +304,18 @@ impl QueryRun {
             }
         };
         if prepare {
+            let started = Instant::now();
             let tasks = plan_pipeline.sink.prepare_finalize()?;
+            self.plan.sink_stats[sink_id].prepare_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
             let mut state = self.lock();
             state.sinks[sink_id] = SinkPhase::Finalizing { next: 0, total: tasks, completed: 0 };
         }
         Ok(())
     }
+}
+
+fn nanos_since(started: Instant) -> u64 {
+    started.elapsed().as_nanos() as u64
 }
 
 /// Runs `f`, turning a panic into an internal error.
@@ -475,7 +490,7 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                     may_spin = false;
                     let epoch = shared.epoch.load(Ordering::Acquire);
                     drop(queue);
-                    let started = std::time::Instant::now();
+                    let started = Instant::now();
                     while shared.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < IDLE_SPIN {
                         std::hint::spin_loop();
                     }

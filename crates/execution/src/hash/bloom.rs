@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  words: [ u64 ] x 2^b
-//!  key hash ──× odd constant──▶ h:  word = h >> (64 - b),  4 bit positions from h's low 24 bits
+//!  key hash:  word = hash >> (64 - b)         (the hash's top b bits)
+//!  key hash ──× odd constant──▶ h:  4 bit positions from h's top 24 bits
 //! ```
 //!
 //! Every key sets four bits of one 64-bit word, so a lookup is one load and one mask test,
@@ -11,13 +12,19 @@
 //! over their build keys and test probe keys against it before touching the hash-table
 //! directory: most probe keys of a selective join are rejected in a few instructions.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// The word a hash maps to in a filter of `64 - shift` address bits, and the bits it
 /// sets there.
+///
+/// The word comes from the hash's top bits, like the hash-join partition (see
+/// `join_table::partition_of`): the keys of one partition set bits in one contiguous range
+/// of words, so partition tasks fill the filter in parallel without sharing a word.
 #[inline(always)]
 fn locate(shift: u32, hash: u64) -> (usize, u64) {
-    let h = hash.wrapping_mul(SPREAD);
     // `shift` is at most 61 (at least eight words), so the shift never overflows.
-    let word = (h >> shift) as usize;
+    let word = (hash >> shift) as usize;
+    let h = hash.wrapping_mul(SPREAD) >> 40;
     let mask = (1u64 << (h & 63)) | (1u64 << ((h >> 6) & 63)) | (1u64 << ((h >> 12) & 63)) | (1u64 << ((h >> 18) & 63));
     (word, mask)
 }
@@ -72,26 +79,32 @@ impl BloomFilter {
     }
 }
 
-/// A [`BloomFilter`] being filled by several threads at once (the partition tasks of a
-/// hash-join build): each insertion is one relaxed atomic OR.
+/// A [`BloomFilter`] being filled by several threads at once: the partition tasks of a
+/// hash-join build, where the hashes of partition `p` have `p` as their top
+/// `partition_bits` bits. Those hashes land in partition `p`'s own range of words (at
+/// least eight, a cache line), so tasks neither contend for a word nor share a line, and
+/// an insertion is a plain load and store.
 pub struct SharedBloomBuilder {
-    words: Vec<std::sync::atomic::AtomicU64>,
+    words: Vec<AtomicU64>,
     shift: u32,
 }
 
 impl SharedBloomBuilder {
-    pub fn with_capacity(keys: usize) -> SharedBloomBuilder {
-        let BloomFilter { words, shift } = BloomFilter::with_capacity(keys);
-        SharedBloomBuilder { words: words.into_iter().map(std::sync::atomic::AtomicU64::new).collect(), shift }
+    pub fn with_capacity(keys: usize, partition_bits: u32) -> SharedBloomBuilder {
+        let words = (keys * BITS_PER_KEY).div_ceil(64).max(8 << partition_bits).next_power_of_two();
+        SharedBloomBuilder { words: (0..words).map(|_| AtomicU64::new(0)).collect(), shift: 64 - words.trailing_zeros() }
     }
 
+    /// Inserts a hash. Concurrent callers must insert hashes of different partitions.
     pub fn insert(&self, hash: u64) {
         let (word, mask) = locate(self.shift, hash);
-        self.words[word].fetch_or(mask, std::sync::atomic::Ordering::Relaxed);
+        // Not an atomic OR: only this partition's task writes this word.
+        let word = &self.words[word];
+        word.store(word.load(Ordering::Relaxed) | mask, Ordering::Relaxed);
     }
 
     pub fn finish(self) -> BloomFilter {
-        BloomFilter { words: self.words.into_iter().map(std::sync::atomic::AtomicU64::into_inner).collect(), shift: self.shift }
+        BloomFilter { words: self.words.into_iter().map(AtomicU64::into_inner).collect(), shift: self.shift }
     }
 }
 
@@ -116,15 +129,25 @@ mod tests {
     #[test]
     fn shared_builder_sets_the_same_bits() {
         let mut plain = BloomFilter::with_capacity(5000);
-        let shared = SharedBloomBuilder::with_capacity(5000);
+        let shared = SharedBloomBuilder::with_capacity(5000, 2);
+        let hashes: Vec<u64> = (0..5000u64).map(hash_u64).collect();
         std::thread::scope(|scope| {
             for part in 0..4u64 {
-                let shared = &shared;
-                scope.spawn(move || (part * 1250..(part + 1) * 1250).for_each(|k| shared.insert(hash_u64(k))));
+                let (shared, hashes) = (&shared, &hashes);
+                scope.spawn(move || hashes.iter().filter(|&&h| h >> 62 == part).for_each(|&h| shared.insert(h)));
             }
         });
-        (0..5000u64).for_each(|k| plain.insert(hash_u64(k)));
+        hashes.iter().for_each(|&h| plain.insert(h));
         assert_eq!(shared.finish().words, plain.words);
+    }
+
+    #[test]
+    fn partitions_own_disjoint_words() {
+        // Even a filter for few keys gives each of 64 partitions its own cache line.
+        let shared = SharedBloomBuilder::with_capacity(10, 6);
+        assert!(shared.words.len() >= 8 << 6);
+        let (word, _) = locate(shared.shift, 5u64 << 58);
+        assert_eq!(word / 8, 5);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! 8 + 32*n; longer strings force the byte-string form. Packing only needs equality, so
 //! signed values are stored as their raw bits.
 
-use apiary_common::hash::{hash_bytes, hash_u128, hash_u64_batch};
+use apiary_common::hash::{hash_bytes, hash_u128, hash_u64, hash_u64_batch};
 use apiary_types::datatype::PhysicalType;
 use apiary_types::{DataType, Vector, VectorData};
 
@@ -307,6 +307,60 @@ impl PackedKeys {
         }
     }
 
+    /// The keys of `pieces` one after the other (all packed by the same packer).
+    pub fn concat(pieces: Vec<PackedKeys>) -> PackedKeys {
+        let mut pieces = pieces.into_iter();
+        let Some(mut all) = pieces.next() else { return PackedKeys::Empty { rows: 0 } };
+        let rest: Vec<PackedKeys> = pieces.collect();
+        let total: usize = all.len() + rest.iter().map(PackedKeys::len).sum::<usize>();
+        match &mut all {
+            PackedKeys::Empty { rows } => *rows = total,
+            PackedKeys::U64 { keys, valid } => {
+                keys.reserve(total - keys.len());
+                valid.reserve(total - valid.len());
+                for piece in rest {
+                    if let PackedKeys::U64 { keys: k, valid: v } = piece {
+                        keys.extend_from_slice(&k);
+                        valid.extend_from_slice(&v);
+                    }
+                }
+            }
+            PackedKeys::U128 { keys, valid } => {
+                keys.reserve(total - keys.len());
+                valid.reserve(total - valid.len());
+                for piece in rest {
+                    if let PackedKeys::U128 { keys: k, valid: v } = piece {
+                        keys.extend_from_slice(&k);
+                        valid.extend_from_slice(&v);
+                    }
+                }
+            }
+            PackedKeys::Bytes { arena, offsets, valid } => {
+                for piece in rest {
+                    if let PackedKeys::Bytes { arena: a, offsets: o, valid: v } = piece {
+                        let base = arena.len() as u32;
+                        arena.extend_from_slice(&a);
+                        offsets.extend(o[1..].iter().map(|&x| x + base));
+                        valid.extend_from_slice(&v);
+                    }
+                }
+            }
+        }
+        debug_assert_eq!(all.len(), total, "pieces packed by different packers");
+        all
+    }
+
+    /// The hash of key `j` (the same bits as [`Self::hashes`] gives for it).
+    #[inline]
+    pub fn hash_at(&self, j: usize) -> u64 {
+        match self {
+            PackedKeys::Empty { .. } => 0,
+            PackedKeys::U64 { keys, .. } => hash_u64(keys[j]),
+            PackedKeys::U128 { keys, .. } => hash_u128(keys[j]),
+            PackedKeys::Bytes { .. } => hash_bytes(self.bytes(j)),
+        }
+    }
+
     /// The hash of every key.
     pub fn hashes(&self) -> Vec<u64> {
         match self {
@@ -330,6 +384,23 @@ mod tests {
         assert_eq!(KeyPacker::new(&[DataType::Integer, DataType::Integer], &[true, false], true).width, KeyWidth::U128);
         assert_eq!(KeyPacker::new(&[DataType::Char(1), DataType::Char(1)], &[false, false], true).width, KeyWidth::U128);
         assert_eq!(KeyPacker::new(&[DataType::Varchar(Some(25))], &[false], true).width, KeyWidth::Bytes);
+    }
+
+    #[test]
+    fn concat_keeps_every_key_in_order() {
+        let packer = KeyPacker::new(&[DataType::Varchar(None)], &[true], false);
+        let piece = |values: &[&str]| {
+            let mut b = VectorBuilder::new(DataType::Varchar(None));
+            values.iter().for_each(|v| b.push_scalar(&apiary_types::ScalarValue::Utf8(v.to_string())));
+            let rows: Vec<u32> = (0..values.len() as u32).collect();
+            packer.pack(&[b.finish()], &rows)
+        };
+        let all = PackedKeys::concat(vec![piece(&["a", "bb"]), piece(&[]), piece(&["ccc"])]);
+        let expected = piece(&["a", "bb", "ccc"]);
+        assert_eq!(all.len(), 3);
+        for j in 0..3 {
+            assert_eq!(all.bytes(j), expected.bytes(j));
+        }
     }
 
     #[test]

@@ -8,10 +8,10 @@
 //!                                                       rows never matched, NULL-extended)
 //! ```
 //!
-//! Phases, in order: `consume` (workers buffer build chunks locally), `combine` (buffers
-//! move to the shared list), `prepare_finalize` (concatenate, pack keys, partition),
-//! `finalize_task` (one hash-table region per task, in parallel), `finish` (publish the
-//! table). Probes then run on all workers against the read-only table.
+//! Phases, in order: `consume` (workers buffer build rows locally, packing, hashing and
+//! partitioning their keys), `combine` (buffers move to the shared list),
+//! `prepare_finalize` (concatenate the workers' pieces), `finalize_task` (one hash-table
+//! region per task, in parallel, written in place), `finish` (publish the table). Probes then run on all workers against the read-only table.
 //!
 //! Join modes: the probe side is the streaming side. `ProbeOuter` keeps unmatched probe
 //! rows (LEFT JOIN when the left input probes); `BuildOuter` emits unmatched build rows at
@@ -27,7 +27,7 @@ use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
 use super::{local, Control, Emit, ExecContext, LocalState, Operator, Sink, Source};
 use crate::expr::{selected_rows, ExprRef};
-use crate::hash::join_table::{JoinTable, JoinTableBuilder, NONE};
+use crate::hash::join_table::{BuildPiece, JoinTable, JoinTableBuilder, FINE_PARTITION_BITS, NONE, PREFETCH_MIN_DIRECTORY_BYTES};
 use crate::hash::keys::{KeyPacker, PackedKeys};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +90,10 @@ pub struct HashJoin {
     probe_residual: Vec<usize>,
     build_residual: Vec<usize>,
     parallelism: usize,
+    prefetch_group: usize,
     pub description: String,
-    collected: Mutex<Vec<DataChunk>>,
+    /// Each worker's build rows (payload columns) and their keys.
+    collected: Mutex<Vec<(DataChunk, BuildPiece)>>,
     builder: RwLock<Option<(JoinTableBuilder, Vec<Vector>)>>,
     built: OnceLock<BuiltTable>,
 }
@@ -120,6 +122,8 @@ pub struct HashJoinSpec {
     pub probe_residual: Vec<usize>,
     pub build_residual: Vec<usize>,
     pub parallelism: usize,
+    /// Build rows inserted per prefetch group (`SET prefetch_group`; 0 = no prefetching).
+    pub prefetch_group: usize,
     pub description: String,
 }
 
@@ -142,6 +146,7 @@ impl HashJoin {
             probe_residual: spec.probe_residual,
             build_residual: spec.build_residual,
             parallelism: spec.parallelism.max(1),
+            prefetch_group: spec.prefetch_group,
             description: spec.description,
             collected: Mutex::new(Vec::new()),
             builder: RwLock::new(None),
@@ -154,17 +159,13 @@ impl HashJoin {
         self.built.get().map_or(0, |b| b.table.directory_bytes())
     }
 
-    fn key_count(&self) -> usize {
-        self.build_keys.len()
-    }
-
     fn built(&self) -> Result<&BuiltTable> {
         self.built.get().ok_or_else(|| internal_err!("hash join probed before its build finished"))
     }
 
     /// Rows of build column `position` (in payload order) at `rows`; [`NONE`] gives NULL.
     fn gather_build(&self, built: &BuiltTable, position: usize, rows: &[u32]) -> Vector {
-        let column = &built.columns[self.key_count() + position];
+        let column = &built.columns[position];
         gather_or_null(column, rows)
     }
 }
@@ -193,10 +194,12 @@ fn gather_or_null(column: &Vector, rows: &[u32]) -> Vector {
 /// The build side of a hash join (a pipeline breaker).
 pub struct HashJoinBuild(pub Arc<HashJoin>);
 
-/// A worker's build rows, appended column by column as they arrive: the concatenation
-/// work happens in parallel, and the finalize step joins one piece per worker.
+/// A worker's build rows, appended column by column as they arrive, with their keys
+/// packed, hashed and sorted into partitions: that work happens in parallel, and the
+/// finalize step joins one piece per worker.
 struct BuildLocal {
     rows: ChunkBuilder,
+    keys: BuildPiece,
 }
 
 impl Sink for HashJoinBuild {
@@ -205,43 +208,41 @@ impl Sink for HashJoinBuild {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(BuildLocal { rows: ChunkBuilder::default() })
+        // One worker builds the table in one task; several need partitions to share it.
+        let fine_bits = if self.0.parallelism > 1 { FINE_PARTITION_BITS } else { 0 };
+        Box::new(BuildLocal { rows: ChunkBuilder::default(), keys: BuildPiece::new(fine_bits) })
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
         let join = &self.0;
-        let mut columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
-        columns.extend(join.build_payload.iter().map(|&c| chunk.columns[c].clone()));
-        local::<BuildLocal>(state).rows.append(&columns, chunk.selection(), chunk.physical_len());
+        let key_columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
+        let payload: Vec<Vector> = join.build_payload.iter().map(|&c| chunk.columns[c].clone()).collect();
+        let local = local::<BuildLocal>(state);
+        local.keys.append(join.packer.pack(&key_columns, &selected_rows(&chunk)));
+        local.rows.append(&payload, chunk.selection(), chunk.physical_len());
         Ok(Control::Continue)
     }
 
     fn combine(&self, state: LocalState) -> Result<()> {
         let state = state.downcast::<BuildLocal>().expect("build local state");
         if state.rows.rows() > 0 {
-            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push(state.rows.finish());
+            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push((state.rows.finish(), state.keys));
         }
         Ok(())
     }
 
     fn prepare_finalize(&self) -> Result<usize> {
         let join = &self.0;
-        let chunks = std::mem::take(&mut *join.collected.lock().unwrap_or_else(|e| e.into_inner()));
-        let key_types = join.build_keys.iter().map(|k| k.data_type());
-        let types: Vec<DataType> = key_types.chain(join.build_payload_types.iter().copied()).collect();
-        let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
-        let mut all = ChunkBuilder::with_types(&types, rows);
-        for chunk in &chunks {
-            all.append_chunk(chunk);
+        let pieces = std::mem::take(&mut *join.collected.lock().unwrap_or_else(|e| e.into_inner()));
+        let rows: usize = pieces.iter().map(|(chunk, _)| chunk.row_count()).sum();
+        let mut all = ChunkBuilder::with_types(&join.build_payload_types, rows);
+        let mut keys = Vec::with_capacity(pieces.len());
+        for (chunk, piece) in pieces {
+            all.append_chunk(&chunk);
+            keys.push(piece);
         }
-        drop(chunks);
         let columns = all.finish().columns;
-        let all_rows: Vec<u32> = (0..rows as u32).collect();
-        let keys = join.packer.pack(&columns[..join.key_count()], &all_rows);
-        // Partition the build for parallel insertion only when it is worth it.
-        let partition_bits =
-            if rows < 1 << 16 || join.parallelism == 1 { 0 } else { ((join.parallelism * 4).next_power_of_two().trailing_zeros()).min(6) };
-        let builder = JoinTableBuilder::new(keys, partition_bits);
+        let builder = JoinTableBuilder::from_pieces(keys, build_partition_bits(rows, join.parallelism), join.prefetch_group);
         let partitions = builder.partitions();
         *join.builder.write().unwrap_or_else(|e| e.into_inner()) = Some((builder, columns));
         Ok(partitions)
@@ -267,6 +268,27 @@ impl Sink for HashJoinBuild {
 }
 
 // ---------------------------------------------------------------------------------- Probe
+
+/// Builds with fewer rows are inserted by one task: partitioning would cost more than the
+/// second worker saves.
+const PARALLEL_BUILD_MIN_ROWS: usize = 1 << 14;
+
+/// How many partitions (as bits) a build of `rows` rows is inserted in on `parallelism`
+/// workers: enough for every worker to have several tasks, and enough for each
+/// partition's directory region to stay in cache while it is filled (one region of a big
+/// directory is written at a time instead of the whole directory at random). One worker
+/// inserts everything in one task: there, sorting the rows into partitions costs about
+/// what the cache-resident regions save.
+fn build_partition_bits(rows: usize, parallelism: usize) -> u32 {
+    if rows < PARALLEL_BUILD_MIN_ROWS || parallelism == 1 {
+        return 0;
+    }
+    let parallel = (parallelism * 4).next_power_of_two().trailing_zeros();
+    // Slots of 16 bytes at a load factor of at most 0.5.
+    let directory_bytes = rows.saturating_mul(32);
+    let cached = directory_bytes.div_ceil(PREFETCH_MIN_DIRECTORY_BYTES).next_power_of_two().trailing_zeros();
+    parallel.max(cached)
+}
 
 /// The probe side of a hash join (streaming).
 pub struct HashJoinProbe(pub Arc<HashJoin>);

@@ -94,57 +94,123 @@ impl Sort {
 }
 
 /// Encodes each row's sort key as bytes whose lexicographic order is the sort order.
+/// Returns the keys back to back and `rows + 1` offsets.
+///
+/// Keys are written column by column into one buffer (each row's cursor advancing), so
+/// the type dispatch happens once per column and no row allocates.
 pub fn encode_sort_keys(columns: &[Vector], orders: &[SortOrder], rows: usize) -> (Vec<u8>, Vec<u32>) {
-    let mut keys: Vec<Vec<u8>> = vec![Vec::with_capacity(16); rows];
-    for (column, order) in columns.iter().zip(orders) {
-        for (row, key) in keys.iter_mut().enumerate() {
-            let start = key.len();
-            if column.is_null(row) {
-                key.push(if order.nulls_first { 0 } else { 2 });
-                continue;
+    // Row lengths first: fixed-width columns add the same to every row.
+    let mut fixed = 0usize;
+    let mut lengths: Option<Vec<u32>> = None;
+    for column in columns {
+        match value_width(column) {
+            Some(width) => fixed += 1 + width,
+            None => {
+                let lengths = lengths.get_or_insert_with(|| vec![0; rows]);
+                for (row, length) in lengths.iter_mut().enumerate() {
+                    *length += 1 + if column.is_null(row) { 0 } else { encoded_str_len(column, row) } as u32;
+                }
             }
-            key.push(1);
-            let value_start = key.len();
-            encode_value(column, row, key);
-            if !order.ascending {
-                key[value_start..].iter_mut().for_each(|b| *b = !*b);
-            }
-            let _ = start;
         }
     }
-    let mut flat = Vec::with_capacity(keys.iter().map(|k| k.len()).sum());
     let mut offsets = Vec::with_capacity(rows + 1);
     offsets.push(0u32);
-    for key in keys {
-        flat.extend_from_slice(&key);
-        offsets.push(flat.len() as u32);
+    match &lengths {
+        None => offsets.extend((1..=rows).map(|row| (row * fixed) as u32)),
+        Some(lengths) => {
+            let mut end = 0u32;
+            offsets.extend(lengths.iter().map(|&l| {
+                end += l + fixed as u32;
+                end
+            }));
+        }
+    }
+    let mut flat = vec![0u8; offsets[rows] as usize];
+    let mut cursor: Vec<u32> = offsets[..rows].to_vec();
+    for (column, order) in columns.iter().zip(orders) {
+        encode_column(column, *order, &mut flat, &mut cursor);
     }
     (flat, offsets)
 }
 
-fn encode_value(column: &Vector, row: usize, out: &mut Vec<u8>) {
+/// Bytes of a fixed-width value's encoding; `None` for strings.
+fn value_width(column: &Vector) -> Option<usize> {
+    Some(match &column.data {
+        VectorData::Bool(_) => 1,
+        VectorData::I16(_) => 2,
+        VectorData::I32(_) => 4,
+        VectorData::I64(_) | VectorData::F32(_) | VectorData::F64(_) => 8,
+        VectorData::I128(_) | VectorData::Interval(_) => 16,
+        VectorData::Str(_) => return None,
+    })
+}
+
+/// A string's encoding: zero bytes escaped as `0 0xFF`, terminated by `0 0`.
+fn encoded_str_len(column: &Vector, row: usize) -> usize {
+    let VectorData::Str(s) = &column.data else { return 0 };
+    let bytes = s.get_bytes(row);
+    bytes.len() + bytes.iter().filter(|&&b| b == 0).count() + 2
+}
+
+/// Appends one column's part of every row's key at the row's cursor.
+fn encode_column(column: &Vector, order: SortOrder, flat: &mut [u8], cursor: &mut [u32]) {
+    fn fixed<const N: usize>(out: &mut [u8], bytes: [u8; N]) -> usize {
+        out[..N].copy_from_slice(&bytes);
+        N
+    }
+    let rows = (column, order);
     match &column.data {
-        VectorData::Bool(v) => out.push(v[row] as u8),
-        VectorData::I16(v) => out.extend_from_slice(&((v[row] as u16) ^ 0x8000).to_be_bytes()),
-        VectorData::I32(v) => out.extend_from_slice(&((v[row] as u32) ^ 0x8000_0000).to_be_bytes()),
-        VectorData::I64(v) => out.extend_from_slice(&((v[row] as u64) ^ (1 << 63)).to_be_bytes()),
-        VectorData::I128(v) => out.extend_from_slice(&((v[row] as u128) ^ (1 << 127)).to_be_bytes()),
-        VectorData::F32(v) => out.extend_from_slice(&float_bits(v[row] as f64).to_be_bytes()),
-        VectorData::F64(v) => out.extend_from_slice(&float_bits(v[row]).to_be_bytes()),
+        VectorData::Bool(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, [v[r] as u8])),
+        VectorData::I16(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, ((v[r] as u16) ^ 0x8000).to_be_bytes())),
+        VectorData::I32(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, ((v[r] as u32) ^ 0x8000_0000).to_be_bytes())),
+        VectorData::I64(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, ((v[r] as u64) ^ (1 << 63)).to_be_bytes())),
+        VectorData::I128(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, ((v[r] as u128) ^ (1 << 127)).to_be_bytes())),
+        VectorData::F32(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, float_bits(v[r] as f64).to_be_bytes())),
+        VectorData::F64(v) => encode_rows(rows, flat, cursor, |r, o| fixed(o, float_bits(v[r]).to_be_bytes())),
+        // PostgreSQL orders intervals by their normalised length.
         VectorData::Interval(v) => {
-            // PostgreSQL orders intervals by their normalised length.
-            out.extend_from_slice(&((v[row].normalized() as u128) ^ (1 << 127)).to_be_bytes());
+            encode_rows(rows, flat, cursor, |r, o| fixed(o, ((v[r].normalized() as u128) ^ (1 << 127)).to_be_bytes()))
         }
-        VectorData::Str(s) => {
-            for &b in s.get_bytes(row) {
+        VectorData::Str(s) => encode_rows(rows, flat, cursor, |r, o| {
+            let mut n = 0;
+            for &b in s.get_bytes(r) {
                 if b == 0 {
-                    out.extend_from_slice(&[0, 0xFF]);
+                    o[n..n + 2].copy_from_slice(&[0, 0xFF]);
+                    n += 2;
                 } else {
-                    out.push(b);
+                    o[n] = b;
+                    n += 1;
                 }
             }
-            out.extend_from_slice(&[0, 0]);
+            o[n..n + 2].copy_from_slice(&[0, 0]);
+            n + 2
+        }),
+    }
+}
+
+/// Writes every row's null marker and, for non-null rows, `encode(row, out)` (which
+/// returns the bytes it wrote), inverted for descending order.
+fn encode_rows(
+    (column, order): (&Vector, SortOrder),
+    flat: &mut [u8],
+    cursor: &mut [u32],
+    mut encode: impl FnMut(usize, &mut [u8]) -> usize,
+) {
+    let null_marker = if order.nulls_first { 0 } else { 2 };
+    for (row, at) in cursor.iter_mut().enumerate() {
+        let start = *at as usize;
+        if column.is_null(row) {
+            flat[start] = null_marker;
+            *at += 1;
+            continue;
         }
+        flat[start] = 1;
+        let value = &mut flat[start + 1..];
+        let written = encode(row, value);
+        if !order.ascending {
+            value[..written].iter_mut().for_each(|b| *b = !*b);
+        }
+        *at += 1 + written as u32;
     }
 }
 
@@ -173,8 +239,10 @@ struct SortLocal {
     rows: usize,
 }
 
-/// A worker prunes its buffer to the top `keep` rows when it holds this many more.
-const TOP_K_SLACK_ROWS: usize = 1 << 15;
+/// A worker prunes its buffer to its top `keep` rows once it holds twice that many, and
+/// at least this many: the pruning runs in parallel on the workers, leaving the final
+/// serial sort only `keep` rows per worker.
+const TOP_K_PRUNE_ROWS: usize = 4096;
 
 impl Sink for SortSink {
     fn name(&self) -> String {
@@ -200,7 +268,7 @@ impl Sink for SortSink {
         state.rows += stored.row_count();
         state.chunks.push(stored);
         if let Some(keep) = sort.keep() {
-            if state.rows > keep.saturating_mul(2).saturating_add(TOP_K_SLACK_ROWS) {
+            if state.rows > keep.saturating_mul(2).max(TOP_K_PRUNE_ROWS) {
                 let (columns, order) = sort.sort_rows(std::mem::take(&mut state.chunks), Some(keep));
                 let kept: Vec<Vector> = columns.iter().map(|c| c.gather(&order)).collect();
                 state.rows = order.len();
