@@ -16,6 +16,9 @@ const INITIAL_CAPACITY: usize = 1024;
 /// Most groups a table grows to in one step from the estimate: an overestimate costs at
 /// most this many slots of allocation; beyond it the table grows by doubling.
 const MAX_PRESIZED_GROUPS: usize = 1 << 18;
+/// A table grows by doubling up to this many slots before its growth jumps to the
+/// estimate.
+const JUMP_TO_ESTIMATE_MIN_SLOTS: usize = 8 * INITIAL_CAPACITY;
 /// Tables from this size on look for runs of equal keys before looking keys up.
 const RUN_DETECTION_MIN_BYTES: usize = 256 << 10;
 /// Keys whose slots are prefetched together while merging tables.
@@ -31,7 +34,8 @@ struct FixedTable<K> {
     slots: Vec<Slot<K>>,
     /// The key of each group, by group id.
     keys: Vec<K>,
-    /// Slots for the expected number of groups: the first growth jumps there.
+    /// Slots for the expected number of groups: growth jumps there once the table is
+    /// past [`JUMP_TO_ESTIMATE_MIN_SLOTS`].
     expected_slots: usize,
 }
 
@@ -99,7 +103,12 @@ impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
     }
 
     fn grow(&mut self) {
-        self.rehash((self.slots.len() * 2).max(self.expected_slots));
+        // Jump to the estimate only once the table has shown it is not small: estimates
+        // of groups after joins can be far too high, and a jump sizes (and initialises)
+        // the table for all of them.
+        let doubled = self.slots.len() * 2;
+        let capacity = if self.slots.len() >= JUMP_TO_ESTIMATE_MIN_SLOTS { doubled.max(self.expected_slots) } else { doubled };
+        self.rehash(capacity);
     }
 
     fn rehash(&mut self, capacity: usize) {
