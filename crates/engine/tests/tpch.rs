@@ -103,3 +103,21 @@ fn concurrent_queries_share_the_scheduler() {
     let failures = failures.into_inner().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// EXPLAIN ANALYZE reports each pipeline's work and each sink's finalize phase: a partitioned
+/// hash-join build shows its tasks, and the answer the plan computes is unchanged.
+#[test]
+fn explain_analyze_reports_pipelines_and_finalize_phases() {
+    let (_db, mut conn) = load(0.01, &["SET threads = 2", "SET block_size = 1000"]);
+    let sql = "SELECT count(*) FROM orders JOIN lineitem ON o_orderkey = l_orderkey WHERE l_quantity < 10";
+    let result = conn.query(&format!("EXPLAIN ANALYZE {sql}")).expect("explain analyze");
+    let text: Vec<String> =
+        (0..result.chunks[0].row_count()).map(|r| apiary::QueryResult::format_cell(&result.chunks[0], r, 0).unwrap_or_default()).collect();
+    let text = text.join("\n");
+    assert!(text.contains("threads: 2"), "{text}");
+    assert!(text.contains("HashJoinBuild"), "{text}");
+    assert!(text.contains("HashJoinProbe"), "{text}");
+    // The build of orders finalizes in tasks (one per partition).
+    let finalize = text.lines().find(|l| l.contains("Finalize: prepare") && !l.contains(" 0 tasks")).unwrap_or_else(|| panic!("{text}"));
+    assert!(finalize.contains("tasks") && finalize.contains("finish"), "{finalize}");
+}
