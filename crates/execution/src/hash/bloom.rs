@@ -29,6 +29,11 @@ fn locate(shift: u32, hash: u64) -> (usize, u64) {
     (word, mask)
 }
 
+/// Words of a filter for `keys` keys: a power of two, at least `min_words`.
+fn word_count(keys: usize, min_words: usize) -> usize {
+    (keys * BITS_PER_KEY).div_ceil(64).max(min_words).next_power_of_two()
+}
+
 /// Bits per key the filter is sized for.
 pub const BITS_PER_KEY: usize = 16;
 
@@ -44,7 +49,7 @@ pub struct BloomFilter {
 impl BloomFilter {
     /// A filter sized for `keys` keys.
     pub fn with_capacity(keys: usize) -> BloomFilter {
-        let words = (keys * BITS_PER_KEY).div_ceil(64).max(8).next_power_of_two();
+        let words = word_count(keys, 8);
         BloomFilter { words: vec![0; words], shift: 64 - words.trailing_zeros() }
     }
 
@@ -91,7 +96,7 @@ pub struct SharedBloomBuilder {
 
 impl SharedBloomBuilder {
     pub fn with_capacity(keys: usize, partition_bits: u32) -> SharedBloomBuilder {
-        let words = (keys * BITS_PER_KEY).div_ceil(64).max(8 << partition_bits).next_power_of_two();
+        let words = word_count(keys, 8 << partition_bits);
         SharedBloomBuilder { words: (0..words).map(|_| AtomicU64::new(0)).collect(), shift: 64 - words.trailing_zeros() }
     }
 

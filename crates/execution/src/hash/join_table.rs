@@ -95,10 +95,10 @@ impl BuildPiece {
             }
         }
         self.rows += keys.len();
-        self.keys = Some(match self.keys.take() {
-            None => keys,
-            Some(previous) => PackedKeys::concat(vec![previous, keys]),
-        });
+        match &mut self.keys {
+            None => self.keys = Some(keys),
+            Some(previous) => previous.extend(keys),
+        }
     }
 
     /// Sorts a batch's rows with valid keys into the fine partitions (`valid` is empty
@@ -134,13 +134,6 @@ pub struct JoinTableBuilder {
 }
 
 impl JoinTableBuilder {
-    /// Prepares the build of `keys` (one per build row) in `2^partition_bits` partitions.
-    pub fn new(keys: PackedKeys, partition_bits: u32) -> JoinTableBuilder {
-        let mut piece = BuildPiece::new(partition_bits);
-        piece.append(keys);
-        JoinTableBuilder::from_pieces(vec![piece], partition_bits, 16)
-    }
-
     /// Prepares the build of the rows of `pieces` (row ids numbered piece after piece) in
     /// `2^partition_bits` partitions (at most as many as each piece's fine partitions),
     /// inserting `prefetch_group` rows per group into regions larger than the cache.
@@ -605,7 +598,9 @@ mod tests {
         let packer = KeyPacker::new(&[DataType::BigInt], &[false], false);
         let rows: Vec<u32> = (0..values.len() as u32).collect();
         let keys = packer.pack(&[Vector::from_native(DataType::BigInt, values)], &rows);
-        let builder = JoinTableBuilder::new(keys, bits);
+        let mut piece = BuildPiece::new(bits);
+        piece.append(keys);
+        let builder = JoinTableBuilder::from_pieces(vec![piece], bits, 16);
         for p in 0..builder.partitions() {
             builder.build_partition(p);
         }

@@ -309,45 +309,57 @@ impl PackedKeys {
 
     /// The keys of `pieces` one after the other (all packed by the same packer).
     pub fn concat(pieces: Vec<PackedKeys>) -> PackedKeys {
+        let total: usize = pieces.iter().map(PackedKeys::len).sum();
         let mut pieces = pieces.into_iter();
         let Some(mut all) = pieces.next() else { return PackedKeys::Empty { rows: 0 } };
-        let rest: Vec<PackedKeys> = pieces.collect();
-        let total: usize = all.len() + rest.iter().map(PackedKeys::len).sum::<usize>();
-        match &mut all {
-            PackedKeys::Empty { rows } => *rows = total,
-            PackedKeys::U64 { keys, valid } => {
-                keys.reserve(total - keys.len());
-                valid.reserve(total - valid.len());
-                for piece in rest {
-                    if let PackedKeys::U64 { keys: k, valid: v } = piece {
-                        keys.extend_from_slice(&k);
-                        valid.extend_from_slice(&v);
-                    }
-                }
-            }
-            PackedKeys::U128 { keys, valid } => {
-                keys.reserve(total - keys.len());
-                valid.reserve(total - valid.len());
-                for piece in rest {
-                    if let PackedKeys::U128 { keys: k, valid: v } = piece {
-                        keys.extend_from_slice(&k);
-                        valid.extend_from_slice(&v);
-                    }
-                }
-            }
-            PackedKeys::Bytes { arena, offsets, valid } => {
-                for piece in rest {
-                    if let PackedKeys::Bytes { arena: a, offsets: o, valid: v } = piece {
-                        let base = arena.len() as u32;
-                        arena.extend_from_slice(&a);
-                        offsets.extend(o[1..].iter().map(|&x| x + base));
-                        valid.extend_from_slice(&v);
-                    }
-                }
-            }
+        all.reserve(total - all.len());
+        for piece in pieces {
+            all.extend(piece);
         }
         debug_assert_eq!(all.len(), total, "pieces packed by different packers");
         all
+    }
+
+    /// Room for `additional` more keys.
+    fn reserve(&mut self, additional: usize) {
+        match self {
+            PackedKeys::Empty { .. } => {}
+            PackedKeys::U64 { keys, valid } => {
+                keys.reserve(additional);
+                valid.reserve(additional);
+            }
+            PackedKeys::U128 { keys, valid } => {
+                keys.reserve(additional);
+                valid.reserve(additional);
+            }
+            PackedKeys::Bytes { offsets, valid, .. } => {
+                offsets.reserve(additional);
+                valid.reserve(additional);
+            }
+        }
+    }
+
+    /// Appends the keys of `other` (packed by the same packer; keys of another width are
+    /// not appended).
+    pub fn extend(&mut self, other: PackedKeys) {
+        match (self, other) {
+            (PackedKeys::Empty { rows }, PackedKeys::Empty { rows: more }) => *rows += more,
+            (PackedKeys::U64 { keys, valid }, PackedKeys::U64 { keys: k, valid: v }) => {
+                keys.extend_from_slice(&k);
+                valid.extend_from_slice(&v);
+            }
+            (PackedKeys::U128 { keys, valid }, PackedKeys::U128 { keys: k, valid: v }) => {
+                keys.extend_from_slice(&k);
+                valid.extend_from_slice(&v);
+            }
+            (PackedKeys::Bytes { arena, offsets, valid }, PackedKeys::Bytes { arena: a, offsets: o, valid: v }) => {
+                let base = arena.len() as u32;
+                arena.extend_from_slice(&a);
+                offsets.extend(o[1..].iter().map(|&x| x + base));
+                valid.extend_from_slice(&v);
+            }
+            _ => debug_assert!(false, "keys packed by different packers"),
+        }
     }
 
     /// The hash of key `j` (the same bits as [`Self::hashes`] gives for it).
