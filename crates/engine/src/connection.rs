@@ -9,11 +9,11 @@ use apiary_optimizer::{optimize, OptimizerContext};
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::parse_sql;
 use apiary_sql::{Binder, BoundStatement, LogicalPlan};
-use apiary_storage::Table;
+use apiary_storage::{PreparedAppend, Table};
 use apiary_types::{DataChunk, DataType, Field, Schema, StrColumnBuilder, Vector, VectorData};
 use sqlparser::ast;
 
-use crate::database::DatabaseInner;
+use crate::database::{Change, DatabaseInner};
 use crate::result::QueryResult;
 use crate::settings::Settings;
 use crate::table_functions::EngineTableFunctions;
@@ -86,12 +86,16 @@ impl Connection {
             S::ShowTables { .. } => self.show_tables(),
             S::ExplainTable { table_name, .. } => self.describe(table_name),
             S::ShowVariable { variable } => self.show_variable(variable),
+            S::Call(function) if apiary_sql::parser::is_checkpoint(function) => {
+                self.db.checkpoint()?;
+                Ok(QueryResult::statement(None))
+            }
             other => Err(not_impl_err!("statement {}", other.to_string().split_whitespace().take(3).collect::<Vec<_>>().join(" "))),
         }
     }
 
-    fn table_functions(&self) -> EngineTableFunctions {
-        EngineTableFunctions { threads: self.db.scheduler.threads(), block_rows: self.settings.block_rows }
+    fn table_functions(&self) -> EngineTableFunctions<'_> {
+        EngineTableFunctions { threads: self.db.scheduler.threads(), block_rows: self.settings.block_rows, catalog: &self.db.catalog }
     }
 
     /// Binds, optimizes: the plan ready for execution.
@@ -174,8 +178,8 @@ impl Connection {
             }
             let chunks = self.run_plan(&plan)?;
             let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows));
-            let rows = append_chunks(&table, chunks)?;
-            self.db.catalog.create_table(table)?;
+            let prepared = prepare_append(&table, chunks)?;
+            let rows = self.db.commit(Change::Create(Arc::clone(&table), Some(prepared)))?;
             return Ok(QueryResult::statement(Some(rows)));
         }
         if create.columns.is_empty() {
@@ -230,7 +234,7 @@ impl Connection {
             }
         }
         let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).with_primary_key(key_columns));
-        self.db.catalog.create_table(table)?;
+        self.db.commit(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }
 
@@ -255,7 +259,8 @@ impl Connection {
         let bound = binder.bind_insert_source(&table, &columns, source)?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?;
-        let rows = append_chunks(&table, chunks)?;
+        let prepared = prepare_append(&table, chunks)?;
+        let rows = self.db.commit(Change::Append(&table, prepared))?;
         Ok(QueryResult::statement(Some(rows)))
     }
 
@@ -275,10 +280,8 @@ impl Connection {
             }
             tables.push(table);
         }
-        for table in tables {
-            if let Some(dropped) = self.db.catalog.drop_table(&table) {
-                dropped.clear();
-            }
+        if !tables.is_empty() {
+            self.db.commit(Change::Drop(tables))?;
         }
         Ok(QueryResult::statement(None))
     }
@@ -307,6 +310,8 @@ impl Connection {
                 return Err(bind_err!("threads must be between 1 and {MAX_THREADS}"));
             }
             self.db.scheduler.set_threads(threads);
+        } else if name == "memory_limit" {
+            self.db.pool.set_limit(crate::settings::parse_byte_size(&name, &value)?);
         } else {
             self.settings.set(&name, &value)?;
         }
@@ -319,6 +324,7 @@ impl Connection {
             ast::Reset::ALL => {
                 self.settings = Settings::default();
                 self.db.scheduler.set_threads(crate::database::default_threads());
+                self.db.pool.set_limit(apiary_storage::pool::default_memory_limit());
                 Ok(QueryResult::statement(None))
             }
             ast::Reset::ConfigurationParameter(name) => {
@@ -332,6 +338,8 @@ impl Connection {
     fn reset_setting(&mut self, name: &str) -> Result<QueryResult> {
         if name == "threads" {
             self.db.scheduler.set_threads(crate::database::default_threads());
+        } else if name == "memory_limit" {
+            self.db.pool.set_limit(apiary_storage::pool::default_memory_limit());
         } else {
             self.settings.reset(name)?;
         }
@@ -342,6 +350,8 @@ impl Connection {
         let name = variable.iter().map(normalize_ident).collect::<Vec<_>>().join(".");
         let value = if name == "threads" {
             self.db.scheduler.threads().to_string()
+        } else if name == "memory_limit" {
+            crate::settings::format_byte_size(self.db.pool.limit())
         } else {
             self.settings.get(&name).ok_or_else(|| bind_err!("unknown setting \"{name}\""))?
         };
@@ -455,12 +465,13 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
     Ok(DataChunk::new(columns, len))
 }
 
-/// Appends chunks to a table atomically (all or nothing); returns the row count.
-pub(crate) fn append_chunks(table: &Table, chunks: Vec<DataChunk>) -> Result<u64> {
-    let mut appender = table.appender();
+/// Appends chunks to a table's next contents (not yet visible: commit them with
+/// [`DatabaseInner::commit`](crate::database::DatabaseInner::commit)).
+pub(crate) fn prepare_append(table: &Table, chunks: Vec<DataChunk>) -> Result<PreparedAppend<'_>> {
+    let mut appender = table.appender()?;
     for chunk in chunks {
         let conformed = conform_chunk(table, chunk)?;
         appender.append(&conformed)?;
     }
-    Ok(appender.commit()? as u64)
+    appender.prepare()
 }

@@ -14,6 +14,7 @@ use sqlparser::ast;
 
 use crate::connection::{conform_chunk, Connection};
 use crate::csv::{for_each_piece, write_field, CsvOptions};
+use crate::database::Change;
 use crate::parquet_io::{read_parquet, write_parquet};
 use crate::result::QueryResult;
 
@@ -96,7 +97,7 @@ pub fn copy(
     let file_fields: Vec<Field> = positions.iter().map(|&p| table.schema.fields[p].clone()).collect();
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
-    let mut appender = table.appender();
+    let mut appender = table.appender()?;
     let mut append = |columns: Vec<Vector>| -> Result<()> {
         let len = columns.first().map_or(0, |c| c.len());
         let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();
@@ -124,7 +125,7 @@ pub fn copy(
             }
         }
     }
-    let rows = appender.commit()? as u64;
+    let rows = conn.db.commit(Change::Append(&table, appender.prepare()?))?;
     Ok(QueryResult::statement(Some(rows)))
 }
 

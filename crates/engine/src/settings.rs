@@ -22,7 +22,8 @@ impl Default for Settings {
 }
 
 /// Names accepted by SET (threads is handled by the database).
-pub const SETTING_NAMES: &[&str] = &["threads", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
+pub const SETTING_NAMES: &[&str] =
+    &["threads", "memory_limit", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
 
 fn parse_bool(name: &str, value: &str) -> Result<bool> {
     match value.to_ascii_lowercase().as_str() {
@@ -38,6 +39,44 @@ fn parse_usize(name: &str, value: &str, min: usize, max: usize) -> Result<usize>
         return Err(bind_err!("{name} must be between {min} and {max}, not {parsed}"));
     }
     Ok(parsed)
+}
+
+/// Parses a size such as `4GB`, `512 MiB` or `1000000` (bytes). KB, MB, GB and TB are
+/// powers of 1000; KiB, MiB, GiB and TiB powers of 1024.
+pub fn parse_byte_size(name: &str, value: &str) -> Result<usize> {
+    let text = value.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = (text[..split].trim(), text[split..].trim());
+    let invalid = || bind_err!("{name} must be a size such as '4GB' or '512MiB', not '{value}'");
+    let number: f64 = number.parse().map_err(|_| invalid())?;
+    let multiplier: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "tb" | "t" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(invalid()),
+    };
+    let bytes = number * multiplier;
+    if !bytes.is_finite() || bytes < 1e6 || bytes > usize::MAX as f64 {
+        return Err(bind_err!("{name} must be at least 1MB, not '{value}'"));
+    }
+    Ok(bytes as usize)
+}
+
+/// A size in the units [`parse_byte_size`] reads (`4.0 GB`).
+pub fn format_byte_size(bytes: usize) -> String {
+    let units = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)];
+    for (unit, size) in units {
+        if bytes as f64 >= size {
+            return format!("{:.1} {unit}", bytes as f64 / size);
+        }
+    }
+    format!("{bytes} bytes")
 }
 
 impl Settings {

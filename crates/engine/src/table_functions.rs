@@ -7,15 +7,18 @@ use std::sync::Arc;
 
 use apiary_common::{bind_err, Result};
 use apiary_sql::TableFunctionProvider;
-use apiary_storage::Table;
-use apiary_types::{DataChunk, Field, ScalarValue, Schema, Vector};
+use std::collections::BTreeMap;
+
+use apiary_storage::{Catalog, Table};
+use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, Vector, VectorBuilder};
 
 use crate::csv::{infer_fields, read_delimited, CsvOptions};
 use crate::parquet_io::{parquet_fields, read_parquet};
 
-pub struct EngineTableFunctions {
+pub struct EngineTableFunctions<'a> {
     pub threads: usize,
     pub block_rows: usize,
+    pub catalog: &'a Catalog,
 }
 
 fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
@@ -46,7 +49,7 @@ fn bool_option(name: &str, value: &ScalarValue) -> Result<bool> {
 fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
     let table = Arc::new(Table::new(name, Schema::new(fields), block_rows));
     {
-        let mut appender = table.appender();
+        let mut appender = table.appender()?;
         for columns in pieces {
             let len = columns.first().map_or(0, |c| c.len());
             appender.append(&DataChunk::new(columns, len))?;
@@ -66,7 +69,7 @@ fn looks_like_header(path: &Path, options: &CsvOptions) -> Result<bool> {
     Ok(!first_line_values.iter().any(|v| numeric_or_date(v)))
 }
 
-impl TableFunctionProvider for EngineTableFunctions {
+impl TableFunctionProvider for EngineTableFunctions<'_> {
     fn call(&self, name: &str, args: &[ScalarValue], named: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
         match name {
             "read_csv" | "read_csv_auto" => {
@@ -100,7 +103,65 @@ impl TableFunctionProvider for EngineTableFunctions {
                 let pieces = read_parquet(path, self.block_rows)?;
                 Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
             }
+            "apiary_storage_info" => {
+                if !args.is_empty() || !named.is_empty() {
+                    return Err(bind_err!("{name} takes no arguments"));
+                }
+                Ok(Some(storage_info(self.catalog, self.block_rows)?))
+            }
             _ => Ok(None),
         }
     }
+}
+
+/// `apiary_storage_info()`: one row per table column with its size in the database file
+/// and in memory and the encodings its blocks use.
+fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
+    let text = DataType::Varchar(None);
+    let fields = vec![
+        Field::new("table_name", text, false),
+        Field::new("column_name", text, false),
+        Field::new("column_type", text, false),
+        Field::new("row_count", DataType::BigInt, false),
+        Field::new("block_count", DataType::BigInt, false),
+        Field::new("encodings", text, false),
+        Field::new("stored_bytes", DataType::BigInt, false),
+        Field::new("memory_bytes", DataType::BigInt, false),
+    ];
+    let mut builders: Vec<VectorBuilder> = fields.iter().map(|f| VectorBuilder::new(f.data_type)).collect();
+    for table in catalog.tables() {
+        let data = table.snapshot();
+        for (column, field) in table.schema.fields.iter().enumerate() {
+            let mut encodings: BTreeMap<String, usize> = BTreeMap::new();
+            let (mut stored_bytes, mut memory_bytes) = (0i64, 0i64);
+            for block in &data.blocks {
+                let stripe = block.column(column);
+                memory_bytes += stripe.memory_bytes() as i64;
+                let kind = match stripe.stored_location() {
+                    Some(stored) => {
+                        stored_bytes += stored.extent.len as i64;
+                        stored.encoding.kind()
+                    }
+                    None => "in memory".to_string(),
+                };
+                *encodings.entry(kind).or_default() += 1;
+            }
+            let summary: Vec<String> = encodings.iter().map(|(kind, blocks)| format!("{kind} x{blocks}")).collect();
+            let values = [
+                ScalarValue::Utf8(table.name.clone()),
+                ScalarValue::Utf8(field.name.clone()),
+                ScalarValue::Utf8(field.data_type.to_string()),
+                ScalarValue::Int64(data.row_count() as i64),
+                ScalarValue::Int64(data.blocks.len() as i64),
+                ScalarValue::Utf8(summary.join(", ")),
+                ScalarValue::Int64(stored_bytes),
+                ScalarValue::Int64(memory_bytes),
+            ];
+            for (builder, value) in builders.iter_mut().zip(&values) {
+                builder.push_scalar(value);
+            }
+        }
+    }
+    let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+    temporary_table("apiary_storage_info", fields, vec![columns], block_rows)
 }

@@ -335,13 +335,13 @@ pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
                 });
             }
         });
-        let mut appender = table.appender();
+        let mut appender = table.appender()?;
         for result in results {
             let columns = result.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default();
             let len = columns.first().map_or(0, |c| c.len());
             appender.append(&DataChunk::new(columns, len))?;
         }
-        appender.commit()?;
+        conn.db.commit(crate::database::Change::Append(&table, appender.prepare()?))?;
     }
     Ok(())
 }

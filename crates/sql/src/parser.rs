@@ -7,15 +7,42 @@ use apiary_common::{ApiaryError, Result};
 use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::Token;
 
 /// Parses one or more `;`-separated statements.
+///
+/// `CHECKPOINT` (which sqlparser does not know) is accepted as a statement of its own and
+/// represented as `CALL checkpoint()`, which is also accepted.
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
     let dialect = PostgreSqlDialect {};
-    Parser::new(&dialect)
-        .with_recursion_limit(256)
-        .try_with_sql(sql)
-        .and_then(|mut parser| parser.parse_statements())
-        .map_err(|err| ApiaryError::Parse(describe_parser_error(err, sql)))
+    let parse = || -> std::result::Result<Vec<Statement>, ParserError> {
+        let mut parser = Parser::new(&dialect).with_recursion_limit(256).try_with_sql(sql)?;
+        let mut statements = Vec::new();
+        loop {
+            while parser.consume_token(&Token::SemiColon) {}
+            let next = parser.peek_token();
+            if next.token == Token::EOF {
+                return Ok(statements);
+            }
+            match &next.token {
+                Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case("checkpoint") => {
+                    parser.next_token();
+                    statements.extend(Parser::parse_sql(&dialect, "CALL checkpoint()")?);
+                }
+                _ => statements.push(parser.parse_statement()?),
+            }
+            let after = parser.peek_token();
+            if after.token != Token::SemiColon && after.token != Token::EOF {
+                return parser.expected("end of statement", after);
+            }
+        }
+    };
+    parse().map_err(|err| ApiaryError::Parse(describe_parser_error(err, sql)))
+}
+
+/// Whether a `CALL` statement is `CHECKPOINT`.
+pub fn is_checkpoint(function: &sqlparser::ast::Function) -> bool {
+    function.name.to_string().eq_ignore_ascii_case("checkpoint")
 }
 
 /// Splits text into statements without binding them, keeping each statement's text

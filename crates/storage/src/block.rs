@@ -1,10 +1,17 @@
 //! Blocks and column stripes.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock, RwLock};
+
+use apiary_common::{internal_err, Result};
 
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, Vector, VectorData};
+
+use crate::encoding::decode;
+use crate::file::StoredStripe;
 
 /// Maximum number of rows in a block (= one scan work order).
 pub const BLOCK_ROWS: usize = 65_536;
@@ -114,47 +121,134 @@ fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
     }
 }
 
-/// One column of one block.
-#[derive(Debug)]
+/// One column of one block: its zone map, and its values either resident in memory,
+/// stored in the database file, or both (a cached copy the buffer pool may evict).
 pub struct ColumnStripe {
-    /// The values, plain-encoded, with their validity.
-    values: Vector,
     pub zone_map: ZoneMap,
+    rows: usize,
+    data_type: DataType,
+    /// The decoded values, when resident.
+    resident: RwLock<Option<Vector>>,
+    /// Where the stripe lives in the database file, once written.
+    stored: OnceLock<StoredStripe>,
+    /// The two most recent accesses (buffer-pool clock ticks), for LRU-2 eviction.
+    pub(crate) accesses: [AtomicU64; 2],
+}
+
+impl fmt::Debug for ColumnStripe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ColumnStripe")
+            .field("rows", &self.rows)
+            .field("data_type", &self.data_type)
+            .field("stored", &self.stored.get())
+            .finish()
+    }
 }
 
 impl ColumnStripe {
+    /// A resident stripe holding `values`.
     pub fn new(values: Vector) -> Self {
         let zone_map = ZoneMap::of(&values);
-        ColumnStripe { values, zone_map }
+        ColumnStripe {
+            zone_map,
+            rows: values.len(),
+            data_type: values.data_type,
+            resident: RwLock::new(Some(values)),
+            stored: OnceLock::new(),
+            accesses: Default::default(),
+        }
+    }
+
+    /// A stripe stored in a database file, loaded on first use.
+    pub fn stored(rows: usize, data_type: DataType, zone_map: ZoneMap, stored: StoredStripe) -> Self {
+        ColumnStripe {
+            zone_map,
+            rows,
+            data_type,
+            resident: RwLock::new(None),
+            stored: OnceLock::from(stored),
+            accesses: Default::default(),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.rows
     }
 
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.rows == 0
     }
 
     pub fn data_type(&self) -> DataType {
-        self.values.data_type
+        self.data_type
     }
 
-    /// Rows `[offset, offset + len)` as a vector (a zero-copy slice for plain stripes).
-    pub fn read(&self, offset: usize, len: usize) -> Vector {
-        if offset == 0 && len == self.values.len() {
-            return self.values.clone();
+    /// All rows of the stripe (a cheap, shared copy), loading them from the database file
+    /// if they are not resident.
+    pub fn vector(self: &Arc<Self>) -> Result<Vector> {
+        if let Some(values) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if let Some(stored) = self.stored.get() {
+                stored.file.pool.touch(self);
+            }
+            return Ok(values.clone());
         }
-        self.values.slice(offset, len)
+        let stored = self.stored.get().ok_or_else(|| internal_err!("column stripe neither resident nor stored"))?;
+        let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(values) = resident.as_ref() {
+            return Ok(values.clone());
+        }
+        let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
+        let values = decode(&bytes, self.data_type, self.rows, &stored.label)?;
+        let size = values.allocated_bytes();
+        *resident = Some(values.clone());
+        drop(resident);
+        stored.file.pool.loaded(self, stored, size);
+        stored.file.pool.touch(self);
+        Ok(values)
     }
 
-    /// All rows of the stripe.
-    pub fn vector(&self) -> &Vector {
-        &self.values
+    /// Rows `[offset, offset + len)` as a vector (a zero-copy slice of the resident values).
+    pub fn read(self: &Arc<Self>, offset: usize, len: usize) -> Result<Vector> {
+        let values = self.vector()?;
+        Ok(if offset == 0 && len == values.len() { values } else { values.slice(offset, len) })
     }
 
+    /// Where the stripe is stored, if it has been written to a database file.
+    pub fn stored_location(&self) -> Option<&StoredStripe> {
+        self.stored.get()
+    }
+
+    /// Records where the stripe was written (once).
+    pub(crate) fn set_stored(&self, stored: StoredStripe) {
+        let _ = self.stored.set(stored);
+    }
+
+    /// Whether the decoded values are in memory.
+    pub fn is_resident(&self) -> bool {
+        self.resident.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Drops the resident copy of a stored stripe; returns the bytes released.
+    pub(crate) fn evict(&self) -> usize {
+        if self.stored.get().is_none() {
+            return 0;
+        }
+        let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
+        resident.take().map_or(0, |v| v.allocated_bytes())
+    }
+
+    /// Bytes held in memory (0 when not resident).
     pub fn memory_bytes(&self) -> usize {
-        self.values.allocated_bytes()
+        self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |v| v.allocated_bytes())
+    }
+}
+
+impl Drop for ColumnStripe {
+    fn drop(&mut self) {
+        if let Some(stored) = self.stored.get() {
+            let resident = self.resident.get_mut().unwrap_or_else(|e| e.into_inner());
+            stored.file.stripe_dropped(stored, resident.as_ref().map_or(0, |v| v.allocated_bytes()));
+        }
     }
 }
 
@@ -172,7 +266,7 @@ impl Block {
         Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::new(c))).collect() }
     }
 
-    pub fn column(&self, idx: usize) -> &ColumnStripe {
+    pub fn column(&self, idx: usize) -> &Arc<ColumnStripe> {
         &self.columns[idx]
     }
 

@@ -21,11 +21,18 @@
 
 pub mod block;
 pub mod catalog;
+pub mod codec;
+pub mod encoding;
+pub mod file;
+pub mod pool;
 pub mod stats;
+pub mod store;
 pub mod table;
 pub mod unique;
 
 pub use block::{Block, ColumnStripe, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
+pub use pool::BufferPool;
 pub use stats::{ColumnStats, TableStats};
-pub use table::{Table, TableAppender, TableData};
+pub use store::{CommitGuard, DurableStore, LogEntry};
+pub use table::{PreparedAppend, Table, TableAppender, TableData};

@@ -68,6 +68,17 @@ impl HyperLogLog {
         }
     }
 
+    /// The registers, for storing the sketch.
+    pub fn registers(&self) -> &[u8] {
+        &self.registers
+    }
+
+    /// A sketch from stored registers (`None` when the count is wrong).
+    pub fn from_registers(registers: &[u8]) -> Option<HyperLogLog> {
+        (registers.len() == HLL_REGISTERS)
+            .then(|| HyperLogLog { registers: registers.to_vec(), estimate_cache: std::sync::OnceLock::new() })
+    }
+
     pub fn merge(&mut self, other: &HyperLogLog) {
         self.estimate_cache = std::sync::OnceLock::new();
         for (a, b) in self.registers.iter_mut().zip(&other.registers) {
@@ -141,7 +152,7 @@ impl TableStats {
     /// Statistics after adding `new_blocks`, where `removed` (a trailing partial block that
     /// was rewritten into the new blocks) no longer counts. HyperLogLog is idempotent, so
     /// re-adding the rewritten block's values does not distort the distinct estimates.
-    pub fn with_blocks(&self, removed: Option<&Block>, new_blocks: &[std::sync::Arc<Block>]) -> TableStats {
+    pub fn with_blocks(&self, removed: Option<&Block>, new_blocks: &[std::sync::Arc<Block>]) -> apiary_common::Result<TableStats> {
         let mut stats = self.clone();
         if let Some(block) = removed {
             stats.row_count -= block.row_count;
@@ -154,10 +165,10 @@ impl TableStats {
             for (column, stripe) in stats.columns.iter_mut().zip(&block.columns) {
                 column.null_count += stripe.zone_map.null_count;
                 column.merge_zone(&stripe.zone_map);
-                column.sketch.add_vector(stripe.vector());
+                column.sketch.add_vector(&stripe.vector()?);
             }
         }
-        stats
+        Ok(stats)
     }
 }
 

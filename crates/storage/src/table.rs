@@ -1,8 +1,7 @@
 //! Tables: a schema and an atomically replaced snapshot of immutable blocks.
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use apiary_common::{internal_err, ApiaryError, Result};
 use apiary_types::{DataChunk, Schema, Vector, VectorBuilder};
@@ -55,6 +54,12 @@ impl Table {
         }
     }
 
+    /// A table with existing contents (opened from a database file).
+    pub fn with_data(mut self, data: TableData) -> Table {
+        self.data = RwLock::new(Arc::new(data));
+        self
+    }
+
     /// Declares the primary key (column positions).
     pub fn with_primary_key(mut self, columns: Vec<usize>) -> Table {
         self.primary_key = columns;
@@ -73,7 +78,7 @@ impl Table {
     /// Starts an append. Only one appender per table exists at a time (others wait).
     /// Nothing is visible until [`TableAppender::commit`]; dropping the appender discards
     /// everything it buffered.
-    pub fn appender(&self) -> TableAppender<'_> {
+    pub fn appender(&self) -> Result<TableAppender<'_>> {
         let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let base = self.snapshot();
         if !self.primary_key.is_empty() && guard.is_none() {
@@ -81,7 +86,8 @@ impl Table {
             let mut index = UniqueIndex::default();
             let mut key = Vec::new();
             for block in &base.blocks {
-                let columns: Vec<&Vector> = self.primary_key.iter().map(|&c| block.column(c).vector()).collect();
+                let vectors: Vec<Vector> = self.primary_key.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+                let columns: Vec<&Vector> = vectors.iter().collect();
                 for row in 0..block.row_count {
                     encode_key(&columns, row, &mut key);
                     index.keys.insert(key.clone());
@@ -95,12 +101,21 @@ impl Table {
         if let Some(last) = base.blocks.last() {
             if last.row_count < self.block_rows {
                 for (builder, stripe) in builders.iter_mut().zip(&last.columns) {
-                    builder.append(stripe.vector(), None);
+                    builder.append(&stripe.vector()?, None);
                 }
                 replaces_last = true;
             }
         }
-        TableAppender { table: self, guard, base, builders, sealed: Vec::new(), replaces_last, appended_rows: 0, new_keys: HashSet::new() }
+        Ok(TableAppender {
+            table: self,
+            guard,
+            base,
+            builders,
+            sealed: Vec::new(),
+            replaces_last,
+            appended_rows: 0,
+            new_keys: HashSet::new(),
+        })
     }
 
     /// Replaces the table's contents with nothing (used by DROP to release memory early).
@@ -128,7 +143,7 @@ pub struct TableAppender<'a> {
     appended_rows: usize,
 }
 
-impl TableAppender<'_> {
+impl<'a> TableAppender<'a> {
     /// Appends the live rows of `chunk`, whose columns must have the table's types.
     pub fn append(&mut self, chunk: &DataChunk) -> Result<()> {
         if chunk.column_count() != self.builders.len() {
@@ -229,23 +244,85 @@ impl TableAppender<'_> {
     }
 
     /// Publishes the appended rows atomically; returns the number of rows appended.
-    pub fn commit(mut self) -> Result<usize> {
-        if self.appended_rows == 0 {
-            return Ok(0);
-        }
-        if !self.builders[0].is_empty() {
+    pub fn commit(self) -> Result<usize> {
+        Ok(self.prepare()?.publish())
+    }
+
+    /// Seals the appended rows into blocks and computes the table's new contents without
+    /// publishing them (so they can be made durable first).
+    pub fn prepare(mut self) -> Result<PreparedAppend<'a>> {
+        if self.appended_rows > 0 && !self.builders[0].is_empty() {
             self.seal();
         }
-        let mut blocks = self.base.blocks.clone();
-        let removed = if self.replaces_last { blocks.pop() } else { None };
-        let stats = self.base.stats.with_blocks(removed.as_deref(), &self.sealed);
-        blocks.append(&mut self.sealed);
-        let data = Arc::new(TableData { blocks, stats });
-        *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = data;
-        if let Some(index) = self.guard.as_mut() {
-            index.keys.extend(self.new_keys.drain());
+        let data = if self.appended_rows == 0 {
+            Arc::clone(&self.base)
+        } else {
+            let mut blocks = self.base.blocks.clone();
+            let removed = if self.replaces_last { blocks.pop() } else { None };
+            let stats = self.base.stats.with_blocks(removed.as_deref(), &self.sealed)?;
+            blocks.append(&mut self.sealed);
+            Arc::new(TableData { blocks, stats })
+        };
+        let first_new_row = self.base.row_count();
+        Ok(PreparedAppend {
+            table: self.table,
+            guard: self.guard,
+            new_keys: self.new_keys,
+            data,
+            appended_rows: self.appended_rows,
+            first_new_row,
+        })
+    }
+}
+
+/// Appended rows sealed into blocks, not yet visible.
+pub struct PreparedAppend<'a> {
+    table: &'a Table,
+    guard: MutexGuard<'a, Option<UniqueIndex>>,
+    new_keys: HashSet<Vec<u8>>,
+    data: Arc<TableData>,
+    appended_rows: usize,
+    /// Row number (in the new contents) of the first appended row.
+    first_new_row: usize,
+}
+
+impl PreparedAppend<'_> {
+    /// The table's contents once published.
+    pub fn data(&self) -> &Arc<TableData> {
+        &self.data
+    }
+
+    pub fn appended_rows(&self) -> usize {
+        self.appended_rows
+    }
+
+    /// The appended rows as whole columns (for the write-ahead log).
+    pub fn appended_columns(&self) -> Result<Vec<Vector>> {
+        let mut builders: Vec<VectorBuilder> =
+            self.table.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, self.appended_rows)).collect();
+        let mut block_start = 0;
+        for block in &self.data.blocks {
+            let block_end = block_start + block.row_count;
+            if block_end > self.first_new_row {
+                let from = self.first_new_row.saturating_sub(block_start);
+                for (builder, stripe) in builders.iter_mut().zip(&block.columns) {
+                    builder.append(&stripe.read(from, block.row_count - from)?, None);
+                }
+            }
+            block_start = block_end;
         }
-        Ok(self.appended_rows)
+        Ok(builders.into_iter().map(|b| b.finish()).collect())
+    }
+
+    /// Makes the rows visible; returns how many were appended.
+    pub fn publish(mut self) -> usize {
+        if self.appended_rows > 0 {
+            *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = self.data;
+            if let Some(index) = self.guard.as_mut() {
+                index.keys.extend(self.new_keys.drain());
+            }
+        }
+        self.appended_rows
     }
 }
 
@@ -266,21 +343,21 @@ mod tests {
     #[test]
     fn appends_fill_blocks_and_commit_atomically() {
         let table = table(4);
-        let mut appender = table.appender();
+        let mut appender = table.appender().unwrap();
         appender.append(&ints(0..6)).unwrap();
         assert_eq!(table.row_count(), 0, "nothing visible before commit");
         appender.commit().unwrap();
         let data = table.snapshot();
         assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 2]);
 
-        let mut appender = table.appender();
+        let mut appender = table.appender().unwrap();
         appender.append(&ints(6..9)).unwrap();
         appender.commit().unwrap();
         let data = table.snapshot();
         assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 4, 1]);
         assert_eq!(data.stats.row_count, 9);
         assert_eq!(data.stats.columns[0].max, ScalarValue::Int32(8));
-        let second = data.blocks[1].column(0).vector();
+        let second = data.blocks[1].column(0).vector().unwrap();
         assert_eq!(second.values::<i32>(), &[4, 5, 6, 7]);
     }
 
@@ -288,7 +365,7 @@ mod tests {
     fn dropped_appender_changes_nothing() {
         let table = table(4);
         {
-            let mut appender = table.appender();
+            let mut appender = table.appender().unwrap();
             appender.append(&ints(0..3)).unwrap();
         }
         assert_eq!(table.row_count(), 0);
@@ -297,10 +374,10 @@ mod tests {
     #[test]
     fn selection_is_respected() {
         let table = table(100);
-        let mut appender = table.appender();
+        let mut appender = table.appender().unwrap();
         appender.append(&ints(0..10).with_selection(Some(vec![1, 3, 5]))).unwrap();
         assert_eq!(appender.commit().unwrap(), 3);
         let data = table.snapshot();
-        assert_eq!(data.blocks[0].column(0).vector().values::<i32>(), &[1, 3, 5]);
+        assert_eq!(data.blocks[0].column(0).vector().unwrap().values::<i32>(), &[1, 3, 5]);
     }
 }

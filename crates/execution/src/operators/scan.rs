@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use apiary_common::Result;
 use apiary_storage::TableData;
-use apiary_types::{DataChunk, ScalarValue};
+use apiary_types::{DataChunk, ScalarValue, Vector};
 
 use super::{Control, Emit, ExecContext, LocalState, Source};
 use crate::expr::ExprRef;
@@ -61,12 +61,13 @@ impl TableScan {
 const STAGE_DENSITY_DIVISOR: usize = 2;
 
 impl TableScan {
-    /// Emits the staged row ids of `block` as one dense chunk of the output columns.
-    fn flush_stage(&self, block: &apiary_storage::Block, stage: &mut Vec<u32>, emit: &mut Emit) -> Result<Control> {
+    /// Emits the staged row ids of the block (whose read columns are `vectors`) as one
+    /// dense chunk of the output columns.
+    fn flush_stage(&self, vectors: &[Vector], stage: &mut Vec<u32>, emit: &mut Emit) -> Result<Control> {
         if stage.is_empty() {
             return Ok(Control::Continue);
         }
-        let columns: Vec<_> = self.output.iter().map(|&i| block.column(self.read_columns[i]).vector().gather(stage)).collect();
+        let columns: Vec<_> = self.output.iter().map(|&i| vectors[i].gather(stage)).collect();
         let len = stage.len();
         stage.clear();
         let chunk = if columns.is_empty() { DataChunk::empty_columns(len) } else { DataChunk::new(columns, len) };
@@ -103,11 +104,13 @@ impl Source for TableScan {
         // ids until a full vector is ready, then gathered densely; downstream operators
         // get full vectors instead of many sparse ones.
         let staging = ctx.config.staging && self.filter.is_some();
+        // Whole stripes (loaded from the database file if not resident), sliced per vector.
+        let vectors: Vec<Vector> = self.read_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
         let mut stage: Vec<u32> = Vec::new();
         let mut offset = 0;
         while offset < block.row_count {
             let len = vector_size.min(block.row_count - offset);
-            let columns = self.read_columns.iter().map(|&c| block.column(c).read(offset, len)).collect();
+            let columns = vectors.iter().map(|v| if len == v.len() { v.clone() } else { v.slice(offset, len) }).collect();
             let mut chunk = DataChunk::new(columns, len);
             if let Some(filter) = &self.filter {
                 let all: Vec<u32> = (0..len as u32).collect();
@@ -115,7 +118,7 @@ impl Source for TableScan {
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
                     offset += len;
-                    if stage.len() >= vector_size && self.flush_stage(block, &mut stage, emit)? == Control::Finished {
+                    if stage.len() >= vector_size && self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
                         return Ok(());
                     }
                     continue;
@@ -126,7 +129,7 @@ impl Source for TableScan {
                 }
                 // Dense survivors pass through with a selection vector (no copy), after
                 // whatever the stage holds, so rows stay in order.
-                if self.flush_stage(block, &mut stage, emit)? == Control::Finished {
+                if self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
                     return Ok(());
                 }
                 if selected.len() < len {
@@ -140,7 +143,7 @@ impl Source for TableScan {
                 return Ok(());
             }
         }
-        self.flush_stage(block, &mut stage, emit)?;
+        self.flush_stage(&vectors, &mut stage, emit)?;
         Ok(())
     }
 }

@@ -1,0 +1,245 @@
+//! Database files: contents survive reopening, the log and checkpoints, damaged files give
+//! clear errors, one process at a time.
+
+use std::path::{Path, PathBuf};
+
+use apiary::{ApiaryError, Database, ScalarValue};
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("apiary-persistence-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn query(db: &Database, sql: &str) -> Vec<Vec<ScalarValue>> {
+    let mut conn = db.connect();
+    conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}")).rows().collect()
+}
+
+fn run(db: &Database, sql: &str) {
+    let mut conn = db.connect();
+    conn.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+fn scalar(db: &Database, sql: &str) -> ScalarValue {
+    query(db, sql).remove(0).remove(0)
+}
+
+const CHECK: &str = "SELECT count(*), sum(k), count(s), min(s), max(s), sum(d), max(day), count(DISTINCT flag), sum(f) FROM t";
+
+fn fill(db: &Database) {
+    run(db, "SET block_size = 1000");
+    run(
+        db,
+        "CREATE TABLE t (k BIGINT, s VARCHAR, d DECIMAL(12,2), day DATE, flag CHAR(1), f DOUBLE, small SMALLINT, big DECIMAL(30,3), PRIMARY KEY (k))",
+    );
+    // Small inserts go to the log, the large one is written as a checkpoint.
+    run(db, "INSERT INTO t VALUES (1, 'one', 1.50, DATE '2020-01-01', 'A', 0.5, 1, 1.001), (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
+    run(
+        db,
+        "INSERT INTO t SELECT k + 2, 'row number ' || k, k * 0.25, DATE '2021-01-01' + (k % 400), CASE WHEN k % 3 = 0 THEN 'R' ELSE 'N' END, k / 7.0, k % 100, k * 1000.5 \
+         FROM (SELECT l_orderkey * 8 + l_linenumber AS k FROM lineitem) AS keys",
+    );
+    run(db, "INSERT INTO t VALUES (-5, 'a string that is longer than twelve bytes', -0.01, DATE '1999-12-31', 'Z', -1e300, -32768, -1)");
+}
+
+fn tpch_lineitem(db: &Database) {
+    let mut conn = db.connect();
+    conn.execute("SET block_size = 1000").unwrap();
+    apiary::tpch::load(&mut conn, 0.01).unwrap();
+}
+
+#[test]
+fn contents_survive_reopening_through_log_and_checkpoint() {
+    let dir = scratch("reopen");
+    let path = dir.join("db.apiary");
+    let expected;
+    {
+        let db = Database::open(&path).unwrap();
+        tpch_lineitem(&db);
+        fill(&db);
+        run(&db, "CREATE TABLE gone AS SELECT * FROM nation; DROP TABLE gone; CREATE TABLE small AS SELECT n_name FROM nation");
+        expected = query(&db, CHECK);
+        assert_eq!(expected[0][0], ScalarValue::Int64(60178), "{expected:?}");
+    }
+    assert!(std::fs::metadata(dir.join("db.apiary.wal")).unwrap().len() <= 64, "closing folds the log in");
+    let db = Database::open(&path).unwrap();
+    assert_eq!(query(&db, CHECK), expected);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM small"), ScalarValue::Int64(25));
+    let mut conn = db.connect();
+    assert!(conn.query("SELECT * FROM gone").is_err(), "the dropped table stays dropped");
+    // The primary key still holds after reopening.
+    let duplicate = conn.execute("INSERT INTO t VALUES (1, 'again', 0, NULL, NULL, NULL, NULL, NULL)");
+    assert!(matches!(duplicate, Err(ApiaryError::Constraint(_))), "{duplicate:?}");
+    // Every TPC-H answer is the same from the file.
+    for number in 1..=22 {
+        let result = conn.query(apiary::tpch::query(number).unwrap()).unwrap();
+        apiary::tpch::check_answer(&result, apiary::tpch::answer(0.01, number).unwrap()).unwrap_or_else(|e| panic!("Q{number}: {e}"));
+    }
+    let info = query(&db, "SELECT column_name, encodings, stored_bytes FROM apiary_storage_info() WHERE table_name = 'lineitem'");
+    let encoding_of = |column: &str| info.iter().find(|r| r[0] == ScalarValue::Utf8(column.into())).unwrap()[1].to_string();
+    assert!(encoding_of("l_returnflag").starts_with("dictionary(1 byte)"), "{info:?}");
+    assert!(encoding_of("l_quantity").starts_with("frame_of_reference(1 byte)"), "{info:?}");
+    assert!(encoding_of("l_comment").contains("zstd"), "{info:?}");
+}
+
+#[test]
+fn the_log_is_replayed_and_checkpoint_folds_it() {
+    let dir = scratch("log");
+    let path = dir.join("db.apiary");
+    let wal = dir.join("db.apiary.wal");
+    let db = Database::open(&path).unwrap();
+    run(&db, "CREATE TABLE t (a INTEGER, b VARCHAR)");
+    run(&db, "INSERT INTO t VALUES (1, 'x'), (2, 'y')");
+    let logged = std::fs::metadata(&wal).unwrap().len();
+    assert!(logged > 100, "small changes are logged ({logged} bytes)");
+    run(&db, "CHECKPOINT");
+    assert!(std::fs::metadata(&wal).unwrap().len() < logged, "CHECKPOINT empties the log");
+    run(&db, "INSERT INTO t VALUES (3, NULL); CREATE TABLE u AS SELECT a * 10 AS a FROM t; DROP TABLE t");
+    // Every commit is synced: copying the files now gives what a crash would leave.
+    let crashed = dir.join("crashed.apiary");
+    std::fs::copy(&path, &crashed).unwrap();
+    std::fs::copy(&wal, dir.join("crashed.apiary.wal")).unwrap();
+    let recovered = Database::open(&crashed).unwrap();
+    assert_eq!(query(&recovered, "SELECT a FROM u ORDER BY a"), query(&db, "SELECT a FROM u ORDER BY a"));
+    assert_eq!(scalar(&recovered, "SELECT sum(a) FROM u"), ScalarValue::Int64(60));
+    assert!(recovered.connect().query("SELECT * FROM t").is_err());
+    // A torn last record (a statement cut off mid-write) is ignored.
+    drop(recovered);
+    let wal_length = std::fs::metadata(&wal).unwrap().len();
+    std::fs::copy(&path, &crashed).unwrap();
+    std::fs::copy(&wal, dir.join("crashed.apiary.wal")).unwrap();
+    std::fs::OpenOptions::new().write(true).open(dir.join("crashed.apiary.wal")).unwrap().set_len(wal_length - 3).unwrap();
+    let recovered = Database::open(&crashed).unwrap();
+    assert_eq!(scalar(&recovered, "SELECT count(*) FROM t"), ScalarValue::Int64(3), "the DROP was torn off");
+    assert!(recovered.connect().query("SELECT * FROM u").is_ok(), "the CREATE TABLE AS before it survived");
+}
+
+#[test]
+fn a_second_opener_gets_a_lock_error() {
+    let dir = scratch("lock");
+    let path = dir.join("db.apiary");
+    let db = Database::open(&path).unwrap();
+    run(&db, "CREATE TABLE t (a INTEGER)");
+    let second = Database::open(&path);
+    let message = second.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("already open"), "{message}");
+    drop(db);
+    let reopened = Database::open(&path).unwrap();
+    assert_eq!(scalar(&reopened, "SELECT count(*) FROM t"), ScalarValue::Int64(0));
+}
+
+/// Writes a database with one table spread over many blocks, closes it.
+fn damaged_fixture(name: &str) -> (PathBuf, u64) {
+    let dir = scratch(name);
+    let path = dir.join("db.apiary");
+    let db = Database::open(&path).unwrap();
+    tpch_lineitem(&db);
+    drop(db);
+    let length = std::fs::metadata(&path).unwrap().len();
+    (path, length)
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut byte = [0u8];
+    file.read_exact_at(&mut byte, offset).unwrap();
+    byte[0] ^= 0x10;
+    file.write_all_at(&byte, offset).unwrap();
+}
+
+#[test]
+fn a_damaged_block_is_named_never_misread() {
+    let (path, _) = damaged_fixture("bitflip");
+    // The first stripe written starts right after the header and root slots.
+    flip_byte(&path, 3 * 4096 + 5);
+    let db = Database::open(&path).unwrap();
+    let mut conn = db.connect();
+    let mut errors = Vec::new();
+    for table in apiary::tpch::TABLES {
+        if let Err(e) = conn.query(&format!("SELECT * FROM {table}")) {
+            errors.push(e);
+        }
+    }
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let message = errors[0].to_string();
+    assert!(matches!(errors[0], ApiaryError::Corruption(_)), "{message}");
+    assert!(message.contains("block 0, column") && message.contains("checksum mismatch"), "{message}");
+}
+
+#[test]
+fn damaged_metadata_truncation_and_newer_versions_are_refused() {
+    // Metadata is written last, at the end of the file.
+    let (path, length) = damaged_fixture("metadata");
+    flip_byte(&path, length - 20);
+    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("catalog metadata") && message.contains("checksum mismatch"), "{message}");
+
+    let (path, length) = damaged_fixture("truncated");
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(length / 2).unwrap();
+    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("truncated"), "{message}");
+
+    let (path, _) = damaged_fixture("version");
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let mut header = [0u8; 20];
+        file.read_exact_at(&mut header, 0).unwrap();
+        header[8..12].copy_from_slice(&99u32.to_le_bytes());
+        let sum = twox_hash::XxHash3_64::oneshot(&header[..12]);
+        header[12..20].copy_from_slice(&sum.to_le_bytes());
+        file.write_all_at(&header, 0).unwrap();
+    }
+    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("newer version") && message.contains("format 99"), "{message}");
+
+    let dir = scratch("not-a-database");
+    let path = dir.join("notes.txt");
+    std::fs::write(&path, "hello ".repeat(5000)).unwrap();
+    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("not an Apiary database"), "{message}");
+}
+
+#[test]
+fn a_failed_statement_leaves_no_trace_in_the_file() {
+    let dir = scratch("failed");
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE t (a INTEGER PRIMARY KEY)");
+        run(&db, "INSERT INTO t VALUES (1), (2)");
+        let mut conn = db.connect();
+        assert!(conn.execute("INSERT INTO t VALUES (3), (1)").is_err());
+        assert!(conn.execute("CREATE TABLE t (b INTEGER)").is_err());
+    }
+    let db = Database::open(&path).unwrap();
+    assert_eq!(query(&db, "SELECT a FROM t ORDER BY a"), vec![vec![ScalarValue::Int32(1)], vec![ScalarValue::Int32(2)]]);
+}
+
+#[test]
+fn the_memory_limit_evicts_cached_blocks() {
+    let dir = scratch("memory");
+    let path = dir.join("db.apiary");
+    let (expected, stored) = {
+        let db = Database::open(&path).unwrap();
+        tpch_lineitem(&db);
+        let stored = scalar(&db, "SELECT sum(stored_bytes) FROM apiary_storage_info()");
+        (query(&db, "SELECT sum(l_extendedprice), max(l_comment) FROM lineitem"), stored)
+    };
+    let db = Database::open(&path).unwrap();
+    assert_eq!(scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()"), ScalarValue::Int64(0), "blocks load on demand");
+    run(&db, "SET memory_limit = '2MB'");
+    assert_eq!(query(&db, "SHOW memory_limit"), vec![vec![ScalarValue::Utf8("2.0 MB".into())]]);
+    for _ in 0..2 {
+        assert_eq!(query(&db, "SELECT sum(l_extendedprice), max(l_comment) FROM lineitem"), expected);
+    }
+    let ScalarValue::Int64(resident) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+    assert!(resident > 0 && resident <= 2_000_000, "{resident} bytes cached under a 2MB limit (stored: {stored:?})");
+    let mut conn = db.connect();
+    let error = conn.execute("SET memory_limit = 'lots'").unwrap_err().to_string();
+    assert!(error.contains("memory_limit must be a size"), "{error}");
+}

@@ -1,0 +1,569 @@
+//! Per-stripe compression (Quickstep §3.3): each column of each block gets the cheapest
+//! order-preserving encoding for its values.
+//!
+//! * **Frame of reference** for integers, decimals, dates and timestamps: values are
+//!   stored as `(value - min) / step` in 0 to 8 bytes, where `step` is the
+//!   greatest common divisor of the differences (prices in whole units, quantities stored
+//!   as scaled decimals). Width 0 is a constant stripe.
+//! * **Dictionary** for low-cardinality strings: the sorted distinct values and 1-, 2- or
+//!   4-byte codes. Codes preserve order, so a range predicate on values is a range
+//!   predicate on codes.
+//! * **Compressed strings** for the rest: lengths (frame of reference) and the
+//!   concatenated bytes compressed with zstd, or stored raw when that does not pay.
+//! * **Plain** otherwise (floats, intervals, booleans, wide integer ranges).
+//!
+//! Stripe bytes: `[tag u8][validity][body]`; validity is `0` (no NULLs) or `1` followed by
+//! the bitmap words. Values under NULLs are encoded as the stripe's minimum.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use apiary_common::{Bitmap, Result};
+use apiary_types::datetime::Interval;
+use apiary_types::string::{StrView, INLINE_LEN};
+use apiary_types::{Buffer, DataType, PhysicalType, StrColumn, Vector, VectorData};
+
+use crate::codec::{Reader, Writer};
+
+/// zstd level for string data: fast to write, about 3x on TPC-H comments.
+const ZSTD_LEVEL: i32 = 1;
+
+/// Compressed strings are kept raw unless compression saves at least 1/this of the bytes.
+const MIN_SAVING_DIVISOR: usize = 8;
+
+/// How one stripe is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    Plain,
+    /// `width` bytes per value (0 = every value equal).
+    FrameOfReference {
+        width: u8,
+    },
+    /// `width` bytes per code; `values` distinct values.
+    Dictionary {
+        width: u8,
+        values: u32,
+    },
+    /// String lengths plus zstd-compressed bytes (`compressed` false: raw bytes).
+    Strings {
+        compressed: bool,
+    },
+}
+
+impl Encoding {
+    fn tag(&self) -> u8 {
+        match self {
+            Encoding::Plain => 0,
+            Encoding::FrameOfReference { .. } => 1,
+            Encoding::Dictionary { .. } => 2,
+            Encoding::Strings { .. } => 3,
+        }
+    }
+}
+
+impl Encoding {
+    /// The encoding without per-stripe details (dictionary sizes), for summaries.
+    pub fn kind(&self) -> String {
+        match self {
+            Encoding::Dictionary { width, .. } => format!("dictionary({width} byte{})", if *width == 1 { "" } else { "s" }),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Encoding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Encoding::Plain => write!(f, "plain"),
+            Encoding::FrameOfReference { width: 0 } => write!(f, "constant"),
+            Encoding::FrameOfReference { width } => write!(f, "frame_of_reference({width} byte{})", if *width == 1 { "" } else { "s" }),
+            Encoding::Dictionary { width, values } => {
+                write!(f, "dictionary({width} byte{}, {values} values)", if *width == 1 { "" } else { "s" })
+            }
+            Encoding::Strings { compressed: true } => write!(f, "zstd"),
+            Encoding::Strings { compressed: false } => write!(f, "plain"),
+        }
+    }
+}
+
+/// Encodes all rows of `vector`; returns the chosen encoding and the stripe bytes.
+pub fn encode(vector: &Vector) -> (Encoding, Vec<u8>) {
+    let mut writer = Writer::new();
+    writer.u8(0); // tag, patched below
+    match &vector.validity {
+        Some(validity) if !validity.all_set() => {
+            writer.u8(1);
+            for word in validity.words() {
+                writer.u64(*word);
+            }
+        }
+        _ => writer.u8(0),
+    }
+    let valid = |i: usize| vector.is_valid(i);
+    let encoding = match &vector.data {
+        VectorData::I16(values) => encode_integers(&mut writer, values, valid),
+        VectorData::I32(values) => encode_integers(&mut writer, values, valid),
+        VectorData::I64(values) => encode_integers(&mut writer, values, valid),
+        VectorData::I128(values) => encode_integers(&mut writer, values, valid),
+        VectorData::Str(strings) => encode_strings(&mut writer, strings, valid),
+        VectorData::Bool(values) => {
+            writer.bytes.extend(values.iter().map(|&b| b as u8));
+            Encoding::Plain
+        }
+        VectorData::F32(values) => {
+            values.iter().for_each(|v| writer.u32(v.to_bits()));
+            Encoding::Plain
+        }
+        VectorData::F64(values) => {
+            values.iter().for_each(|v| writer.u64(v.to_bits()));
+            Encoding::Plain
+        }
+        VectorData::Interval(values) => {
+            for v in values.iter() {
+                writer.u32(v.months as u32);
+                writer.u32(v.days as u32);
+                writer.u64(v.micros as u64);
+            }
+            Encoding::Plain
+        }
+    };
+    writer.bytes[0] = encoding.tag();
+    (encoding, writer.bytes)
+}
+
+/// Decodes a stripe of `rows` values of `data_type`; `what` names it in errors.
+pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Result<Vector> {
+    let mut reader = Reader::new(bytes, what);
+    let tag = reader.u8()?;
+    let validity = match reader.u8()? {
+        0 => None,
+        1 => {
+            let mut bitmap = Bitmap::new(rows, true);
+            for word in bitmap.words_mut() {
+                *word = reader.u64()?;
+            }
+            Some(bitmap)
+        }
+        _ => return Err(reader.corrupt("invalid validity flag")),
+    };
+    let data = match (data_type.physical(), tag) {
+        (PhysicalType::I16, 0 | 1) => VectorData::I16(decode_integers(&mut reader, tag, rows)?),
+        (PhysicalType::I32, 0 | 1) => VectorData::I32(decode_integers(&mut reader, tag, rows)?),
+        (PhysicalType::I64, 0 | 1) => VectorData::I64(decode_integers(&mut reader, tag, rows)?),
+        (PhysicalType::I128, 0 | 1) => VectorData::I128(decode_integers(&mut reader, tag, rows)?),
+        (PhysicalType::Str, 2) => VectorData::Str(decode_dictionary(&mut reader, rows)?),
+        (PhysicalType::Str, 3) => VectorData::Str(decode_strings(&mut reader, rows)?),
+        (PhysicalType::Bool, 0) => VectorData::Bool(reader.take(rows)?.iter().map(|&b| b != 0).collect::<Vec<_>>().into()),
+        (PhysicalType::F32, 0) => VectorData::F32(
+            reader.take(rows * 4)?.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>().into(),
+        ),
+        (PhysicalType::F64, 0) => VectorData::F64(
+            reader.take(rows * 8)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>().into(),
+        ),
+        (PhysicalType::Interval, 0) => {
+            let raw = reader.take(rows * 16)?;
+            let values: Vec<Interval> = raw
+                .chunks_exact(16)
+                .map(|c| Interval {
+                    months: i32::from_le_bytes(c[0..4].try_into().unwrap()),
+                    days: i32::from_le_bytes(c[4..8].try_into().unwrap()),
+                    micros: i64::from_le_bytes(c[8..16].try_into().unwrap()),
+                })
+                .collect();
+            VectorData::Interval(values.into())
+        }
+        (physical, tag) => return Err(reader.corrupt(&format!("encoding {tag} is not valid for {physical:?} values"))),
+    };
+    if !reader.is_at_end() {
+        return Err(reader.corrupt("trailing bytes"));
+    }
+    Ok(Vector::new(data_type, data, validity.filter(|v| !v.all_set())))
+}
+
+/// Integers stored natively in vectors and encodable with a frame of reference.
+trait Integer: Copy + Default + PartialOrd + 'static {
+    const BYTES: usize;
+    fn to_i128(self) -> i128;
+    /// `min + code * step`, computed with wrapping arithmetic in the narrowest type that
+    /// holds `Self` (the result fits: it was a value of the stripe when encoded).
+    fn from_code(min: i128, code: u64, step: i128) -> Self;
+    fn write(self, out: &mut Vec<u8>);
+    fn read(bytes: &[u8]) -> Self;
+}
+
+macro_rules! integer {
+    ($t:ty, $wide:ty) => {
+        impl Integer for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            #[inline]
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+            #[inline]
+            fn from_code(min: i128, code: u64, step: i128) -> Self {
+                (min as $wide).wrapping_add((code as $wide).wrapping_mul(step as $wide)) as $t
+            }
+            #[inline]
+            fn write(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            #[inline]
+            fn read(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().unwrap())
+            }
+        }
+    };
+}
+integer!(i16, i64);
+integer!(i32, i64);
+integer!(i64, i64);
+integer!(i128, i128);
+
+fn gcd(mut a: u128, mut b: u128) -> u128 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// Bytes per frame-of-reference code for codes up to `max_code` (0 to 16).
+fn code_width(max_code: u128) -> u8 {
+    (128 - max_code.leading_zeros()).div_ceil(8) as u8
+}
+
+/// Bytes per dictionary code for `values` distinct values: 1, 2 or 4.
+fn dictionary_width(values: usize) -> u8 {
+    match values {
+        0..=0x100 => 1,
+        0x101..=0x1_0000 => 2,
+        _ => 4,
+    }
+}
+
+fn write_code(out: &mut Vec<u8>, code: u64, width: u8) {
+    out.extend_from_slice(&code.to_le_bytes()[..width as usize]);
+}
+
+/// The codes of a frame-of-reference or dictionary body, widened to `u64`.
+fn read_codes(reader: &mut Reader<'_>, width: u8, rows: usize) -> Result<Vec<u64>> {
+    let width = width as usize;
+    if width == 0 {
+        return Ok(vec![0; rows]);
+    }
+    let raw = reader.take(rows * width)?;
+    Ok(match width {
+        1 => raw.iter().map(|&b| b as u64).collect(),
+        2 => raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect(),
+        4 => raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap()) as u64).collect(),
+        8 => raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect(),
+        _ => return Err(reader.corrupt(&format!("invalid code width {width}"))),
+    })
+}
+
+fn encode_integers<T: Integer>(writer: &mut Writer, values: &[T], valid: impl Fn(usize) -> bool) -> Encoding {
+    let mut min: Option<T> = None;
+    let mut max: Option<T> = None;
+    for (i, &v) in values.iter().enumerate() {
+        if valid(i) {
+            if min.is_none_or(|m| v < m) {
+                min = Some(v);
+            }
+            if max.is_none_or(|m| v > m) {
+                max = Some(v);
+            }
+        }
+    }
+    let (min, max) = (min.unwrap_or_default().to_i128(), max.unwrap_or_default().to_i128());
+    let range = max.checked_sub(min).map(|r| r as u128);
+    let step = match range {
+        Some(range) if range > 0 => {
+            let mut step = 0u128;
+            for (i, &v) in values.iter().enumerate() {
+                if valid(i) {
+                    step = gcd(step, (v.to_i128() - min) as u128);
+                    if step == 1 {
+                        break;
+                    }
+                }
+            }
+            step
+        }
+        _ => 1,
+    };
+    let width = range.map_or(16, |r| code_width(r / step));
+    if width as usize >= T::BYTES {
+        values.iter().for_each(|v| v.write(&mut writer.bytes));
+        return Encoding::Plain;
+    }
+    writer.i128(min);
+    writer.i128(step as i128);
+    for (i, &v) in values.iter().enumerate() {
+        let code = if valid(i) { ((v.to_i128() - min) as u128 / step) as u64 } else { 0 };
+        write_code(&mut writer.bytes, code, width);
+    }
+    Encoding::FrameOfReference { width }
+}
+
+fn decode_integers<T: Integer>(reader: &mut Reader<'_>, tag: u8, rows: usize) -> Result<Buffer<T>> {
+    if tag == 0 {
+        let raw = reader.take(rows * T::BYTES)?;
+        return Ok(raw.chunks_exact(T::BYTES).map(T::read).collect::<Vec<T>>().into());
+    }
+    let min = reader.i128()?;
+    let step = reader.i128()?;
+    let remaining = reader.len_left();
+    let width = remaining.checked_div(rows).unwrap_or(0);
+    if width * rows != remaining || width > 8 {
+        return Err(reader.corrupt("frame-of-reference codes do not match the row count"));
+    }
+    let raw = reader.take(remaining)?;
+    let values: Vec<T> = match width {
+        0 => vec![T::from_code(min, 0, step); rows],
+        1 => raw.iter().map(|&c| T::from_code(min, c as u64, step)).collect(),
+        2 => raw.chunks_exact(2).map(|c| T::from_code(min, u16::from_le_bytes([c[0], c[1]]) as u64, step)).collect(),
+        4 => raw.chunks_exact(4).map(|c| T::from_code(min, u32::from_le_bytes(c.try_into().unwrap()) as u64, step)).collect(),
+        8 => raw.chunks_exact(8).map(|c| T::from_code(min, u64::from_le_bytes(c.try_into().unwrap()), step)).collect(),
+        _ => raw
+            .chunks_exact(width)
+            .map(|c| {
+                let mut code = [0u8; 8];
+                code[..width].copy_from_slice(c);
+                T::from_code(min, u64::from_le_bytes(code), step)
+            })
+            .collect(),
+    };
+    Ok(values.into())
+}
+
+fn encode_strings(writer: &mut Writer, strings: &StrColumn, valid: impl Fn(usize) -> bool) -> Encoding {
+    let rows = strings.len();
+    let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views[i].len()).sum();
+    // Dictionary when the distinct values are few (at most a quarter of the rows) and codes
+    // plus dictionary take no more room than the strings with a byte of length each.
+    let mut distinct: HashMap<&[u8], u32> = HashMap::new();
+    let limit = (rows / 4).max(1);
+    let mut dictionary_bytes = 0usize;
+    let mut too_many = false;
+    for i in 0..rows {
+        if !valid(i) {
+            continue;
+        }
+        let value = strings.get_bytes(i);
+        if !distinct.contains_key(value) {
+            if distinct.len() == limit {
+                too_many = true;
+                break;
+            }
+            dictionary_bytes += value.len() + 4;
+            distinct.insert(value, 0);
+        }
+    }
+    if distinct.is_empty() {
+        distinct.insert(b"", 0);
+    }
+    let width = dictionary_width(distinct.len());
+    if !too_many && dictionary_bytes + rows * width as usize <= total_bytes + rows {
+        let mut sorted: Vec<&[u8]> = distinct.keys().copied().collect();
+        sorted.sort_unstable();
+        for (code, value) in sorted.iter().enumerate() {
+            distinct.insert(value, code as u32);
+        }
+        writer.u32(sorted.len() as u32);
+        for value in &sorted {
+            writer.u32(value.len() as u32);
+            writer.bytes.extend_from_slice(value);
+        }
+        writer.u8(width);
+        for i in 0..rows {
+            let code = if valid(i) { distinct[strings.get_bytes(i)] } else { 0 };
+            write_code(&mut writer.bytes, code as u64, width);
+        }
+        return Encoding::Dictionary { width, values: sorted.len() as u32 };
+    }
+    drop(distinct);
+    // Lengths, then the bytes (NULLs are empty).
+    let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { strings.views[i].len() as i32 } else { 0 }).collect();
+    let mut lengths_writer = Writer::new();
+    let lengths_encoding = encode_integers(&mut lengths_writer, &lengths, |_| true);
+    writer.u8(lengths_encoding.tag());
+    writer.blob(&lengths_writer.bytes);
+    let mut raw = Vec::with_capacity(total_bytes);
+    for i in 0..rows {
+        if valid(i) {
+            raw.extend_from_slice(strings.get_bytes(i));
+        }
+    }
+    let compressed = zstd::bulk::compress(&raw, ZSTD_LEVEL).ok().filter(|c| c.len() + raw.len() / MIN_SAVING_DIVISOR < raw.len());
+    match compressed {
+        Some(compressed) => {
+            writer.u8(1);
+            writer.u64(raw.len() as u64);
+            writer.bytes.extend_from_slice(&compressed);
+            Encoding::Strings { compressed: true }
+        }
+        None => {
+            writer.u8(0);
+            writer.u64(raw.len() as u64);
+            writer.bytes.extend_from_slice(&raw);
+            Encoding::Strings { compressed: false }
+        }
+    }
+}
+
+/// Views over `heap` (heap index 0) for strings of the given lengths laid end to end.
+fn views_over(heap: &[u8], lengths: impl Iterator<Item = usize>, reader: &Reader<'_>) -> Result<Vec<StrView>> {
+    let mut views = Vec::with_capacity(lengths.size_hint().0);
+    let mut offset = 0usize;
+    for len in lengths {
+        let end =
+            offset.checked_add(len).filter(|&end| end <= heap.len()).ok_or_else(|| reader.corrupt("string lengths exceed the data"))?;
+        let bytes = &heap[offset..end];
+        if std::str::from_utf8(bytes).is_err() {
+            return Err(reader.corrupt("invalid UTF-8 in string data"));
+        }
+        views.push(if len <= INLINE_LEN { StrView::inline(bytes) } else { StrView::long(bytes, 0, offset as u32) });
+        offset = end;
+    }
+    if offset != heap.len() {
+        return Err(reader.corrupt("string data longer than its lengths"));
+    }
+    Ok(views)
+}
+
+fn decode_dictionary(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
+    let count = reader.u32()? as usize;
+    if count > reader.len_left() / 4 {
+        return Err(reader.corrupt("dictionary size beyond the end"));
+    }
+    let mut heap = Vec::new();
+    let mut lengths = Vec::with_capacity(count);
+    for _ in 0..count {
+        let len = reader.u32()? as usize;
+        heap.extend_from_slice(reader.take(len)?);
+        lengths.push(len);
+    }
+    let dictionary = views_over(&heap, lengths.into_iter(), reader)?;
+    let width = reader.u8()?;
+    let codes = read_codes(reader, width, rows)?;
+    let mut views = Vec::with_capacity(rows);
+    for code in codes {
+        views.push(*dictionary.get(code as usize).ok_or_else(|| reader.corrupt("dictionary code out of range"))?);
+    }
+    Ok(StrColumn { views: views.into(), heaps: std::sync::Arc::new(vec![std::sync::Arc::new(heap)]) })
+}
+
+fn decode_strings(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
+    let lengths_tag = reader.u8()?;
+    let lengths_bytes = reader.blob()?;
+    let mut lengths_reader = Reader::new(lengths_bytes, "string lengths");
+    let lengths: Buffer<i32> = decode_integers(&mut lengths_reader, lengths_tag, rows)?;
+    let compressed = reader.u8()?;
+    let raw_len = reader.u64()? as usize;
+    let rest = reader.take(reader.len_left())?;
+    let heap = match compressed {
+        0 => rest.to_vec(),
+        1 => {
+            let heap = zstd::bulk::decompress(rest, raw_len).map_err(|e| reader.corrupt(&format!("zstd: {e}")))?;
+            if heap.len() != raw_len {
+                return Err(reader.corrupt("decompressed size mismatch"));
+            }
+            heap
+        }
+        _ => return Err(reader.corrupt("invalid compression flag")),
+    };
+    if lengths.iter().any(|&l| l < 0) {
+        return Err(reader.corrupt("negative string length"));
+    }
+    let views = views_over(&heap, lengths.iter().map(|&l| l as usize), reader)?;
+    Ok(StrColumn { views: views.into(), heaps: std::sync::Arc::new(vec![std::sync::Arc::new(heap)]) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_types::{ScalarValue, VectorBuilder};
+
+    fn round_trip(vector: &Vector) -> Encoding {
+        let (encoding, bytes) = encode(vector);
+        let decoded = decode(&bytes, vector.data_type, vector.len(), "test").unwrap();
+        for i in 0..vector.len() {
+            assert_eq!(decoded.get_scalar(i), vector.get_scalar(i), "row {i} of {encoding}");
+        }
+        // Any truncation is an error, never a panic.
+        for cut in [0, 1, bytes.len() / 2, bytes.len().saturating_sub(1)] {
+            if cut < bytes.len() {
+                assert!(decode(&bytes[..cut], vector.data_type, vector.len(), "test").is_err());
+            }
+        }
+        encoding
+    }
+
+    fn with_nulls(data_type: DataType, values: Vec<ScalarValue>) -> Vector {
+        let mut builder = VectorBuilder::new(data_type);
+        values.iter().for_each(|v| builder.push_scalar(v));
+        builder.finish()
+    }
+
+    #[test]
+    fn integers_choose_frame_of_reference() {
+        let quantities: Vec<i64> = (0..1000).map(|i| (i % 50 + 1) * 100).collect();
+        let vector = Vector::from_native(DataType::decimal(15, 2), quantities);
+        assert_eq!(round_trip(&vector), Encoding::FrameOfReference { width: 1 }, "step 100 makes 50 values fit a byte");
+        let keys = Vector::from_native(DataType::Integer, (1_000_000..1_060_000).collect::<Vec<i32>>());
+        assert_eq!(round_trip(&keys), Encoding::FrameOfReference { width: 2 });
+        let wider = Vector::from_native(DataType::Integer, (0..200_000).step_by(4).collect::<Vec<i32>>());
+        assert_eq!(round_trip(&wider), Encoding::FrameOfReference { width: 2 }, "step 4");
+        let three = Vector::from_native(DataType::Integer, (0..200_000).step_by(7).map(|v| v + v % 2).collect::<Vec<i32>>());
+        assert_eq!(round_trip(&three), Encoding::FrameOfReference { width: 3 });
+        let constant = Vector::from_native(DataType::Date, vec![9000; 100]);
+        assert_eq!(round_trip(&constant), Encoding::FrameOfReference { width: 0 });
+        let wide = Vector::from_native(DataType::BigInt, vec![i64::MIN, i64::MAX, 0]);
+        assert_eq!(round_trip(&wide), Encoding::Plain);
+        let huge = Vector::from_native(DataType::decimal(38, 0), vec![i128::MIN, 5, i128::MAX]);
+        assert_eq!(round_trip(&huge), Encoding::Plain);
+        let small = Vector::from_native(DataType::SmallInt, vec![-3i16, 7, 100]);
+        assert_eq!(round_trip(&small), Encoding::FrameOfReference { width: 1 });
+        let nullable = with_nulls(DataType::Integer, vec![ScalarValue::Int32(5), ScalarValue::Null, ScalarValue::Int32(-5)]);
+        assert_eq!(round_trip(&nullable), Encoding::FrameOfReference { width: 1 });
+        let all_null = with_nulls(DataType::Integer, vec![ScalarValue::Null; 3]);
+        round_trip(&all_null);
+    }
+
+    #[test]
+    fn strings_choose_dictionary_or_compression() {
+        let flags: Vec<&str> = (0..1000).map(|i| ["A", "N", "R"][i % 3]).collect();
+        let vector = Vector::new(DataType::Char(1), VectorData::Str(StrColumn::from_strs(flags)), None);
+        assert_eq!(round_trip(&vector), Encoding::Dictionary { width: 1, values: 3 });
+        let comments: Vec<String> = (0..1000).map(|i| format!("carefully final deposits {} detect slyly", i % 97 * 31 + i)).collect();
+        let vector = Vector::new(DataType::Varchar(None), VectorData::Str(StrColumn::from_strs(comments.iter().map(|s| s.as_str()))), None);
+        assert_eq!(round_trip(&vector), Encoding::Strings { compressed: true });
+        let nullable = with_nulls(
+            DataType::Varchar(None),
+            vec![ScalarValue::Utf8("x".repeat(20)), ScalarValue::Null, ScalarValue::Utf8("short".into())],
+        );
+        round_trip(&nullable);
+        let empty = Vector::new(DataType::Varchar(None), VectorData::Str(StrColumn::from_strs(Vec::<&str>::new())), None);
+        round_trip(&empty);
+    }
+
+    #[test]
+    fn other_types_are_plain() {
+        let vector = Vector::from_native(DataType::Double, vec![1.5f64, -0.0, f64::NAN]);
+        let (encoding, bytes) = encode(&vector);
+        assert_eq!(encoding, Encoding::Plain);
+        let decoded = decode(&bytes, DataType::Double, 3, "t").unwrap();
+        assert!(decoded.values::<f64>()[2].is_nan());
+        round_trip(&Vector::from_native(DataType::Boolean, vec![true, false]));
+    }
+
+    #[test]
+    fn damaged_bytes_never_panic() {
+        let vector = Vector::new(DataType::Char(1), VectorData::Str(StrColumn::from_strs((0..100).map(|i| ["A", "B"][i % 2]))), None);
+        let (_, bytes) = encode(&vector);
+        for position in 0..bytes.len() {
+            let mut damaged = bytes.clone();
+            damaged[position] ^= 0x5A;
+            let _ = decode(&damaged, DataType::Char(1), 100, "test");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The buffer pool: the memory budget (`SET memory_limit`) and the cache of decoded column
+//! stripes of a database file, evicted LRU-2 when the budget is reached.
+//!
+//! A stripe that is stored in the file and resident in memory is *cached*: the pool
+//! counts its bytes and may drop them (the next read loads the stripe again). LRU-2
+//! (O'Neil et al.) evicts the stripe whose second-most-recent access is oldest, so one
+//! large scan does not flush stripes that are used again and again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::block::ColumnStripe;
+use crate::file::StoredStripe;
+
+/// Eviction frees memory down to this fraction (per mille) of the limit, so it does not
+/// run again on the very next load.
+const EVICT_TARGET_PER_MILLE: usize = 900;
+
+pub struct BufferPool {
+    limit: AtomicUsize,
+    cached: AtomicUsize,
+    clock: AtomicU64,
+    /// Cached stripes by file offset.
+    entries: Mutex<HashMap<u64, Weak<ColumnStripe>>>,
+}
+
+/// 80% of physical memory (the default `memory_limit`).
+pub fn default_memory_limit() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 for unknown names.
+    let (pages, page_size) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    if pages <= 0 || page_size <= 0 {
+        return 8 << 30;
+    }
+    (pages as u128 * page_size as u128 * 8 / 10).min(usize::MAX as u128) as usize
+}
+
+impl BufferPool {
+    pub fn new(limit: usize) -> Arc<BufferPool> {
+        Arc::new(BufferPool {
+            limit: AtomicUsize::new(limit),
+            cached: AtomicUsize::new(0),
+            clock: AtomicU64::new(1),
+            entries: Mutex::default(),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the budget, evicting cached stripes if they no longer fit.
+    pub fn set_limit(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Relaxed);
+        self.evict_if_over();
+    }
+
+    /// Bytes of decoded stripes cached from the database file.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached.load(Ordering::Relaxed)
+    }
+
+    /// Records an access to a stripe (LRU-2 history).
+    pub(crate) fn touch(&self, stripe: &ColumnStripe) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        let previous = stripe.accesses[1].swap(now, Ordering::Relaxed);
+        stripe.accesses[0].store(previous, Ordering::Relaxed);
+    }
+
+    /// A stored stripe became resident (`bytes` decoded bytes).
+    pub(crate) fn loaded(&self, stripe: &Arc<ColumnStripe>, stored: &StoredStripe, bytes: usize) {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).insert(stored.extent.offset, Arc::downgrade(stripe));
+        self.cached.fetch_add(bytes, Ordering::Relaxed);
+        self.evict_if_over();
+    }
+
+    /// A cached stripe was dropped or evicted.
+    pub(crate) fn released(&self, stored: &StoredStripe, bytes: usize) {
+        if bytes > 0 {
+            self.cached.fetch_sub(bytes, Ordering::Relaxed);
+        }
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if entries.get(&stored.extent.offset).is_some_and(|w| w.strong_count() == 0) {
+            entries.remove(&stored.extent.offset);
+        }
+    }
+
+    fn evict_if_over(&self) {
+        let limit = self.limit();
+        if self.cached_bytes() <= limit {
+            return;
+        }
+        let target = limit / 1000 * EVICT_TARGET_PER_MILLE;
+        let mut candidates: Vec<((u64, u64), Arc<ColumnStripe>)> = {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries.retain(|_, weak| weak.strong_count() > 0);
+            entries
+                .values()
+                .filter_map(Weak::upgrade)
+                .map(|s| ((s.accesses[0].load(Ordering::Relaxed), s.accesses[1].load(Ordering::Relaxed)), s))
+                .collect()
+        };
+        candidates.sort_unstable_by_key(|(key, _)| *key);
+        for (_, stripe) in candidates {
+            if self.cached_bytes() <= target {
+                break;
+            }
+            let freed = stripe.evict();
+            if freed > 0 {
+                self.cached.fetch_sub(freed, Ordering::Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,444 @@
+//! Durability: the catalog in the database file, the write-ahead log, checkpoints and
+//! recovery.
+//!
+//! * A **checkpoint** writes every stripe not yet in the file (encoded in parallel), then
+//!   the catalog metadata (tables, schemas, statistics, and for each block the extent,
+//!   checksum, encoding and zone map of each stripe), syncs, and flips the root (see
+//!   [`crate::file`]). Large appends (COPY, INSERT ... SELECT, CREATE TABLE AS with at
+//!   least a block of rows) commit this way, so their data is written once.
+//! * Small changes (CREATE TABLE, DROP TABLE, INSERT of a few rows) append one record per
+//!   statement to the **write-ahead log** `<file>.wal` and sync it. A record holds all of
+//!   a statement's changes with a checksum; a torn last record is ignored on recovery, so
+//!   a statement is either entirely durable or absent.
+//! * The log names the root generation it continues. After a checkpoint the log is reset
+//!   to the new generation; a crash between the root flip and that reset leaves a log
+//!   for an older generation, which recovery recognises as already folded in and skips.
+//!
+//! All commits hold one lock ([`DurableStore::lock`]) from logging or checkpointing until
+//! the change is published in memory, so a checkpoint always sees exactly the committed
+//! state.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use apiary_common::{ApiaryError, Result};
+use apiary_types::{DataType, Vector};
+
+use crate::block::{Block, ColumnStripe};
+use crate::codec::{checksum, Reader, Writer};
+use crate::encoding::{decode, encode, Encoding};
+use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
+use crate::pool::BufferPool;
+use crate::table::{Table, TableData};
+
+const WAL_MAGIC: &[u8; 8] = b"APIARYWL";
+/// Bytes of the log's header (a log this long holds no records).
+pub const WAL_HEADER_BYTES: u64 = 28;
+
+/// One change in a log record.
+pub enum LogEntry {
+    CreateTable(Arc<Table>),
+    DropTable(String),
+    Append { table: String, columns: Vec<Vector> },
+}
+
+struct WalState {
+    wal: File,
+    wal_len: u64,
+    root: Option<Root>,
+}
+
+pub struct DurableStore {
+    file: Arc<DatabaseFile>,
+    wal_path: PathBuf,
+    state: Mutex<WalState>,
+}
+
+/// Held while a statement makes its change durable and publishes it.
+pub struct CommitGuard<'a> {
+    store: &'a DurableStore,
+    state: MutexGuard<'a, WalState>,
+}
+
+fn io_error(path: &Path, action: &str, e: std::io::Error) -> ApiaryError {
+    ApiaryError::Io(format!("{action} \"{}\": {e}", path.display()))
+}
+
+fn table_definition(writer: &mut Writer, table: &Table) {
+    writer.str(&table.name);
+    writer.schema(&table.schema);
+    writer.u32(table.primary_key.len() as u32);
+    table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
+    writer.u64(table.block_rows as u64);
+}
+
+fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
+    let name = reader.str()?;
+    let schema = reader.schema()?;
+    let key_count = reader.u32()? as usize;
+    let mut key = Vec::with_capacity(key_count.min(schema.len()));
+    for _ in 0..key_count {
+        let column = reader.u32()? as usize;
+        if column >= schema.len() {
+            return Err(reader.corrupt("primary key column out of range"));
+        }
+        key.push(column);
+    }
+    let block_rows = reader.u64()? as usize;
+    Ok(Table::new(name, schema, block_rows).with_primary_key(key))
+}
+
+fn encoding_code(writer: &mut Writer, encoding: Encoding) {
+    let (tag, width, values) = match encoding {
+        Encoding::Plain => (0, 0, 0),
+        Encoding::FrameOfReference { width } => (1, width, 0),
+        Encoding::Dictionary { width, values } => (2, width, values),
+        Encoding::Strings { compressed } => (3, compressed as u8, 0),
+    };
+    writer.u8(tag);
+    writer.u8(width);
+    writer.u32(values);
+}
+
+fn read_encoding(reader: &mut Reader<'_>) -> Result<Encoding> {
+    let (tag, width, values) = (reader.u8()?, reader.u8()?, reader.u32()?);
+    Ok(match tag {
+        0 => Encoding::Plain,
+        1 => Encoding::FrameOfReference { width },
+        2 => Encoding::Dictionary { width, values },
+        3 => Encoding::Strings { compressed: width != 0 },
+        other => return Err(reader.corrupt(&format!("unknown encoding {other}"))),
+    })
+}
+
+fn stripe_label(table: &str, block: usize, column: &str) -> Arc<str> {
+    Arc::from(format!("table \"{table}\", block {block}, column \"{column}\""))
+}
+
+impl DurableStore {
+    /// Opens or creates the database at `path`: reads the catalog of the last checkpoint
+    /// and replays the write-ahead log. Returns the store and the tables.
+    pub fn open(path: &Path, pool: Arc<BufferPool>) -> Result<(Arc<DurableStore>, Vec<Arc<Table>>)> {
+        let (file, root) = DatabaseFile::open(path, pool)?;
+        let mut tables: BTreeMap<String, Arc<Table>> = BTreeMap::new();
+        let mut used = Vec::new();
+        if let Some(root) = root {
+            let metadata = file.read_extent(root.metadata, root.metadata_checksum, "the catalog metadata")?;
+            used.push(root.metadata);
+            for table in read_metadata(&file, &metadata, &mut used)? {
+                tables.insert(table.name.clone(), Arc::new(table));
+            }
+        }
+        file.init_space(&used);
+        let mut wal_path = path.as_os_str().to_owned();
+        wal_path.push(".wal");
+        let wal_path = PathBuf::from(wal_path);
+        let generation = root.map_or(0, |r| r.generation);
+        let wal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&wal_path)
+            .map_err(|e| io_error(&wal_path, "cannot open the write-ahead log", e))?;
+        let wal_len = replay(&wal, &wal_path, generation, &mut tables)?;
+        let store = Arc::new(DurableStore { file, wal_path, state: Mutex::new(WalState { wal, wal_len, root }) });
+        if wal_len == 0 {
+            store.lock().reset_wal(generation)?;
+        }
+        Ok((store, tables.into_values().collect()))
+    }
+
+    pub fn file(&self) -> &Arc<DatabaseFile> {
+        &self.file
+    }
+
+    pub fn wal_path(&self) -> &Path {
+        &self.wal_path
+    }
+
+    /// Takes the commit lock.
+    pub fn lock(&self) -> CommitGuard<'_> {
+        CommitGuard { store: self, state: self.state.lock().unwrap_or_else(|e| e.into_inner()) }
+    }
+}
+
+impl CommitGuard<'_> {
+    /// Bytes in the write-ahead log.
+    pub fn wal_bytes(&self) -> u64 {
+        self.state.wal_len
+    }
+
+    /// Appends one statement's changes to the log and syncs it.
+    pub fn log(&mut self, entries: &[LogEntry]) -> Result<()> {
+        let mut writer = Writer::new();
+        writer.u32(entries.len() as u32);
+        for entry in entries {
+            match entry {
+                LogEntry::CreateTable(table) => {
+                    writer.u8(1);
+                    table_definition(&mut writer, table);
+                }
+                LogEntry::DropTable(name) => {
+                    writer.u8(2);
+                    writer.str(name);
+                }
+                LogEntry::Append { table, columns } => {
+                    writer.u8(3);
+                    writer.str(table);
+                    writer.u64(columns.first().map_or(0, |c| c.len()) as u64);
+                    writer.u32(columns.len() as u32);
+                    for column in columns {
+                        writer.blob(&encode(column).1);
+                    }
+                }
+            }
+        }
+        let mut record = Writer::new();
+        record.u64(writer.bytes.len() as u64);
+        record.u64(checksum(&writer.bytes));
+        record.bytes.extend_from_slice(&writer.bytes);
+        let path = &self.store.wal_path;
+        let offset = self.state.wal_len;
+        let written = self.state.wal.write_all_at(&record.bytes, offset).and_then(|_| self.state.wal.sync_data());
+        if let Err(e) = written {
+            // Cut off whatever part of the record reached the file.
+            let _ = self.state.wal.set_len(offset);
+            return Err(io_error(path, "cannot write the write-ahead log", e));
+        }
+        self.state.wal_len += record.bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes `tables` (the complete committed state, with their contents) as the new
+    /// checkpoint and resets the log.
+    pub fn checkpoint(&mut self, tables: &[(Arc<Table>, Arc<TableData>)], threads: usize) -> Result<()> {
+        let file = &self.store.file;
+        // 1. Stripes not yet in the file, encoded and written in parallel.
+        let mut pending: Vec<(Arc<ColumnStripe>, Arc<str>)> = Vec::new();
+        for (table, data) in tables {
+            for (block_index, block) in data.blocks.iter().enumerate() {
+                for (stripe, field) in block.columns.iter().zip(&table.schema.fields) {
+                    if stripe.stored_location().is_none() {
+                        pending.push((Arc::clone(stripe), stripe_label(&table.name, block_index, &field.name)));
+                    }
+                }
+            }
+        }
+        write_stripes(file, &pending, threads)?;
+        // 2. The metadata, then the root.
+        let mut used = Vec::new();
+        let metadata = write_metadata(tables, &mut used);
+        let metadata_extent = file.write_extent(&metadata)?;
+        let generation = self.state.root.map_or(0, |r| r.generation) + 1;
+        let root = Root { generation, metadata: metadata_extent, metadata_checksum: checksum(&metadata) };
+        if let Err(e) = file.sync().and_then(|_| file.write_root(root)) {
+            file.release_unused(metadata_extent);
+            return Err(e);
+        }
+        used.push(metadata_extent);
+        let old_metadata = self.state.root.map(|r| r.metadata);
+        self.state.root = Some(root);
+        file.root_replaced(&used, old_metadata);
+        // 3. The log is folded in.
+        self.reset_wal(generation)?;
+        file.trim()
+    }
+
+    fn reset_wal(&mut self, generation: u64) -> Result<()> {
+        let mut header = Writer::new();
+        header.bytes.extend_from_slice(WAL_MAGIC);
+        header.u32(crate::file::FORMAT_VERSION);
+        header.u64(generation);
+        let sum = checksum(&header.bytes);
+        header.u64(sum);
+        debug_assert_eq!(header.bytes.len() as u64, WAL_HEADER_BYTES);
+        let path = &self.store.wal_path;
+        let wal = &mut self.state.wal;
+        wal.set_len(0).map_err(|e| io_error(path, "cannot reset the write-ahead log", e))?;
+        wal.write_all_at(&header.bytes, 0).map_err(|e| io_error(path, "cannot write the write-ahead log", e))?;
+        wal.sync_all().map_err(|e| io_error(path, "cannot sync the write-ahead log", e))?;
+        self.state.wal_len = WAL_HEADER_BYTES;
+        Ok(())
+    }
+}
+
+/// Encodes and writes stripes on up to `threads` threads.
+fn write_stripes(file: &Arc<DatabaseFile>, pending: &[(Arc<ColumnStripe>, Arc<str>)], threads: usize) -> Result<()> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let write_one = |(stripe, label): &(Arc<ColumnStripe>, Arc<str>)| -> Result<()> {
+        let values = stripe.vector()?;
+        let (encoding, bytes) = encode(&values);
+        let extent = file.write_extent(&bytes)?;
+        let stored = StoredStripe { file: Arc::clone(file), extent, checksum: checksum(&bytes), encoding, label: Arc::clone(label) };
+        stripe.set_stored(stored.clone());
+        file.pool.loaded(stripe, &stored, values.allocated_bytes());
+        Ok(())
+    };
+    let worker = || -> Result<()> {
+        loop {
+            let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match pending.get(index) {
+                Some(item) => write_one(item)?,
+                None => return Ok(()),
+            }
+        }
+    };
+    let threads = threads.clamp(1, pending.len());
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..threads).map(|_| scope.spawn(worker)).collect();
+        let mut result = worker();
+        for handle in handles {
+            let joined = handle.join().unwrap_or_else(|_| Err(apiary_common::internal_err!("stripe writer panicked")));
+            result = result.and(joined);
+        }
+        result
+    })
+}
+
+fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], used: &mut Vec<Extent>) -> Vec<u8> {
+    let mut writer = Writer::new();
+    writer.u32(tables.len() as u32);
+    for (table, data) in tables {
+        table_definition(&mut writer, table);
+        writer.table_stats(&data.stats);
+        writer.u64(data.blocks.len() as u64);
+        for block in &data.blocks {
+            writer.u64(block.row_count as u64);
+            for stripe in &block.columns {
+                let stored = stripe.stored_location().expect("checkpoint writes every stripe first");
+                writer.u64(stored.extent.offset);
+                writer.u64(stored.extent.len);
+                writer.u64(stored.checksum);
+                encoding_code(&mut writer, stored.encoding);
+                writer.zone_map(&stripe.zone_map);
+                used.push(stored.extent);
+            }
+        }
+    }
+    writer.bytes
+}
+
+fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>) -> Result<Vec<Table>> {
+    let mut reader = Reader::new(bytes, "the catalog metadata");
+    let count = reader.u32()? as usize;
+    let mut tables = Vec::with_capacity(count.min(1 << 16));
+    for _ in 0..count {
+        let table = read_table_definition(&mut reader)?;
+        let stats = reader.table_stats()?;
+        if stats.columns.len() != table.schema.len() {
+            return Err(reader.corrupt("statistics do not match the columns"));
+        }
+        let block_count = reader.len(8)?;
+        let mut blocks = Vec::with_capacity(block_count);
+        for block_index in 0..block_count {
+            let row_count = reader.u64()? as usize;
+            let mut columns = Vec::with_capacity(table.schema.len());
+            for field in &table.schema.fields {
+                let extent = Extent { offset: reader.u64()?, len: reader.u64()? };
+                let checksum = reader.u64()?;
+                let encoding = read_encoding(&mut reader)?;
+                let zone_map = reader.zone_map()?;
+                used.push(extent);
+                let label = stripe_label(&table.name, block_index, &field.name);
+                let stored = StoredStripe { file: Arc::clone(file), extent, checksum, encoding, label };
+                columns.push(Arc::new(ColumnStripe::stored(row_count, field.data_type, zone_map, stored)));
+            }
+            blocks.push(Arc::new(Block { row_count, columns }));
+        }
+        tables.push(table.with_data(TableData { blocks, stats }));
+    }
+    if !reader.is_at_end() {
+        return Err(reader.corrupt("trailing bytes"));
+    }
+    Ok(tables)
+}
+
+/// Applies the log's records for `generation` to `tables`; returns the length of the
+/// valid log (0 when the log must be reset: new, empty, or from an older checkpoint).
+fn replay(wal: &File, path: &Path, generation: u64, tables: &mut BTreeMap<String, Arc<Table>>) -> Result<u64> {
+    let length = wal.metadata().map_err(|e| io_error(path, "cannot read", e))?.len();
+    if length < WAL_HEADER_BYTES {
+        return Ok(0);
+    }
+    let mut bytes = vec![0u8; length as usize];
+    wal.read_exact_at(&mut bytes, 0).map_err(|e| io_error(path, "cannot read the write-ahead log", e))?;
+    let mut header = Reader::new(&bytes[..WAL_HEADER_BYTES as usize], "the write-ahead log header");
+    let magic_ok = header.take(8)? == WAL_MAGIC;
+    let version = header.u32()?;
+    let base = header.u64()?;
+    let stored_sum = header.u64()?;
+    if !magic_ok || checksum(&bytes[..20]) != stored_sum {
+        return Err(ApiaryError::Corruption(format!("\"{}\" is damaged: its header is invalid", path.display())));
+    }
+    if version > crate::file::FORMAT_VERSION {
+        return Err(ApiaryError::Corruption(format!("\"{}\" was written by a newer version of Apiary (format {version})", path.display())));
+    }
+    if base < generation {
+        return Ok(0); // folded into the checkpoint already
+    }
+    if base > generation {
+        return Err(ApiaryError::Corruption(format!(
+            "\"{}\" continues checkpoint {base}, but the database file holds checkpoint {generation}",
+            path.display()
+        )));
+    }
+    let mut position = WAL_HEADER_BYTES as usize;
+    while position + 16 <= bytes.len() {
+        let len = u64::from_le_bytes(bytes[position..position + 8].try_into().unwrap()) as usize;
+        let sum = u64::from_le_bytes(bytes[position + 8..position + 16].try_into().unwrap());
+        let start = position + 16;
+        let Some(record) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else { break };
+        if checksum(record) != sum {
+            break; // a torn last record: the statement never committed
+        }
+        apply_record(record, tables)?;
+        position = start + len;
+    }
+    if position < bytes.len() {
+        wal.set_len(position as u64).map_err(|e| io_error(path, "cannot truncate the write-ahead log", e))?;
+    }
+    Ok(position as u64)
+}
+
+fn apply_record(record: &[u8], tables: &mut BTreeMap<String, Arc<Table>>) -> Result<()> {
+    let mut reader = Reader::new(record, "a write-ahead log record");
+    let count = reader.u32()?;
+    for _ in 0..count {
+        match reader.u8()? {
+            1 => {
+                let table = read_table_definition(&mut reader)?;
+                tables.insert(table.name.clone(), Arc::new(table));
+            }
+            2 => {
+                let name = reader.str()?;
+                tables.remove(&name);
+            }
+            3 => {
+                let name = reader.str()?;
+                let rows = reader.u64()? as usize;
+                let column_count = reader.u32()? as usize;
+                let table = tables.get(&name).ok_or_else(|| reader.corrupt(&format!("append to unknown table \"{name}\"")))?;
+                if column_count != table.schema.len() {
+                    return Err(reader.corrupt("append with the wrong number of columns"));
+                }
+                let types: Vec<DataType> = table.schema.fields.iter().map(|f| f.data_type).collect();
+                let mut columns = Vec::with_capacity(column_count);
+                for data_type in types {
+                    columns.push(decode(reader.blob()?, data_type, rows, "a write-ahead log record")?);
+                }
+                let mut appender = table.appender()?;
+                appender.append_columns(columns)?;
+                appender.commit()?;
+            }
+            other => return Err(reader.corrupt(&format!("unknown log entry {other}"))),
+        }
+    }
+    Ok(())
+}
