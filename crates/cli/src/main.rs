@@ -27,6 +27,11 @@ use crate::format::{render, Format};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` and `mi_option_arena_eager_commit` in mimalloc's `mi_option_e`
+/// (libmimalloc-sys has no constants for them).
+const MIMALLOC_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const MIMALLOC_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
+
 #[derive(Parser)]
 #[command(name = "apiary", version, about = "Apiary: an analytical SQL database", args_conflicts_with_subcommands = true)]
 struct Cli {
@@ -105,6 +110,21 @@ enum BenchSuite {
 }
 
 fn main() -> ExitCode {
+    // A file-size limit (ulimit -f) must fail the write that hits it with an error, as a
+    // full disk does, instead of killing the process mid-statement.
+    // SAFETY: setting a signal's disposition to "ignore" has no preconditions.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    // Keep freed memory instead of returning it to the kernel after 10 ms (mimalloc's
+    // default): loads and queries allocate and free large buffers again and again, and
+    // every page returned costs a page fault and zeroing when it is used again (COPY of
+    // TPC-H lineitem spent a third of its time zeroing pages).
+    // Also commit arena memory as it is used, not all at once: eager commit zeroed a whole
+    // new 1 GiB arena (in huge pages) whenever the heap outgrew the last one.
+    // SAFETY: setting a mimalloc option has no preconditions.
+    unsafe {
+        libmimalloc_sys::mi_option_set(MIMALLOC_PURGE_DELAY, -1);
+        libmimalloc_sys::mi_option_set(MIMALLOC_ARENA_EAGER_COMMIT, 0);
+    }
     let cli = Cli::parse();
     match cli.subcommand {
         Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings, variants, results } }) => {
