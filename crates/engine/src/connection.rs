@@ -311,7 +311,16 @@ impl Connection {
             }
             self.db.scheduler.set_threads(threads);
         } else if name == "memory_limit" {
-            self.db.pool.set_limit(crate::settings::parse_byte_size(&name, &value)?);
+            let limit = crate::settings::parse_byte_size(&name, &value)?;
+            let tables = self.db.pool.table_bytes();
+            if limit < tables {
+                return Err(ApiaryError::Resource(format!(
+                    "memory_limit {} is less than the {} the in-memory tables hold",
+                    apiary_storage::pool::format_bytes(limit),
+                    apiary_storage::pool::format_bytes(tables)
+                )));
+            }
+            self.db.pool.set_limit(limit);
         } else {
             self.settings.set(&name, &value)?;
         }
@@ -351,7 +360,7 @@ impl Connection {
         let value = if name == "threads" {
             self.db.scheduler.threads().to_string()
         } else if name == "memory_limit" {
-            crate::settings::format_byte_size(self.db.pool.limit())
+            apiary_storage::pool::format_bytes(self.db.pool.limit())
         } else {
             self.settings.get(&name).ok_or_else(|| bind_err!("unknown setting \"{name}\""))?
         };

@@ -98,7 +98,12 @@ pub fn copy(
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
     let mut appender = table.appender()?;
+    let pool = std::sync::Arc::clone(&conn.db.pool);
+    let mut loaded_bytes = 0usize;
     let mut append = |columns: Vec<Vector>| -> Result<()> {
+        // The rows stay in memory until the statement commits.
+        loaded_bytes += columns.iter().map(|c| c.allocated_bytes()).sum::<usize>();
+        pool.check_headroom(loaded_bytes, "COPY")?;
         let len = columns.first().map_or(0, |c| c.len());
         let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();
         for (column, &position) in columns.into_iter().zip(&positions) {

@@ -36,12 +36,9 @@ pub fn default_threads() -> usize {
 impl Database {
     /// A new, empty database that lives in memory.
     pub fn open_in_memory() -> Result<Database> {
-        let inner = DatabaseInner {
-            catalog: Catalog::new(),
-            scheduler: Scheduler::new(default_threads()),
-            pool: BufferPool::new(default_memory_limit()),
-            store: None,
-        };
+        let pool = BufferPool::new(default_memory_limit());
+        let inner =
+            DatabaseInner { catalog: Catalog::new(), scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)), pool, store: None };
         Ok(Database { inner: Arc::new(inner) })
     }
 
@@ -58,7 +55,7 @@ impl Database {
         for table in tables {
             catalog.create_table(table)?;
         }
-        let inner = DatabaseInner { catalog, scheduler: Scheduler::new(default_threads()), pool, store: Some(store) };
+        let inner = DatabaseInner { catalog, scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)), pool, store: Some(store) };
         Ok(Database { inner: Arc::new(inner) })
     }
 
@@ -109,6 +106,12 @@ impl DatabaseInner {
                 0
             }
         };
+        if self.store.is_none() {
+            // An in-memory database's tables cannot be evicted: they count against the
+            // memory budget.
+            let bytes = self.catalog.tables().iter().map(|t| t.snapshot().memory_bytes()).sum();
+            self.pool.set_table_bytes(bytes);
+        }
         if let Some(guard) = guard.as_mut() {
             if guard.wal_bytes() > WAL_CHECKPOINT_BYTES {
                 // The statement is committed (in the log); a failed fold is retried by the

@@ -68,17 +68,6 @@ pub fn parse_byte_size(name: &str, value: &str) -> Result<usize> {
     Ok(bytes as usize)
 }
 
-/// A size in the units [`parse_byte_size`] reads (`4.0 GB`).
-pub fn format_byte_size(bytes: usize) -> String {
-    let units = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)];
-    for (unit, size) in units {
-        if bytes as f64 >= size {
-            return format!("{:.1} {unit}", bytes as f64 / size);
-        }
-    }
-    format!("{bytes} bytes")
-}
-
 impl Settings {
     /// Applies `SET name = value` (all but `threads`).
     pub fn set(&mut self, name: &str, value: &str) -> Result<()> {

@@ -243,3 +243,23 @@ fn the_memory_limit_evicts_cached_blocks() {
     let error = conn.execute("SET memory_limit = 'lots'").unwrap_err().to_string();
     assert!(error.contains("memory_limit must be a size"), "{error}");
 }
+
+#[test]
+fn a_query_that_does_not_fit_the_memory_limit_fails_cleanly() {
+    let db = Database::open_in_memory().unwrap();
+    tpch_lineitem(&db);
+    let ScalarValue::Int64(tables) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+    let mut conn = db.connect();
+    let below = conn.execute(&format!("SET memory_limit = '{}'", tables - 1_000_000)).unwrap_err().to_string();
+    assert!(below.contains("less than") && below.contains("in-memory tables"), "{below}");
+    let grouping = "SELECT count(*) FROM (SELECT l_orderkey, l_partkey, l_suppkey, count(*) FROM lineitem GROUP BY 1, 2, 3) AS g";
+    let expected = scalar(&db, grouping);
+    conn.execute(&format!("SET memory_limit = '{}'", tables + 1_500_000)).unwrap();
+    let error = conn.query(grouping).unwrap_err();
+    assert!(matches!(error, ApiaryError::Resource(_)), "{error}");
+    assert!(error.to_string().contains("memory_limit"), "{error}");
+    // A small query still runs, and nothing stays reserved after the failure.
+    assert_eq!(conn.query("SELECT count(*) FROM nation").unwrap().rows().next().unwrap()[0], ScalarValue::Int64(25));
+    conn.execute("RESET memory_limit").unwrap();
+    assert_eq!(conn.query(grouping).unwrap().rows().next().unwrap()[0], expected);
+}

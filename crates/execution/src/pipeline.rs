@@ -78,6 +78,8 @@ pub struct PipelineLocal {
     pub source: LocalState,
     pub operators: Vec<LocalState>,
     pub sink: LocalState,
+    /// Bytes of `sink` last reserved in the memory budget.
+    pub reported_memory: usize,
 }
 
 impl Pipeline {
@@ -86,6 +88,7 @@ impl Pipeline {
             source: self.source.local_state(),
             operators: self.operators.iter().map(|o| o.local_state()).collect(),
             sink: self.sink.local_state(),
+            reported_memory: 0,
         }
     }
 
@@ -94,7 +97,7 @@ impl Pipeline {
         let started = std::time::Instant::now();
         let order = order_key(self.feeder, morsel);
         let mut finished = false;
-        let PipelineLocal { source, operators, sink } = local;
+        let PipelineLocal { source, operators, sink, .. } = local;
         let stats = &self.stats;
         self.source.produce(morsel, source, ctx, &mut |chunk| {
             stats.source_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);

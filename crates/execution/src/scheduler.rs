@@ -24,6 +24,7 @@ use apiary_common::{internal_err, ApiaryError, Result};
 use crate::config::ExecutionConfig;
 use crate::operators::{Control, ExecContext};
 use crate::pipeline::{PhysicalPlan, PipelineLocal};
+use apiary_storage::BufferPool;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PipelinePhase {
@@ -85,6 +86,33 @@ struct QueryRun {
     interrupted: Arc<AtomicBool>,
     /// `locals[pipeline][worker]`.
     locals: Vec<Vec<Mutex<Option<PipelineLocal>>>>,
+    memory: QueryMemory,
+}
+
+/// What a query holds in the memory budget: the sum over its workers' sink states of the
+/// most each reported. It only grows while the query runs (combined states keep their
+/// data) and is released when the query ends.
+struct QueryMemory {
+    pool: Arc<BufferPool>,
+    reserved: Mutex<usize>,
+}
+
+/// A worker's sink state is measured after a work order once it may have grown by this
+/// much since its last report (measuring is cheap, but reserving takes a lock).
+const MEMORY_REPORT_STEP: usize = 1 << 20;
+
+impl QueryMemory {
+    fn grow(&self, bytes: usize) -> Result<()> {
+        self.pool.reserve_query(bytes)?;
+        *self.reserved.lock().unwrap_or_else(|e| e.into_inner()) += bytes;
+        Ok(())
+    }
+}
+
+impl Drop for QueryMemory {
+    fn drop(&mut self) {
+        self.pool.release_query(*self.reserved.get_mut().unwrap_or_else(|e| e.into_inner()));
+    }
 }
 
 impl QueryRun {
@@ -203,6 +231,7 @@ impl QueryRun {
         };
         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(local);
         let control = outcome?;
+        self.account_memory(pipeline, worker)?;
         let mut state = self.lock();
         if let PipelinePhase::Running { completed, next, total, stopped } = &mut state.pipelines[pipeline] {
             *completed += 1;
@@ -210,6 +239,21 @@ impl QueryRun {
                 *stopped = true;
                 *next = (*next).min(*total);
             }
+        }
+        Ok(())
+    }
+
+    /// Reserves what a worker's sink state grew by since its last report.
+    fn account_memory(&self, pipeline: usize, worker: usize) -> Result<()> {
+        let plan_pipeline = &self.plan.pipelines[pipeline];
+        let mut slot = self.locals[pipeline][worker].lock().unwrap_or_else(|e| e.into_inner());
+        let Some(local) = slot.as_mut() else { return Ok(()) };
+        let now = plan_pipeline.sink.local_memory(&local.sink);
+        if now >= local.reported_memory + MEMORY_REPORT_STEP {
+            let growth = now - local.reported_memory;
+            local.reported_memory = now;
+            drop(slot);
+            self.memory.grow(growth)?;
         }
         Ok(())
     }
@@ -359,16 +403,18 @@ struct Queue {
 pub struct Scheduler {
     shared: Arc<Shared>,
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// The memory budget queries reserve their hash tables and intermediate results in.
+    memory: Arc<BufferPool>,
 }
 
 impl Scheduler {
-    pub fn new(threads: usize) -> Scheduler {
+    pub fn new(threads: usize, memory: Arc<BufferPool>) -> Scheduler {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue { queries: Vec::new(), round_robin: 0, threads: 0, shutdown: false }),
             work_available: Condvar::new(),
             epoch: std::sync::atomic::AtomicU64::new(0),
         });
-        let scheduler = Scheduler { shared, handles: Mutex::new(Vec::new()) };
+        let scheduler = Scheduler { shared, handles: Mutex::new(Vec::new()), memory };
         scheduler.set_threads(threads);
         scheduler
     }
@@ -423,6 +469,7 @@ impl Scheduler {
             finished: Condvar::new(),
             interrupted,
             locals,
+            memory: QueryMemory { pool: Arc::clone(&self.memory), reserved: Mutex::new(0) },
         });
         run.progress();
         {

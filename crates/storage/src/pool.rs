@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
+use apiary_common::{ApiaryError, Result};
+
 use crate::block::ColumnStripe;
 use crate::file::StoredStripe;
 
@@ -19,7 +21,12 @@ const EVICT_TARGET_PER_MILLE: usize = 900;
 
 pub struct BufferPool {
     limit: AtomicUsize,
+    /// Decoded stripes of the database file held in memory (evictable).
     cached: AtomicUsize,
+    /// Table data that exists only in memory (an in-memory database's tables).
+    tables: AtomicUsize,
+    /// Hash tables and intermediate results of running queries.
+    queries: AtomicUsize,
     clock: AtomicU64,
     /// Cached stripes by file offset.
     entries: Mutex<HashMap<u64, Weak<ColumnStripe>>>,
@@ -40,6 +47,8 @@ impl BufferPool {
         Arc::new(BufferPool {
             limit: AtomicUsize::new(limit),
             cached: AtomicUsize::new(0),
+            tables: AtomicUsize::new(0),
+            queries: AtomicUsize::new(0),
             clock: AtomicU64::new(1),
             entries: Mutex::default(),
         })
@@ -58,6 +67,54 @@ impl BufferPool {
     /// Bytes of decoded stripes cached from the database file.
     pub fn cached_bytes(&self) -> usize {
         self.cached.load(Ordering::Relaxed)
+    }
+
+    /// Bytes reserved by running queries.
+    pub fn query_bytes(&self) -> usize {
+        self.queries.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of table data that lives only in memory.
+    pub fn table_bytes(&self) -> usize {
+        self.tables.load(Ordering::Relaxed)
+    }
+
+    /// Sets the bytes of table data that lives only in memory.
+    pub fn set_table_bytes(&self, bytes: usize) {
+        self.tables.store(bytes, Ordering::Relaxed);
+        self.evict_if_over();
+    }
+
+    /// Whether `extra` more bytes fit beside table data and running queries, after evicting
+    /// cached stripes if need be; the error names the limit and what uses memory.
+    pub fn check_headroom(&self, extra: usize, what: &str) -> Result<()> {
+        let fixed = self.tables.load(Ordering::Relaxed) + self.query_bytes();
+        let limit = self.limit();
+        if fixed.saturating_add(extra) > limit {
+            return Err(ApiaryError::Resource(format!(
+                "{what} needs more memory than memory_limit allows ({} more, with {} held by running queries and {} by \
+                 in-memory tables, limit {}); raise it with SET memory_limit",
+                format_bytes(extra),
+                format_bytes(self.query_bytes()),
+                format_bytes(self.tables.load(Ordering::Relaxed)),
+                format_bytes(limit)
+            )));
+        }
+        if fixed + extra + self.cached_bytes() > limit {
+            self.evict_down_to(limit.saturating_sub(fixed + extra));
+        }
+        Ok(())
+    }
+
+    /// Reserves `bytes` for a query (released with [`BufferPool::release_query`]).
+    pub fn reserve_query(&self, bytes: usize) -> Result<()> {
+        self.check_headroom(bytes, "the query")?;
+        self.queries.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub fn release_query(&self, bytes: usize) {
+        self.queries.fetch_sub(bytes.min(self.query_bytes()), Ordering::Relaxed);
     }
 
     /// Records an access to a stripe (LRU-2 history).
@@ -87,10 +144,16 @@ impl BufferPool {
 
     fn evict_if_over(&self) {
         let limit = self.limit();
-        if self.cached_bytes() <= limit {
+        let fixed = self.tables.load(Ordering::Relaxed) + self.query_bytes();
+        if self.cached_bytes() + fixed <= limit {
             return;
         }
-        let target = limit / 1000 * EVICT_TARGET_PER_MILLE;
+        self.evict_down_to((limit / 1000 * EVICT_TARGET_PER_MILLE).saturating_sub(fixed));
+    }
+
+    /// Evicts cached stripes, least recently used (LRU-2) first, until at most `target`
+    /// bytes are cached.
+    fn evict_down_to(&self, target: usize) {
         let mut candidates: Vec<((u64, u64), Arc<ColumnStripe>)> = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.retain(|_, weak| weak.strong_count() > 0);
@@ -111,4 +174,15 @@ impl BufferPool {
             }
         }
     }
+}
+
+/// A size for messages (`4.0 GB`).
+pub fn format_bytes(bytes: usize) -> String {
+    let units = [("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)];
+    for (unit, size) in units {
+        if bytes as f64 >= size {
+            return format!("{:.1} {unit}", bytes as f64 / size);
+        }
+    }
+    format!("{bytes} bytes")
 }

@@ -211,6 +211,14 @@ impl Sink for AggregateSink {
         Ok(Control::Continue)
     }
 
+    fn local_memory(&self, state: &LocalState) -> usize {
+        // Group tables, plus keys and aggregate states of about 16 bytes per group each.
+        let per_group = 16 * (self.0.group_exprs.len() + self.0.aggregates.len());
+        state
+            .downcast_ref::<AggregateLocal>()
+            .map_or(0, |s| s.tables.iter().map(|t| t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group).sum())
+    }
+
     fn combine(&self, state: LocalState) -> Result<()> {
         let state = state.downcast::<AggregateLocal>().expect("aggregate local state");
         let mut combined = self.0.combined.lock().unwrap_or_else(|e| e.into_inner());

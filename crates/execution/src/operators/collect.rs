@@ -29,6 +29,7 @@ pub struct CollectSink {
 struct CollectLocal {
     chunks: Vec<Tagged>,
     sequence: u64,
+    bytes: usize,
 }
 
 impl CollectSink {
@@ -51,7 +52,7 @@ impl Sink for CollectSink {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(CollectLocal { chunks: Vec::new(), sequence: 0 })
+        Box::new(CollectLocal { chunks: Vec::new(), sequence: 0, bytes: 0 })
     }
 
     fn consume(&self, chunk: DataChunk, order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
@@ -61,6 +62,7 @@ impl Sink for CollectSink {
             return Ok(Control::Continue);
         }
         let state = local::<CollectLocal>(state);
+        state.bytes += super::estimated_bytes(&chunk);
         state.chunks.push((order, state.sequence, chunk));
         state.sequence += 1;
         let seen = self.rows_seen.fetch_add(rows, Ordering::Relaxed) + rows;
@@ -68,6 +70,10 @@ impl Sink for CollectSink {
             Some(limit) if seen >= limit.saturating_add(self.offset) => Ok(Control::Finished),
             _ => Ok(Control::Continue),
         }
+    }
+
+    fn local_memory(&self, state: &LocalState) -> usize {
+        state.downcast_ref::<CollectLocal>().map_or(0, |s| s.bytes)
     }
 
     fn combine(&self, state: LocalState) -> Result<()> {

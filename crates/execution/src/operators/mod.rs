@@ -106,6 +106,11 @@ pub trait Sink: Send + Sync {
     fn consume(&self, chunk: DataChunk, order: u64, local: &mut LocalState, ctx: &ExecContext) -> Result<Control>;
     /// Merges a worker's local state into the shared state.
     fn combine(&self, local: LocalState) -> Result<()>;
+    /// Approximate bytes a worker's local state holds (for the memory budget; must be
+    /// cheap: it is asked after every work order).
+    fn local_memory(&self, _local: &LocalState) -> usize {
+        0
+    }
     /// Number of parallel finalize tasks to run.
     fn prepare_finalize(&self) -> Result<usize> {
         Ok(0)
@@ -115,6 +120,25 @@ pub trait Sink: Send + Sync {
     }
     fn finish(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// Approximate bytes of a chunk's live rows: fixed-width values at their width, strings
+/// at their view size plus their length beyond what fits in the view.
+pub(crate) fn estimated_bytes(chunk: &DataChunk) -> usize {
+    let rows = chunk.row_count();
+    chunk.columns.iter().map(|c| rows * physical_width(c.data_type.physical())).sum()
+}
+
+/// Bytes per value of a physical type in a vector (string heaps not counted).
+pub(crate) fn physical_width(physical: apiary_types::PhysicalType) -> usize {
+    use apiary_types::PhysicalType as P;
+    match physical {
+        P::Bool => 1,
+        P::I16 => 2,
+        P::I32 | P::F32 => 4,
+        P::I64 | P::F64 => 8,
+        P::I128 | P::Str | P::Interval => 16,
     }
 }
 

@@ -278,6 +278,12 @@ impl Sink for SortSink {
         Ok(Control::Continue)
     }
 
+    fn local_memory(&self, state: &LocalState) -> usize {
+        state
+            .downcast_ref::<SortLocal>()
+            .map_or(0, |s| s.chunks.first().map_or(0, |c| s.rows * super::estimated_bytes(c) / c.row_count().max(1)))
+    }
+
     fn combine(&self, state: LocalState) -> Result<()> {
         let state = state.downcast::<SortLocal>().expect("sort local state");
         self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
