@@ -28,6 +28,8 @@ pub struct BenchOptions<'a> {
     /// Named groups of SET statements every query also runs under.
     pub variants: Vec<(String, String)>,
     pub results: Option<&'a Path>,
+    /// A database file to run against (loaded first if it has no tables).
+    pub database: Option<&'a Path>,
 }
 
 /// Parses `NAME=SQL` for `--variant`.
@@ -95,15 +97,23 @@ fn apply_settings(conn: &mut Connection, options: &BenchOptions) -> Result<()> {
 }
 
 pub fn run(options: BenchOptions) -> Result<bool> {
-    let db = Database::open_in_memory()?;
+    let db = match options.database {
+        Some(path) => Database::open(path)?,
+        None => Database::open_in_memory()?,
+    };
     let mut conn = db.connect();
     apply_settings(&mut conn, &options)?;
     let started = Instant::now();
-    match options.data {
-        Some(dir) => load_files(&mut conn, dir)?,
-        None => tpch::load(&mut conn, options.sf)?,
+    let loaded = options.database.is_some() && conn.query("SHOW TABLES")?.row_count() > 0;
+    if loaded {
+        eprintln!("using the tables in {}", options.database.map(|p| p.display().to_string()).unwrap_or_default());
+    } else {
+        match options.data {
+            Some(dir) => load_files(&mut conn, dir)?,
+            None => tpch::load(&mut conn, options.sf)?,
+        }
+        eprintln!("loaded TPC-H SF{} in {:.2} s", options.sf, started.elapsed().as_secs_f64());
     }
-    eprintln!("loaded TPC-H SF{} in {:.2} s", options.sf, started.elapsed().as_secs_f64());
     if let Some(dir) = options.results {
         std::fs::create_dir_all(dir).map_err(|e| apiary::ApiaryError::Io(format!("cannot create \"{}\": {e}", dir.display())))?;
     }

@@ -106,6 +106,9 @@ enum BenchSuite {
         /// Write each query's answer to DIR/qNN.csv (`|`-separated, with a header).
         #[arg(long)]
         results: Option<PathBuf>,
+        /// Run against this database file (loading TPC-H into it first if it is empty).
+        #[arg(long)]
+        db: Option<PathBuf>,
     },
 }
 
@@ -127,10 +130,19 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.subcommand {
-        Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings, variants, results } }) => {
+        Some(Command::Bench { suite: BenchSuite::Tpch { sf, threads, runs, data, queries, settings, variants, results, db } }) => {
             let queries = if queries.is_empty() { (1..=22).collect() } else { queries };
-            let options =
-                bench::BenchOptions { sf, threads, runs, data: data.as_deref(), queries, settings, variants, results: results.as_deref() };
+            let options = bench::BenchOptions {
+                sf,
+                threads,
+                runs,
+                data: data.as_deref(),
+                queries,
+                settings,
+                variants,
+                results: results.as_deref(),
+                database: db.as_deref(),
+            };
             return match bench::run(options) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,

@@ -192,6 +192,9 @@ impl Pipeline {
             load(&stats.source_rows),
             ms(busy.saturating_sub(downstream(0)))
         ));
+        if let Some(details) = self.source.analyze_details() {
+            lines.push(format!("       ({details})"));
+        }
         if self.source.ends_stage(staging) {
             stage += 1;
             lines.push(format!("  Stage {stage}: (survivors of the scan's filter gathered into full vectors)"));

@@ -31,7 +31,7 @@ use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
 use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
-use crate::operators::scan::{TableScan, ZonePredicate};
+use crate::operators::scan::{ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
@@ -263,13 +263,31 @@ impl<'a> PhysicalPlanner<'a> {
             None => None,
         };
         let zone_predicates = zone_predicates(scan);
+        // Each conjunct on its own, and for one on a single string column also over that
+        // column alone: a dictionary-encoded stripe evaluates it once per distinct value.
+        let mut conjuncts = Vec::with_capacity(scan.filters.len());
+        for conjunct in &scan.filters {
+            let mut columns = BTreeSet::new();
+            conjunct.collect_columns(&mut columns);
+            let single = match columns.iter().next() {
+                Some(&id) if columns.len() == 1 => {
+                    let position = read_ids.iter().position(|&r| r == id);
+                    match position {
+                        Some(p) if scan.columns[p].1.data_type.is_string() => Some((p, self.compile_expr(conjunct, &vec![id])?)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            conjuncts.push(ScanConjunct { expr: self.compile_expr(conjunct, &read_ids)?, dictionary: single });
+        }
         let output: Vec<usize> = scan.columns.iter().enumerate().filter(|(_, (_, c))| required.contains(&c.id)).map(|(i, _)| i).collect();
         let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();
         let mut step = format!("Scan {} [{}]", scan.label, layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", "));
         if !scan.filters.is_empty() {
             step.push_str(&format!(" filter: {}", scan.filters.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" AND ")));
         }
-        let source = Arc::new(TableScan::new(scan.label.clone(), data, read_columns, filter, zone_predicates, output));
+        let source = Arc::new(TableScan::new(scan.label.clone(), data, read_columns, filter, conjuncts, zone_predicates, output));
         Ok(self.new_branch(source, layout, step))
     }
 

@@ -10,7 +10,7 @@ use apiary_common::{internal_err, Result};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, Vector, VectorData};
 
-use crate::encoding::decode;
+use crate::encoding::{decode_with_dictionary, Dictionary};
 use crate::file::StoredStripe;
 
 /// Maximum number of rows in a block (= one scan work order).
@@ -127,12 +127,25 @@ pub struct ColumnStripe {
     pub zone_map: ZoneMap,
     rows: usize,
     data_type: DataType,
-    /// The decoded values, when resident.
-    resident: RwLock<Option<Vector>>,
+    /// The decoded values (and dictionary codes), when resident.
+    resident: RwLock<Option<Resident>>,
     /// Where the stripe lives in the database file, once written.
     stored: OnceLock<StoredStripe>,
     /// The two most recent accesses (buffer-pool clock ticks), for LRU-2 eviction.
     pub(crate) accesses: [AtomicU64; 2],
+}
+
+/// A stripe's values in memory.
+struct Resident {
+    values: Vector,
+    /// Codes and distinct values, for stripes stored dictionary-encoded without NULLs.
+    dictionary: Option<Arc<Dictionary>>,
+}
+
+impl Resident {
+    fn bytes(&self) -> usize {
+        self.values.allocated_bytes() + self.dictionary.as_ref().map_or(0, |d| d.allocated_bytes())
+    }
 }
 
 impl fmt::Debug for ColumnStripe {
@@ -153,7 +166,7 @@ impl ColumnStripe {
             zone_map,
             rows: values.len(),
             data_type: values.data_type,
-            resident: RwLock::new(Some(values)),
+            resident: RwLock::new(Some(Resident { values, dictionary: None })),
             stored: OnceLock::new(),
             accesses: Default::default(),
         }
@@ -186,25 +199,32 @@ impl ColumnStripe {
     /// All rows of the stripe (a cheap, shared copy), loading them from the database file
     /// if they are not resident.
     pub fn vector(self: &Arc<Self>) -> Result<Vector> {
-        if let Some(values) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Ok(self.load()?.0)
+    }
+
+    /// The values and, for a dictionary-encoded stripe without NULLs, its codes.
+    pub fn load(self: &Arc<Self>) -> Result<(Vector, Option<Arc<Dictionary>>)> {
+        if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if let Some(stored) = self.stored.get() {
                 stored.file.pool.touch(self);
             }
-            return Ok(values.clone());
+            return Ok((resident.values.clone(), resident.dictionary.clone()));
         }
         let stored = self.stored.get().ok_or_else(|| internal_err!("column stripe neither resident nor stored"))?;
-        let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(values) = resident.as_ref() {
-            return Ok(values.clone());
+        let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(resident) = slot.as_ref() {
+            return Ok((resident.values.clone(), resident.dictionary.clone()));
         }
         let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
-        let values = decode(&bytes, self.data_type, self.rows, &stored.label)?;
-        let size = values.allocated_bytes();
-        *resident = Some(values.clone());
-        drop(resident);
+        let (values, dictionary) = decode_with_dictionary(&bytes, self.data_type, self.rows, &stored.label)?;
+        let resident = Resident { values, dictionary: dictionary.map(Arc::new) };
+        let size = resident.bytes();
+        let loaded = (resident.values.clone(), resident.dictionary.clone());
+        *slot = Some(resident);
+        drop(slot);
         stored.file.pool.loaded(self, stored, size);
         stored.file.pool.touch(self);
-        Ok(values)
+        Ok(loaded)
     }
 
     /// Rows `[offset, offset + len)` as a vector (a zero-copy slice of the resident values).
@@ -218,9 +238,20 @@ impl ColumnStripe {
         self.stored.get()
     }
 
-    /// Records where the stripe was written (once).
-    pub(crate) fn set_stored(&self, stored: StoredStripe) {
+    /// Records where the stripe was written (once), with the codes if it was
+    /// dictionary-encoded; returns the resident bytes now cached.
+    pub(crate) fn set_stored(&self, stored: StoredStripe, dictionary: Option<Dictionary>) -> usize {
         let _ = self.stored.set(stored);
+        let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
+        match slot.as_mut() {
+            Some(resident) => {
+                if resident.values.validity.is_none() {
+                    resident.dictionary = dictionary.map(Arc::new);
+                }
+                resident.bytes()
+            }
+            None => 0,
+        }
     }
 
     /// Whether the decoded values are in memory.
@@ -234,12 +265,12 @@ impl ColumnStripe {
             return 0;
         }
         let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
-        resident.take().map_or(0, |v| v.allocated_bytes())
+        resident.take().map_or(0, |r| r.bytes())
     }
 
     /// Bytes held in memory (0 when not resident).
     pub fn memory_bytes(&self) -> usize {
-        self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |v| v.allocated_bytes())
+        self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| r.bytes())
     }
 }
 
@@ -247,7 +278,7 @@ impl Drop for ColumnStripe {
     fn drop(&mut self) {
         if let Some(stored) = self.stored.get() {
             let resident = self.resident.get_mut().unwrap_or_else(|e| e.into_inner());
-            stored.file.stripe_dropped(stored, resident.as_ref().map_or(0, |v| v.allocated_bytes()));
+            stored.file.stripe_dropped(stored, resident.as_ref().map_or(0, |r| r.bytes()));
         }
     }
 }

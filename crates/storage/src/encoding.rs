@@ -31,6 +31,53 @@ const ZSTD_LEVEL: i32 = 1;
 /// Compressed strings are kept raw unless compression saves at least 1/this of the bytes.
 const MIN_SAVING_DIVISOR: usize = 8;
 
+/// The codes of a dictionary-encoded stripe, kept beside its decoded values so a scan
+/// can evaluate a predicate once per distinct value and then select rows by code.
+#[derive(Debug)]
+pub struct Dictionary {
+    /// The distinct values, sorted.
+    pub values: Vector,
+    pub codes: Codes,
+}
+
+#[derive(Debug)]
+pub enum Codes {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+}
+
+impl Dictionary {
+    /// Rows of `[offset, offset + len)` (as positions from `offset`) whose value's code
+    /// is marked in `keep`.
+    pub fn select(&self, keep: &[bool], offset: usize, len: usize, out: &mut Vec<u32>) {
+        fn run<C: Copy + Into<u32>>(codes: &[C], keep: &[bool], out: &mut Vec<u32>) {
+            out.clear();
+            out.resize(codes.len(), 0);
+            let mut count = 0;
+            for (row, &code) in codes.iter().enumerate() {
+                out[count] = row as u32;
+                count += keep[code.into() as usize] as usize;
+            }
+            out.truncate(count);
+        }
+        match &self.codes {
+            Codes::U8(c) => run(&c[offset..offset + len], keep, out),
+            Codes::U16(c) => run(&c[offset..offset + len], keep, out),
+            Codes::U32(c) => run(&c[offset..offset + len], keep, out),
+        }
+    }
+
+    pub fn allocated_bytes(&self) -> usize {
+        self.values.allocated_bytes()
+            + match &self.codes {
+                Codes::U8(c) => c.len(),
+                Codes::U16(c) => c.len() * 2,
+                Codes::U32(c) => c.len() * 4,
+            }
+    }
+}
+
 /// How one stripe is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encoding {
@@ -88,6 +135,13 @@ impl fmt::Display for Encoding {
 
 /// Encodes all rows of `vector`; returns the chosen encoding and the stripe bytes.
 pub fn encode(vector: &Vector) -> (Encoding, Vec<u8>) {
+    let (encoding, bytes, _) = encode_with_dictionary(vector);
+    (encoding, bytes)
+}
+
+/// [`encode`], also returning the codes when the stripe is dictionary-encoded.
+pub fn encode_with_dictionary(vector: &Vector) -> (Encoding, Vec<u8>, Option<Dictionary>) {
+    let mut dictionary = None;
     let mut writer = Writer::new();
     writer.u8(0); // tag, patched below
     match &vector.validity {
@@ -105,7 +159,7 @@ pub fn encode(vector: &Vector) -> (Encoding, Vec<u8>) {
         VectorData::I32(values) => encode_integers(&mut writer, values, valid),
         VectorData::I64(values) => encode_integers(&mut writer, values, valid),
         VectorData::I128(values) => encode_integers(&mut writer, values, valid),
-        VectorData::Str(strings) => encode_strings(&mut writer, strings, valid),
+        VectorData::Str(strings) => encode_strings(&mut writer, strings, valid, vector.data_type, &mut dictionary),
         VectorData::Bool(values) => {
             writer.bytes.extend(values.iter().map(|&b| b as u8));
             Encoding::Plain
@@ -128,11 +182,17 @@ pub fn encode(vector: &Vector) -> (Encoding, Vec<u8>) {
         }
     };
     writer.bytes[0] = encoding.tag();
-    (encoding, writer.bytes)
+    (encoding, writer.bytes, dictionary)
 }
 
 /// Decodes a stripe of `rows` values of `data_type`; `what` names it in errors.
 pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Result<Vector> {
+    Ok(decode_with_dictionary(bytes, data_type, rows, what)?.0)
+}
+
+/// [`decode`], also returning the codes of a dictionary-encoded stripe.
+pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Result<(Vector, Option<Dictionary>)> {
+    let mut dictionary = None;
     let mut reader = Reader::new(bytes, what);
     let tag = reader.u8()?;
     let validity = match reader.u8()? {
@@ -151,7 +211,7 @@ pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Res
         (PhysicalType::I32, 0 | 1) => VectorData::I32(decode_integers(&mut reader, tag, rows)?),
         (PhysicalType::I64, 0 | 1) => VectorData::I64(decode_integers(&mut reader, tag, rows)?),
         (PhysicalType::I128, 0 | 1) => VectorData::I128(decode_integers(&mut reader, tag, rows)?),
-        (PhysicalType::Str, 2) => VectorData::Str(decode_dictionary(&mut reader, rows)?),
+        (PhysicalType::Str, 2) => VectorData::Str(decode_dictionary(&mut reader, rows, data_type, &mut dictionary)?),
         (PhysicalType::Str, 3) => VectorData::Str(decode_strings(&mut reader, rows)?),
         (PhysicalType::Bool, 0) => VectorData::Bool(reader.take(rows)?.iter().map(|&b| b != 0).collect::<Vec<_>>().into()),
         (PhysicalType::F32, 0) => VectorData::F32(
@@ -177,7 +237,12 @@ pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Res
     if !reader.is_at_end() {
         return Err(reader.corrupt("trailing bytes"));
     }
-    Ok(Vector::new(data_type, data, validity.filter(|v| !v.all_set())))
+    let validity = validity.filter(|v| !v.all_set());
+    if validity.is_some() {
+        // Codes under NULLs mean nothing: predicates must see the NULLs.
+        dictionary = None;
+    }
+    Ok((Vector::new(data_type, data, validity), dictionary))
 }
 
 /// Integers stored natively in vectors and encodable with a frame of reference.
@@ -335,7 +400,13 @@ fn decode_integers<T: Integer>(reader: &mut Reader<'_>, tag: u8, rows: usize) ->
     Ok(values.into())
 }
 
-fn encode_strings(writer: &mut Writer, strings: &StrColumn, valid: impl Fn(usize) -> bool) -> Encoding {
+fn encode_strings(
+    writer: &mut Writer,
+    strings: &StrColumn,
+    valid: impl Fn(usize) -> bool,
+    data_type: DataType,
+    dictionary_out: &mut Option<Dictionary>,
+) -> Encoding {
     let rows = strings.len();
     let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views[i].len()).sum();
     // Dictionary when the distinct values are few (at most a quarter of the rows) and codes
@@ -374,10 +445,16 @@ fn encode_strings(writer: &mut Writer, strings: &StrColumn, valid: impl Fn(usize
             writer.bytes.extend_from_slice(value);
         }
         writer.u8(width);
-        for i in 0..rows {
-            let code = if valid(i) { distinct[strings.get_bytes(i)] } else { 0 };
+        let codes: Vec<u32> = (0..rows).map(|i| if valid(i) { distinct[strings.get_bytes(i)] } else { 0 }).collect();
+        for &code in &codes {
             write_code(&mut writer.bytes, code as u64, width);
         }
+        let values = Vector::new(
+            data_type,
+            VectorData::Str(StrColumn::from_strs(sorted.iter().map(|v| std::str::from_utf8(v).unwrap_or("")))),
+            None,
+        );
+        *dictionary_out = Some(Dictionary { values, codes: narrow_codes(codes, width) });
         return Encoding::Dictionary { width, values: sorted.len() as u32 };
     }
     drop(distinct);
@@ -430,7 +507,20 @@ fn views_over(heap: &[u8], lengths: impl Iterator<Item = usize>, reader: &Reader
     Ok(views)
 }
 
-fn decode_dictionary(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
+fn narrow_codes(codes: Vec<u32>, width: u8) -> Codes {
+    match width {
+        1 => Codes::U8(codes.into_iter().map(|c| c as u8).collect()),
+        2 => Codes::U16(codes.into_iter().map(|c| c as u16).collect()),
+        _ => Codes::U32(codes),
+    }
+}
+
+fn decode_dictionary(
+    reader: &mut Reader<'_>,
+    rows: usize,
+    data_type: DataType,
+    dictionary_out: &mut Option<Dictionary>,
+) -> Result<StrColumn> {
     let count = reader.u32()? as usize;
     if count > reader.len_left() / 4 {
         return Err(reader.corrupt("dictionary size beyond the end"));
@@ -446,10 +536,16 @@ fn decode_dictionary(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> 
     let width = reader.u8()?;
     let codes = read_codes(reader, width, rows)?;
     let mut views = Vec::with_capacity(rows);
-    for code in codes {
+    for &code in &codes {
         views.push(*dictionary.get(code as usize).ok_or_else(|| reader.corrupt("dictionary code out of range"))?);
     }
-    Ok(StrColumn { views: views.into(), heaps: std::sync::Arc::new(vec![std::sync::Arc::new(heap)]) })
+    let heaps = std::sync::Arc::new(vec![std::sync::Arc::new(heap)]);
+    if matches!(width, 1 | 2 | 4) {
+        let values =
+            Vector::new(data_type, VectorData::Str(StrColumn { views: dictionary.into(), heaps: std::sync::Arc::clone(&heaps) }), None);
+        *dictionary_out = Some(Dictionary { values, codes: narrow_codes(codes.into_iter().map(|c| c as u32).collect(), width) });
+    }
+    Ok(StrColumn { views: views.into(), heaps })
 }
 
 fn decode_strings(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {

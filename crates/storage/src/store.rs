@@ -29,7 +29,7 @@ use apiary_types::{DataType, Vector};
 
 use crate::block::{Block, ColumnStripe};
 use crate::codec::{checksum, Reader, Writer};
-use crate::encoding::{decode, encode, Encoding};
+use crate::encoding::{decode, encode, encode_with_dictionary, Encoding};
 use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
 use crate::pool::BufferPool;
 use crate::table::{Table, TableData};
@@ -274,11 +274,11 @@ fn write_stripes(file: &Arc<DatabaseFile>, pending: &[(Arc<ColumnStripe>, Arc<st
     let next = std::sync::atomic::AtomicUsize::new(0);
     let write_one = |(stripe, label): &(Arc<ColumnStripe>, Arc<str>)| -> Result<()> {
         let values = stripe.vector()?;
-        let (encoding, bytes) = encode(&values);
+        let (encoding, bytes, dictionary) = encode_with_dictionary(&values);
         let extent = file.write_extent(&bytes)?;
         let stored = StoredStripe { file: Arc::clone(file), extent, checksum: checksum(&bytes), encoding, label: Arc::clone(label) };
-        stripe.set_stored(stored.clone());
-        file.pool.loaded(stripe, &stored, values.allocated_bytes());
+        let cached = stripe.set_stored(stored.clone(), dictionary);
+        file.pool.loaded(stripe, &stored, cached);
         Ok(())
     };
     let worker = || -> Result<()> {

@@ -79,6 +79,10 @@ pub trait Source: Send + Sync {
     fn ends_stage(&self, _staging: bool) -> bool {
         false
     }
+    /// What EXPLAIN ANALYZE reports about the source after a run, if anything.
+    fn analyze_details(&self) -> Option<String> {
+        None
+    }
 }
 
 pub trait Operator: Send + Sync {

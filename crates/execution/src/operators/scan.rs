@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use apiary_common::Result;
+use apiary_storage::encoding::Dictionary;
 use apiary_storage::TableData;
 use apiary_types::{DataChunk, ScalarValue, Vector};
 
@@ -24,16 +25,47 @@ pub struct ZonePredicate {
     pub upper: Option<(ScalarValue, bool)>,
 }
 
+/// One conjunct of a scan's filter.
+pub struct ScanConjunct {
+    /// Over the read columns.
+    pub expr: ExprRef,
+    /// For a conjunct on one string column: its position in the read columns and the
+    /// conjunct over a chunk of that column alone.
+    pub dictionary: Option<(usize, ExprRef)>,
+}
+
 pub struct TableScan {
     pub label: String,
     data: Arc<TableData>,
     /// Table column index of each column read; chunks have them in this order.
     read_columns: Vec<usize>,
+    /// The conjunction of `conjuncts` (blocks without dictionary codes use it).
     filter: Option<ExprRef>,
+    conjuncts: Vec<ScanConjunct>,
     zone_predicates: Vec<ZonePredicate>,
     /// Positions (in `read_columns`) of the columns passed on.
     output: Vec<usize>,
     pub blocks_skipped: AtomicU64,
+    /// Blocks filtered through dictionary codes.
+    pub blocks_on_codes: AtomicU64,
+}
+
+/// A conjunct evaluated on a block's dictionary: the codes whose value passes.
+struct CodeFilter {
+    dictionary: Arc<Dictionary>,
+    keep: Vec<bool>,
+}
+
+/// How a block's rows are filtered.
+enum BlockFilter<'a> {
+    None,
+    /// The whole filter, evaluated on the values.
+    Values(&'a ExprRef),
+    /// Conjuncts on dictionary codes, then the others on the values.
+    Codes {
+        codes: Vec<CodeFilter>,
+        rest: Vec<&'a ExprRef>,
+    },
 }
 
 impl TableScan {
@@ -42,10 +74,54 @@ impl TableScan {
         data: Arc<TableData>,
         read_columns: Vec<usize>,
         filter: Option<ExprRef>,
+        conjuncts: Vec<ScanConjunct>,
         zone_predicates: Vec<ZonePredicate>,
         output: Vec<usize>,
     ) -> Self {
-        TableScan { label, data, read_columns, filter, zone_predicates, output, blocks_skipped: AtomicU64::new(0) }
+        TableScan {
+            label,
+            data,
+            read_columns,
+            filter,
+            conjuncts,
+            zone_predicates,
+            output,
+            blocks_skipped: AtomicU64::new(0),
+            blocks_on_codes: AtomicU64::new(0),
+        }
+    }
+
+    /// Chooses how to filter a block: conjuncts on a dictionary-coded column are evaluated
+    /// once per distinct value (micro-specialisation to the block's values). `None` when
+    /// no row of the block can pass.
+    fn block_filter<'a>(&'a self, dictionaries: &[Option<Arc<Dictionary>>]) -> Result<Option<BlockFilter<'a>>> {
+        let Some(filter) = &self.filter else { return Ok(Some(BlockFilter::None)) };
+        let coded = |c: &ScanConjunct| c.dictionary.as_ref().is_some_and(|(position, _)| dictionaries[*position].is_some());
+        if !self.conjuncts.iter().any(coded) {
+            return Ok(Some(BlockFilter::Values(filter)));
+        }
+        let mut codes = Vec::new();
+        let mut rest = Vec::new();
+        for conjunct in &self.conjuncts {
+            let Some((position, single)) = conjunct.dictionary.as_ref().filter(|_| coded(conjunct)) else {
+                rest.push(&conjunct.expr);
+                continue;
+            };
+            let dictionary = dictionaries[*position].clone().expect("checked by coded");
+            let values = dictionary.values.len();
+            let all: Vec<u32> = (0..values as u32).collect();
+            let passing = single.select(&DataChunk::new(vec![dictionary.values.clone()], values), &all)?;
+            if passing.is_empty() {
+                return Ok(None);
+            }
+            if passing.len() < values {
+                let mut keep = vec![false; values];
+                passing.iter().for_each(|&code| keep[code as usize] = true);
+                codes.push(CodeFilter { dictionary, keep });
+            }
+        }
+        self.blocks_on_codes.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(BlockFilter::Codes { codes, rest }))
     }
 
     pub fn has_filter(&self) -> bool {
@@ -55,6 +131,24 @@ impl TableScan {
     pub fn row_count(&self) -> usize {
         self.data.row_count()
     }
+}
+
+/// The rows in both sorted lists.
+fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(a.len().min(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A vector whose survivors are fewer than 1/this of its rows goes through the stage buffer.
@@ -88,6 +182,13 @@ impl Source for TableScan {
         staging && self.filter.is_some()
     }
 
+    fn analyze_details(&self) -> Option<String> {
+        let skipped = self.blocks_skipped.load(Ordering::Relaxed);
+        let on_codes = self.blocks_on_codes.load(Ordering::Relaxed);
+        (skipped + on_codes > 0)
+            .then(|| format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", self.data.blocks.len()))
+    }
+
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let block = &self.data.blocks[morsel];
         for p in &self.zone_predicates {
@@ -105,16 +206,49 @@ impl Source for TableScan {
         // get full vectors instead of many sparse ones.
         let staging = ctx.config.staging && self.filter.is_some();
         // Whole stripes (loaded from the database file if not resident), sliced per vector.
-        let vectors: Vec<Vector> = self.read_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+        let loaded: Vec<(Vector, Option<Arc<Dictionary>>)> =
+            self.read_columns.iter().map(|&c| block.column(c).load()).collect::<Result<_>>()?;
+        let dictionaries: Vec<Option<Arc<Dictionary>>> = loaded.iter().map(|(_, d)| d.clone()).collect();
+        let vectors: Vec<Vector> = loaded.into_iter().map(|(v, _)| v).collect();
+        let Some(block_filter) = self.block_filter(&dictionaries)? else {
+            self.blocks_skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        };
         let mut stage: Vec<u32> = Vec::new();
         let mut offset = 0;
         while offset < block.row_count {
             let len = vector_size.min(block.row_count - offset);
             let columns = vectors.iter().map(|v| if len == v.len() { v.clone() } else { v.slice(offset, len) }).collect();
             let mut chunk = DataChunk::new(columns, len);
-            if let Some(filter) = &self.filter {
-                let all: Vec<u32> = (0..len as u32).collect();
-                let selected = filter.select(&chunk, &all)?;
+            if !matches!(block_filter, BlockFilter::None) {
+                let selected = match &block_filter {
+                    BlockFilter::Values(filter) => {
+                        let all: Vec<u32> = (0..len as u32).collect();
+                        filter.select(&chunk, &all)?
+                    }
+                    BlockFilter::Codes { codes, rest } => {
+                        let mut selected = Vec::new();
+                        match codes.split_first() {
+                            Some((first, others)) => {
+                                first.dictionary.select(&first.keep, offset, len, &mut selected);
+                                for other in others {
+                                    let mut passing = Vec::new();
+                                    other.dictionary.select(&other.keep, offset, len, &mut passing);
+                                    selected = intersect(&selected, &passing);
+                                }
+                            }
+                            None => selected.extend(0..len as u32),
+                        }
+                        for conjunct in rest {
+                            if selected.is_empty() {
+                                break;
+                            }
+                            selected = conjunct.select(&chunk, &selected)?;
+                        }
+                        selected
+                    }
+                    BlockFilter::None => unreachable!("checked above"),
+                };
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
                     offset += len;
