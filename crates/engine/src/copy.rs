@@ -102,7 +102,7 @@ pub fn copy(
     let mut loaded_bytes = 0usize;
     let mut append = |columns: Vec<Vector>| -> Result<()> {
         // The rows stay in memory until the statement commits.
-        loaded_bytes += columns.iter().map(|c| c.allocated_bytes()).sum::<usize>();
+        loaded_bytes += columns.iter().map(|c| c.data_bytes()).sum::<usize>();
         pool.check_headroom(loaded_bytes, "COPY")?;
         let len = columns.first().map_or(0, |c| c.len());
         let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();
@@ -116,7 +116,7 @@ pub fn copy(
         // Streamed: each parsed piece is appended before the next segment is read.
         Format::Csv => for_each_piece(path, &file.csv, &file_fields, threads, append)?,
         Format::Parquet => {
-            let raw = read_parquet(path, conn.settings.block_rows)?;
+            let raw = read_parquet(path, conn.settings.block_rows, threads)?;
             for columns in raw {
                 if columns.len() != file_fields.len() {
                     return Err(ApiaryError::Load {

@@ -100,7 +100,7 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                     return Err(bind_err!("{name} takes no options"));
                 }
                 let fields = parquet_fields(path)?;
-                let pieces = read_parquet(path, self.block_rows)?;
+                let pieces = read_parquet(path, self.block_rows, self.threads)?;
                 Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
             }
             "apiary_storage_info" => {

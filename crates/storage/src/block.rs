@@ -140,11 +140,19 @@ struct Resident {
     values: Vector,
     /// Codes and distinct values, for stripes stored dictionary-encoded without NULLs.
     dictionary: Option<Arc<Dictionary>>,
+    /// What the values take in memory, computed once (strings by their lengths: stripes
+    /// built from the same loaded piece share its heaps).
+    bytes: usize,
 }
 
 impl Resident {
+    fn new(values: Vector, dictionary: Option<Arc<Dictionary>>) -> Resident {
+        let bytes = values.data_bytes() + dictionary.as_ref().map_or(0, |d| d.allocated_bytes());
+        Resident { values, dictionary, bytes }
+    }
+
     fn bytes(&self) -> usize {
-        self.values.allocated_bytes() + self.dictionary.as_ref().map_or(0, |d| d.allocated_bytes())
+        self.bytes
     }
 }
 
@@ -166,7 +174,7 @@ impl ColumnStripe {
             zone_map,
             rows: values.len(),
             data_type: values.data_type,
-            resident: RwLock::new(Some(Resident { values, dictionary: None })),
+            resident: RwLock::new(Some(Resident::new(values, None))),
             stored: OnceLock::new(),
             accesses: Default::default(),
         }
@@ -217,7 +225,7 @@ impl ColumnStripe {
         }
         let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
         let (values, dictionary) = decode_with_dictionary(&bytes, self.data_type, self.rows, &stored.label)?;
-        let resident = Resident { values, dictionary: dictionary.map(Arc::new) };
+        let resident = Resident::new(values, dictionary.map(Arc::new));
         let size = resident.bytes();
         let loaded = (resident.values.clone(), resident.dictionary.clone());
         *slot = Some(resident);
@@ -246,7 +254,7 @@ impl ColumnStripe {
         match slot.as_mut() {
             Some(resident) => {
                 if resident.values.validity.is_none() {
-                    resident.dictionary = dictionary.map(Arc::new);
+                    *resident = Resident::new(resident.values.clone(), dictionary.map(Arc::new));
                 }
                 resident.bytes()
             }

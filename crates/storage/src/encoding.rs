@@ -309,7 +309,7 @@ fn write_code(out: &mut Vec<u8>, code: u64, width: u8) {
     out.extend_from_slice(&code.to_le_bytes()[..width as usize]);
 }
 
-/// The codes of a frame-of-reference or dictionary body, widened to `u64`.
+/// The codes of a dictionary body (1, 2 or 4 bytes each), widened to `u64`.
 fn read_codes(reader: &mut Reader<'_>, width: u8, rows: usize) -> Result<Vec<u64>> {
     let width = width as usize;
     if width == 0 {

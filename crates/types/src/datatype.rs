@@ -52,6 +52,19 @@ pub enum PhysicalType {
     Interval,
 }
 
+impl PhysicalType {
+    /// Bytes per value in a vector (for strings: the view; their bytes live in heaps).
+    pub fn width(self) -> usize {
+        match self {
+            PhysicalType::Bool => 1,
+            PhysicalType::I16 => 2,
+            PhysicalType::I32 | PhysicalType::F32 => 4,
+            PhysicalType::I64 | PhysicalType::F64 => 8,
+            PhysicalType::I128 | PhysicalType::Str | PhysicalType::Interval => 16,
+        }
+    }
+}
+
 impl DataType {
     pub fn physical(&self) -> PhysicalType {
         match self {

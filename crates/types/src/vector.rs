@@ -280,6 +280,16 @@ impl Vector {
     pub fn allocated_bytes(&self) -> usize {
         self.data.allocated_bytes() + self.validity.as_ref().map_or(0, |v| v.words().len() * 8)
     }
+
+    /// Bytes the values themselves take (no spare capacity, shared heaps counted by the
+    /// strings' lengths): what storing the rows costs.
+    pub fn data_bytes(&self) -> usize {
+        let values = match &self.data {
+            VectorData::Str(s) => s.views.iter().map(|v| size_of::<crate::StrView>() + if v.is_inline() { 0 } else { v.len() }).sum(),
+            other => other.len() * physical_of(other).width(),
+        };
+        values + self.validity.as_ref().map_or(0, |v| v.len() / 8)
+    }
 }
 
 /// The physical type a `VectorData` variant holds.

@@ -225,7 +225,7 @@ impl Sink for HashJoinBuild {
 
     fn local_memory(&self, state: &LocalState) -> usize {
         // Payload values, plus the key entry and the directory slot each row will take.
-        let row_bytes: usize = self.0.build_payload_types.iter().map(|t| super::physical_width(t.physical())).sum::<usize>() + 32;
+        let row_bytes: usize = self.0.build_payload_types.iter().map(|t| t.physical().width()).sum::<usize>() + 32;
         state.downcast_ref::<BuildLocal>().map_or(0, |s| s.rows.rows() * row_bytes)
     }
 

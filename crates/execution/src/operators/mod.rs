@@ -131,19 +131,7 @@ pub trait Sink: Send + Sync {
 /// at their view size plus their length beyond what fits in the view.
 pub(crate) fn estimated_bytes(chunk: &DataChunk) -> usize {
     let rows = chunk.row_count();
-    chunk.columns.iter().map(|c| rows * physical_width(c.data_type.physical())).sum()
-}
-
-/// Bytes per value of a physical type in a vector (string heaps not counted).
-pub(crate) fn physical_width(physical: apiary_types::PhysicalType) -> usize {
-    use apiary_types::PhysicalType as P;
-    match physical {
-        P::Bool => 1,
-        P::I16 => 2,
-        P::I32 | P::F32 => 4,
-        P::I64 | P::F64 => 8,
-        P::I128 | P::Str | P::Interval => 16,
-    }
+    chunk.columns.iter().map(|c| rows * c.data_type.physical().width()).sum()
 }
 
 /// Downcasts a local state created by the same operator.
