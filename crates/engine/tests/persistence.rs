@@ -275,3 +275,20 @@ fn a_query_that_does_not_fit_the_memory_limit_fails_cleanly() {
     conn.execute("RESET memory_limit").unwrap();
     assert_eq!(conn.query(grouping).unwrap().rows().next().unwrap()[0], expected);
 }
+
+#[test]
+fn in_memory_tables_build_dictionaries_on_demand() {
+    let db = Database::open_in_memory().unwrap();
+    tpch_lineitem(&db);
+    let sql = "SELECT count(*) FROM lineitem WHERE l_shipmode IN ('MAIL', 'SHIP') AND l_quantity < 30";
+    let explain = query(&db, &format!("EXPLAIN ANALYZE {sql}")).iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
+    assert!(explain.contains("61 blocks: 0 skipped, 61 filtered on dictionary codes"), "{explain}");
+    assert_eq!(
+        scalar(&db, sql),
+        scalar(&db, "SELECT count(*) FROM lineitem WHERE l_shipmode || '' IN ('MAIL', 'SHIP') AND l_quantity < 30")
+    );
+    // Too many distinct values: no dictionary, the values are compared.
+    let comments = query(&db, "EXPLAIN ANALYZE SELECT count(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'");
+    let comments = comments.iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
+    assert!(!comments.contains("filtered on dictionary codes"), "{comments}");
+}

@@ -138,17 +138,28 @@ pub struct ColumnStripe {
 /// A stripe's values in memory.
 struct Resident {
     values: Vector,
-    /// Codes and distinct values, for stripes stored dictionary-encoded without NULLs.
-    dictionary: Option<Arc<Dictionary>>,
+    /// Codes and distinct values of a string stripe without NULLs: from the file when it
+    /// was stored dictionary-encoded, else built on first request (`None`: too many
+    /// distinct values, or not a string stripe).
+    dictionary: OnceLock<Option<Arc<Dictionary>>>,
     /// What the values take in memory, computed once (strings by their lengths: stripes
     /// built from the same loaded piece share its heaps).
     bytes: usize,
 }
 
 impl Resident {
-    fn new(values: Vector, dictionary: Option<Arc<Dictionary>>) -> Resident {
-        let bytes = values.data_bytes() + dictionary.as_ref().map_or(0, |d| d.allocated_bytes());
-        Resident { values, dictionary, bytes }
+    /// `dictionary`: `None` to build it on demand.
+    fn new(values: Vector, dictionary: Option<Option<Arc<Dictionary>>>) -> Resident {
+        let bytes = values.data_bytes() + dictionary.as_ref().and_then(|d| d.as_ref()).map_or(0, |d| d.allocated_bytes());
+        let slot = OnceLock::new();
+        if let Some(dictionary) = dictionary {
+            let _ = slot.set(dictionary);
+        }
+        Resident { values, dictionary: slot, bytes }
+    }
+
+    fn dictionary(&self) -> Option<Arc<Dictionary>> {
+        self.dictionary.get_or_init(|| Dictionary::of(&self.values).map(Arc::new)).clone()
     }
 
     fn bytes(&self) -> usize {
@@ -207,27 +218,43 @@ impl ColumnStripe {
     /// All rows of the stripe (a cheap, shared copy), loading them from the database file
     /// if they are not resident.
     pub fn vector(self: &Arc<Self>) -> Result<Vector> {
-        Ok(self.load()?.0)
+        self.load()
     }
 
-    /// The values and, for a dictionary-encoded stripe without NULLs, its codes.
-    pub fn load(self: &Arc<Self>) -> Result<(Vector, Option<Arc<Dictionary>>)> {
+    /// The stripe's dictionary: codes and distinct values, for a string stripe without
+    /// NULLs and with few distinct values (built on the first request if the stripe was
+    /// never encoded).
+    pub fn dictionary(self: &Arc<Self>) -> Result<Option<Arc<Dictionary>>> {
+        if !self.data_type.is_string() || self.zone_map.null_count > 0 {
+            return Ok(None);
+        }
+        loop {
+            if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                return Ok(resident.dictionary());
+            }
+            self.load()?;
+        }
+    }
+
+    /// Makes the stripe resident (reading it from the file if need be); returns its values.
+    fn load(self: &Arc<Self>) -> Result<Vector> {
         if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if let Some(stored) = self.stored.get() {
                 stored.file.pool.touch(self);
             }
-            return Ok((resident.values.clone(), resident.dictionary.clone()));
+            return Ok(resident.values.clone());
         }
         let stored = self.stored.get().ok_or_else(|| internal_err!("column stripe neither resident nor stored"))?;
         let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
         if let Some(resident) = slot.as_ref() {
-            return Ok((resident.values.clone(), resident.dictionary.clone()));
+            return Ok(resident.values.clone());
         }
         let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
         let (values, dictionary) = decode_with_dictionary(&bytes, self.data_type, self.rows, &stored.label)?;
-        let resident = Resident::new(values, dictionary.map(Arc::new));
+        // A stripe stored without a dictionary has too many distinct values for one.
+        let resident = Resident::new(values, Some(dictionary.map(Arc::new)));
         let size = resident.bytes();
-        let loaded = (resident.values.clone(), resident.dictionary.clone());
+        let loaded = resident.values.clone();
         *slot = Some(resident);
         drop(slot);
         stored.file.pool.loaded(self, stored, size);
@@ -254,7 +281,7 @@ impl ColumnStripe {
         match slot.as_mut() {
             Some(resident) => {
                 if resident.values.validity.is_none() {
-                    *resident = Resident::new(resident.values.clone(), dictionary.map(Arc::new));
+                    *resident = Resident::new(resident.values.clone(), Some(dictionary.map(Arc::new)));
                 }
                 resident.bytes()
             }

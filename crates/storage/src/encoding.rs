@@ -400,6 +400,59 @@ fn decode_integers<T: Integer>(reader: &mut Reader<'_>, tag: u8, rows: usize) ->
     Ok(values.into())
 }
 
+/// The sorted distinct values of the valid rows and each row's code (0 under NULLs), or
+/// `None` when there are more than `limit` distinct values.
+fn sorted_codes(strings: &StrColumn, valid: impl Fn(usize) -> bool, limit: usize) -> Option<(Vec<&[u8]>, Vec<u32>)> {
+    let rows = strings.len();
+    let mut distinct: HashMap<&[u8], u32> = HashMap::new();
+    for i in 0..rows {
+        if valid(i) {
+            let value = strings.get_bytes(i);
+            if !distinct.contains_key(value) {
+                if distinct.len() == limit {
+                    return None;
+                }
+                distinct.insert(value, 0);
+            }
+        }
+    }
+    if distinct.is_empty() {
+        distinct.insert(b"", 0);
+    }
+    let mut sorted: Vec<&[u8]> = distinct.keys().copied().collect();
+    sorted.sort_unstable();
+    for (code, value) in sorted.iter().enumerate() {
+        distinct.insert(value, code as u32);
+    }
+    let codes = (0..rows).map(|i| if valid(i) { distinct[strings.get_bytes(i)] } else { 0 }).collect();
+    Some((sorted, codes))
+}
+
+/// Most distinct values a block's dictionary may have: a quarter of its rows.
+fn dictionary_limit(rows: usize) -> usize {
+    (rows / 4).max(1)
+}
+
+impl Dictionary {
+    /// The dictionary of a string vector without NULLs whose distinct values are few
+    /// enough (built on demand for stripes that were never encoded).
+    pub fn of(vector: &Vector) -> Option<Dictionary> {
+        let VectorData::Str(strings) = &vector.data else { return None };
+        if vector.validity.is_some() {
+            return None;
+        }
+        let (sorted, codes) = sorted_codes(strings, |_| true, dictionary_limit(strings.len()))?;
+        Some(dictionary_from(vector.data_type, &sorted, codes))
+    }
+}
+
+fn dictionary_from(data_type: DataType, sorted: &[&[u8]], codes: Vec<u32>) -> Dictionary {
+    let width = dictionary_width(sorted.len());
+    let values =
+        Vector::new(data_type, VectorData::Str(StrColumn::from_strs(sorted.iter().map(|v| std::str::from_utf8(v).unwrap_or("")))), None);
+    Dictionary { values, codes: narrow_codes(codes, width) }
+}
+
 fn encode_strings(
     writer: &mut Writer,
     strings: &StrColumn,
@@ -411,53 +464,23 @@ fn encode_strings(
     let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views[i].len()).sum();
     // Dictionary when the distinct values are few (at most a quarter of the rows) and codes
     // plus dictionary take no more room than the strings with a byte of length each.
-    let mut distinct: HashMap<&[u8], u32> = HashMap::new();
-    let limit = (rows / 4).max(1);
-    let mut dictionary_bytes = 0usize;
-    let mut too_many = false;
-    for i in 0..rows {
-        if !valid(i) {
-            continue;
-        }
-        let value = strings.get_bytes(i);
-        if !distinct.contains_key(value) {
-            if distinct.len() == limit {
-                too_many = true;
-                break;
+    if let Some((sorted, codes)) = sorted_codes(strings, &valid, dictionary_limit(rows)) {
+        let width = dictionary_width(sorted.len());
+        let dictionary_bytes: usize = sorted.iter().map(|v| v.len() + 4).sum();
+        if dictionary_bytes + rows * width as usize <= total_bytes + rows {
+            writer.u32(sorted.len() as u32);
+            for value in &sorted {
+                writer.u32(value.len() as u32);
+                writer.bytes.extend_from_slice(value);
             }
-            dictionary_bytes += value.len() + 4;
-            distinct.insert(value, 0);
+            writer.u8(width);
+            for &code in &codes {
+                write_code(&mut writer.bytes, code as u64, width);
+            }
+            *dictionary_out = Some(dictionary_from(data_type, &sorted, codes));
+            return Encoding::Dictionary { width, values: sorted.len() as u32 };
         }
     }
-    if distinct.is_empty() {
-        distinct.insert(b"", 0);
-    }
-    let width = dictionary_width(distinct.len());
-    if !too_many && dictionary_bytes + rows * width as usize <= total_bytes + rows {
-        let mut sorted: Vec<&[u8]> = distinct.keys().copied().collect();
-        sorted.sort_unstable();
-        for (code, value) in sorted.iter().enumerate() {
-            distinct.insert(value, code as u32);
-        }
-        writer.u32(sorted.len() as u32);
-        for value in &sorted {
-            writer.u32(value.len() as u32);
-            writer.bytes.extend_from_slice(value);
-        }
-        writer.u8(width);
-        let codes: Vec<u32> = (0..rows).map(|i| if valid(i) { distinct[strings.get_bytes(i)] } else { 0 }).collect();
-        for &code in &codes {
-            write_code(&mut writer.bytes, code as u64, width);
-        }
-        let values = Vector::new(
-            data_type,
-            VectorData::Str(StrColumn::from_strs(sorted.iter().map(|v| std::str::from_utf8(v).unwrap_or("")))),
-            None,
-        );
-        *dictionary_out = Some(Dictionary { values, codes: narrow_codes(codes, width) });
-        return Encoding::Dictionary { width, values: sorted.len() as u32 };
-    }
-    drop(distinct);
     // Lengths, then the bytes (NULLs are empty).
     let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { strings.views[i].len() as i32 } else { 0 }).collect();
     let mut lengths_writer = Writer::new();

@@ -205,11 +205,15 @@ impl Source for TableScan {
         // ids until a full vector is ready, then gathered densely; downstream operators
         // get full vectors instead of many sparse ones.
         let staging = ctx.config.staging && self.filter.is_some();
-        // Whole stripes (loaded from the database file if not resident), sliced per vector.
-        let loaded: Vec<(Vector, Option<Arc<Dictionary>>)> =
-            self.read_columns.iter().map(|&c| block.column(c).load()).collect::<Result<_>>()?;
-        let dictionaries: Vec<Option<Arc<Dictionary>>> = loaded.iter().map(|(_, d)| d.clone()).collect();
-        let vectors: Vec<Vector> = loaded.into_iter().map(|(v, _)| v).collect();
+        // Whole stripes (loaded from the database file if not resident), sliced per vector,
+        // and the dictionaries of the columns conjuncts could use.
+        let vectors: Vec<Vector> = self.read_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+        let mut dictionaries: Vec<Option<Arc<Dictionary>>> = vec![None; self.read_columns.len()];
+        for (position, _) in self.conjuncts.iter().filter_map(|c| c.dictionary.as_ref()) {
+            if dictionaries[*position].is_none() {
+                dictionaries[*position] = block.column(self.read_columns[*position]).dictionary()?;
+            }
+        }
         let Some(block_filter) = self.block_filter(&dictionaries)? else {
             self.blocks_skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
