@@ -110,7 +110,13 @@ impl TableScan {
             let dictionary = dictionaries[*position].clone().expect("checked by coded");
             let values = dictionary.values.len();
             let all: Vec<u32> = (0..values as u32).collect();
-            let passing = single.select(&DataChunk::new(vec![dictionary.values.clone()], values), &all)?;
+            // A value the block holds may fail the conjunct with an error (a failed cast)
+            // where row by row an earlier conjunct would have removed its rows first: then
+            // the conjunct runs on the rows, as without codes.
+            let Ok(passing) = single.select(&DataChunk::new(vec![dictionary.values.clone()], values), &all) else {
+                rest.push(&conjunct.expr);
+                continue;
+            };
             if passing.is_empty() {
                 return Ok(None);
             }
