@@ -289,11 +289,6 @@ impl ColumnStripe {
         }
     }
 
-    /// Whether the decoded values are in memory.
-    pub fn is_resident(&self) -> bool {
-        self.resident.read().unwrap_or_else(|e| e.into_inner()).is_some()
-    }
-
     /// Drops the resident copy of a stored stripe; returns the bytes released.
     pub(crate) fn evict(&self) -> usize {
         if self.stored.get().is_none() {

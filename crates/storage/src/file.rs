@@ -166,10 +166,6 @@ impl DatabaseFile {
         Ok((Arc::new(database), root))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn write_header(&self) -> Result<()> {
         let mut writer = Writer::new();
         writer.bytes.extend_from_slice(MAGIC);

@@ -152,14 +152,6 @@ impl DurableStore {
         Ok((store, tables.into_values().collect()))
     }
 
-    pub fn file(&self) -> &Arc<DatabaseFile> {
-        &self.file
-    }
-
-    pub fn wal_path(&self) -> &Path {
-        &self.wal_path
-    }
-
     /// Takes the commit lock.
     pub fn lock(&self) -> CommitGuard<'_> {
         CommitGuard { store: self, state: self.state.lock().unwrap_or_else(|e| e.into_inner()) }
