@@ -18,6 +18,10 @@ use crate::database::Change;
 use crate::parquet_io::{read_parquet, write_parquet};
 use crate::result::QueryResult;
 
+/// A COPY into a database file writes its sealed blocks once this much (or an eighth of
+/// memory_limit) was loaded since the last write.
+const WRITE_AHEAD_BYTES: usize = 64 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Csv,
@@ -99,10 +103,20 @@ pub fn copy(
     let threads = conn.db.scheduler.threads();
     let mut appender = table.appender()?;
     let pool = std::sync::Arc::clone(&conn.db.pool);
+    let store = conn.db.store.clone();
+    // Bytes loaded and not yet written to the database file (all of them for an in-memory
+    // database, whose rows stay in memory).
     let mut loaded_bytes = 0usize;
     let mut append = |columns: Vec<Vector>| -> Result<()> {
-        // The rows stay in memory until the statement commits.
         loaded_bytes += columns.iter().map(|c| c.data_bytes()).sum::<usize>();
+        if let Some(store) = &store {
+            if loaded_bytes >= WRITE_AHEAD_BYTES.min(pool.limit() / 8) {
+                // Write the full blocks now: then the buffer pool may evict them, and a
+                // load larger than memory_limit fits.
+                store.write_blocks(&table, &appender.take_sealed(), threads)?;
+                loaded_bytes = 0;
+            }
+        }
         pool.check_headroom(loaded_bytes, "COPY")?;
         let len = columns.first().map_or(0, |c| c.len());
         let mut full: Vec<Vector> = table.schema.fields.iter().map(|f| Vector::nulls(f.data_type, len)).collect();

@@ -292,3 +292,37 @@ fn in_memory_tables_build_dictionaries_on_demand() {
     let comments = comments.iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
     assert!(!comments.contains("filtered on dictionary codes"), "{comments}");
 }
+
+#[test]
+fn a_load_larger_than_the_memory_limit_fits_a_database_file() {
+    let dir = scratch("large-load");
+    apiary::tpch::write_tbl(&dir, 0.05).unwrap();
+    let lineitem = dir.join("lineitem.tbl");
+    let schema = apiary::tpch::SCHEMA.lines().skip_while(|l| !l.contains("CREATE TABLE lineitem")).collect::<Vec<_>>().join("\n");
+    let copy = format!("COPY lineitem FROM '{}' (DELIMITER '|')", lineitem.display());
+
+    let in_memory = Database::open_in_memory().unwrap();
+    let mut conn = in_memory.connect();
+    conn.execute("SET memory_limit = '20MB'").unwrap();
+    conn.execute(&schema).unwrap();
+    let error = conn.execute(&copy).unwrap_err();
+    assert!(matches!(error, ApiaryError::Resource(_)) && error.to_string().contains("COPY"), "{error}");
+    assert_eq!(scalar(&in_memory, "SELECT count(*) FROM lineitem"), ScalarValue::Int64(0), "the failed COPY left nothing");
+
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        let mut conn = db.connect();
+        conn.execute("SET memory_limit = '20MB'").unwrap();
+        conn.execute(&schema).unwrap();
+        conn.execute(&copy).unwrap();
+        let ScalarValue::Int64(stored) = scalar(&db, "SELECT sum(stored_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+        let ScalarValue::Int64(resident) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+        assert!(resident <= 20_000_000, "{resident} bytes resident under a 20MB limit ({stored} stored)");
+        assert_eq!(scalar(&db, "SELECT count(*) FROM lineitem"), ScalarValue::Int64(299_814));
+    }
+    let db = Database::open(&path).unwrap();
+    let result = db.connect().query(apiary::tpch::query(1).unwrap()).unwrap();
+    assert_eq!(result.row_count(), 4);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM lineitem"), ScalarValue::Int64(299_814));
+}

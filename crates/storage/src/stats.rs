@@ -149,26 +149,24 @@ impl TableStats {
         TableStats { row_count: 0, columns: vec![ColumnStats::default(); column_count] }
     }
 
-    /// Statistics after adding `new_blocks`, where `removed` (a trailing partial block that
-    /// was rewritten into the new blocks) no longer counts. HyperLogLog is idempotent, so
-    /// re-adding the rewritten block's values does not distort the distinct estimates.
-    pub fn with_blocks(&self, removed: Option<&Block>, new_blocks: &[std::sync::Arc<Block>]) -> apiary_common::Result<TableStats> {
-        let mut stats = self.clone();
-        if let Some(block) = removed {
-            stats.row_count -= block.row_count;
-            for (column, stripe) in stats.columns.iter_mut().zip(&block.columns) {
-                column.null_count -= stripe.zone_map.null_count;
-            }
+    /// Counts a new block whose values are `columns`.
+    pub fn add_block(&mut self, block: &Block, columns: &[Vector]) {
+        self.row_count += block.row_count;
+        for ((column, stripe), values) in self.columns.iter_mut().zip(&block.columns).zip(columns) {
+            column.null_count += stripe.zone_map.null_count;
+            column.merge_zone(&stripe.zone_map);
+            column.sketch.add_vector(values);
         }
-        for block in new_blocks {
-            stats.row_count += block.row_count;
-            for (column, stripe) in stats.columns.iter_mut().zip(&block.columns) {
-                column.null_count += stripe.zone_map.null_count;
-                column.merge_zone(&stripe.zone_map);
-                column.sketch.add_vector(&stripe.vector()?);
-            }
+    }
+
+    /// Stops counting a block's rows: a trailing partial block an append rewrites into a
+    /// new block. Its values stay in the sketches and min/max, which is harmless: the new
+    /// block holds them again (HyperLogLog is idempotent).
+    pub fn remove_block(&mut self, block: &Block) {
+        self.row_count -= block.row_count;
+        for (column, stripe) in self.columns.iter_mut().zip(&block.columns) {
+            column.null_count -= stripe.zone_map.null_count;
         }
-        Ok(stats)
     }
 }
 

@@ -158,6 +158,25 @@ impl DurableStore {
     }
 }
 
+impl DurableStore {
+    /// Writes the stripes of blocks an unfinished append sealed (numbered as in `table`),
+    /// so a load larger than memory does not wait for its commit to write them: once
+    /// written they are cached, and the buffer pool may evict them. Until a checkpoint
+    /// refers to them they are not durable, and if the append fails their space is
+    /// freed with them.
+    pub fn write_blocks(&self, table: &Table, blocks: &[(usize, Arc<Block>)], threads: usize) -> Result<()> {
+        let mut pending = Vec::new();
+        for (number, block) in blocks {
+            for (stripe, field) in block.columns.iter().zip(&table.schema.fields) {
+                if stripe.stored_location().is_none() {
+                    pending.push((Arc::clone(stripe), stripe_label(&table.name, *number, &field.name)));
+                }
+            }
+        }
+        write_stripes(&self.file, &pending, threads)
+    }
+}
+
 impl CommitGuard<'_> {
     /// Bytes in the write-ahead log.
     pub fn wal_bytes(&self) -> u64 {

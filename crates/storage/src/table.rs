@@ -106,12 +106,20 @@ impl Table {
                 replaces_last = true;
             }
         }
+        let mut stats = base.stats.clone();
+        if replaces_last {
+            if let Some(last) = base.blocks.last() {
+                stats.remove_block(last);
+            }
+        }
         Ok(TableAppender {
             table: self,
             guard,
             base,
             builders,
             sealed: Vec::new(),
+            stats,
+            handed_out: 0,
             replaces_last,
             appended_rows: 0,
             new_keys: HashSet::new(),
@@ -138,12 +146,26 @@ pub struct TableAppender<'a> {
     /// Rows of the open (not yet full) block.
     builders: Vec<VectorBuilder>,
     sealed: Vec<Arc<Block>>,
+    /// The table's statistics with the sealed blocks counted (kept as blocks are sealed,
+    /// while their values are in hand).
+    stats: TableStats,
+    /// Sealed blocks already returned by [`TableAppender::take_sealed`].
+    handed_out: usize,
     /// Whether the base snapshot's last block was copied into `builders`.
     replaces_last: bool,
     appended_rows: usize,
 }
 
 impl<'a> TableAppender<'a> {
+    /// The blocks sealed since the last call, with their numbers in the table (a load
+    /// into a database file writes them before the statement commits).
+    pub fn take_sealed(&mut self) -> Vec<(usize, Arc<Block>)> {
+        let first = self.base.blocks.len() - self.replaces_last as usize;
+        let taken = self.sealed[self.handed_out..].iter().enumerate().map(|(i, b)| (first + self.handed_out + i, Arc::clone(b))).collect();
+        self.handed_out = self.sealed.len();
+        taken
+    }
+
     /// Appends the live rows of `chunk`, whose columns must have the table's types.
     pub fn append(&mut self, chunk: &DataChunk) -> Result<()> {
         if chunk.column_count() != self.builders.len() {
@@ -240,7 +262,9 @@ impl<'a> TableAppender<'a> {
             fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, self.table.block_rows.min(1 << 16))).collect(),
         );
         let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
-        self.sealed.push(Arc::new(Block::new(columns)));
+        let block = Arc::new(Block::new(columns.clone()));
+        self.stats.add_block(&block, &columns);
+        self.sealed.push(block);
     }
 
     /// Publishes the appended rows atomically; returns the number of rows appended.
@@ -258,10 +282,11 @@ impl<'a> TableAppender<'a> {
             Arc::clone(&self.base)
         } else {
             let mut blocks = self.base.blocks.clone();
-            let removed = if self.replaces_last { blocks.pop() } else { None };
-            let stats = self.base.stats.with_blocks(removed.as_deref(), &self.sealed)?;
+            if self.replaces_last {
+                blocks.pop();
+            }
             blocks.append(&mut self.sealed);
-            Arc::new(TableData { blocks, stats })
+            Arc::new(TableData { blocks, stats: std::mem::take(&mut self.stats) })
         };
         let first_new_row = self.base.row_count();
         Ok(PreparedAppend {
