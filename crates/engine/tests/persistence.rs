@@ -326,3 +326,36 @@ fn a_load_larger_than_the_memory_limit_fits_a_database_file() {
     assert_eq!(result.row_count(), 4);
     assert_eq!(scalar(&db, "SELECT count(*) FROM lineitem"), ScalarValue::Int64(299_814));
 }
+
+#[test]
+fn concurrent_writers_queries_and_checkpoints() {
+    let dir = scratch("concurrent");
+    let path = dir.join("db.apiary");
+    let db = Database::open(&path).unwrap();
+    run(&db, "CREATE TABLE t (writer INTEGER, n INTEGER, s VARCHAR)");
+    std::thread::scope(|scope| {
+        for writer in 0..3 {
+            let db = db.clone();
+            scope.spawn(move || {
+                let mut conn = db.connect();
+                for n in 0..40 {
+                    conn.execute(&format!("INSERT INTO t VALUES ({writer}, {n}, 'row {n} of writer {writer}')")).unwrap();
+                }
+            });
+        }
+        let db = db.clone();
+        scope.spawn(move || {
+            let mut conn = db.connect();
+            for _ in 0..10 {
+                conn.execute("CHECKPOINT").unwrap();
+                let count = conn.query("SELECT count(*), count(DISTINCT s) FROM t").unwrap().rows().next().unwrap();
+                assert_eq!(count[0], count[1], "{count:?}");
+            }
+        });
+    });
+    let expected = vec![vec![ScalarValue::Int64(120), ScalarValue::Int64(120), ScalarValue::Int64(2340)]];
+    assert_eq!(query(&db, "SELECT count(*), count(DISTINCT s), sum(n) FROM t"), expected);
+    drop(db);
+    let db = Database::open(&path).unwrap();
+    assert_eq!(query(&db, "SELECT count(*), count(DISTINCT s), sum(n) FROM t"), expected);
+}

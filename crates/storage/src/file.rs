@@ -157,6 +157,7 @@ impl DatabaseFile {
         let database = DatabaseFile { path: path.to_path_buf(), file, pool, space: Mutex::default() };
         let root = if length == 0 {
             database.write_header()?;
+            sync_parent_directory(path)?;
             None
         } else {
             database.check_header(length)?;
@@ -362,6 +363,17 @@ impl DatabaseFile {
             _ => io_error(&self.path, "cannot read", e),
         })
     }
+}
+
+/// Makes a newly created file's directory entry durable (a crash right after creating a
+/// database must not lose the file itself).
+pub(crate) fn sync_parent_directory(path: &Path) -> Result<()> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let directory = File::open(parent).map_err(|e| io_error(parent, "cannot open the directory of", e))?;
+    directory.sync_all().map_err(|e| io_error(parent, "cannot sync the directory of", e))
 }
 
 fn parse_root(bytes: &[u8]) -> Option<Root> {

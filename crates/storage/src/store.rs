@@ -148,6 +148,7 @@ impl DurableStore {
         let store = Arc::new(DurableStore { file, wal_path, state: Mutex::new(WalState { wal, wal_len, root }) });
         if wal_len == 0 {
             store.lock().reset_wal(generation)?;
+            crate::file::sync_parent_directory(&store.wal_path)?;
         }
         Ok((store, tables.into_values().collect()))
     }
