@@ -125,6 +125,7 @@ impl Pipeline {
             }
             finished = control == Control::Finished;
         }
+        self.sink.morsel_done(order);
         self.stats.morsels.fetch_add(1, Ordering::Relaxed);
         self.stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(if finished { Control::Finished } else { Control::Continue })

@@ -2,12 +2,13 @@
 //!
 //! Used for the final result of a query and for LIMIT inside a query. Chunks are tagged
 //! with their order key (feeding pipeline, morsel, sequence) and sorted at the end, so the
-//! result does not depend on which worker ran which morsel. Once enough rows have been
-//! collected for the LIMIT, `consume` answers `Finished` and the scheduler hands out no
-//! further morsels: morsels are handed out in order, so the rows needed are all in
-//! morsels already started.
+//! result does not depend on which worker ran which morsel. Under a LIMIT the sink counts
+//! the rows of the completed morsels at the front of the input order (of the first
+//! feeding pipeline); once they hold LIMIT + OFFSET rows, `consume` answers `Finished` and
+//! the scheduler hands out no further morsels. Morsels still running are then all later
+//! in the order, so cutting them short loses none of the rows the result needs (the
+//! result is the first rows in input order, as a user reading `LIMIT 10` expects).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use apiary_common::Result;
@@ -21,9 +22,23 @@ pub struct CollectSink {
     pub types: Vec<DataType>,
     limit: Option<u64>,
     offset: u64,
-    rows_seen: AtomicU64,
+    /// Under a LIMIT: rows of the completed morsels at the front of the order.
+    prefix: Mutex<Prefix>,
     collected: Mutex<Vec<Tagged>>,
     result: Mutex<Option<Arc<Vec<DataChunk>>>>,
+}
+
+/// The completed front of the input order.
+#[derive(Default)]
+struct Prefix {
+    /// The first order key not yet in the front.
+    next: u64,
+    /// Rows in the front.
+    rows: u64,
+    /// Rows consumed per order key beyond the front.
+    pending: std::collections::BTreeMap<u64, u64>,
+    /// Completed order keys beyond the front.
+    done: std::collections::BTreeSet<u64>,
 }
 
 struct CollectLocal {
@@ -34,7 +49,7 @@ struct CollectLocal {
 
 impl CollectSink {
     pub fn new(types: Vec<DataType>, limit: Option<u64>, offset: u64) -> Self {
-        CollectSink { types, limit, offset, rows_seen: AtomicU64::new(0), collected: Mutex::new(Vec::new()), result: Mutex::new(None) }
+        CollectSink { types, limit, offset, prefix: Mutex::default(), collected: Mutex::new(Vec::new()), result: Mutex::new(None) }
     }
 
     /// The collected chunks (after `finish`).
@@ -65,10 +80,28 @@ impl Sink for CollectSink {
         state.bytes += super::estimated_bytes(&chunk);
         state.chunks.push((order, state.sequence, chunk));
         state.sequence += 1;
-        let seen = self.rows_seen.fetch_add(rows, Ordering::Relaxed) + rows;
-        match self.limit {
-            Some(limit) if seen >= limit.saturating_add(self.offset) => Ok(Control::Finished),
-            _ => Ok(Control::Continue),
+        let Some(limit) = self.limit else { return Ok(Control::Continue) };
+        let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        if order >= prefix.next {
+            *prefix.pending.entry(order).or_default() += rows;
+        }
+        Ok(if prefix.rows >= limit.saturating_add(self.offset) { Control::Finished } else { Control::Continue })
+    }
+
+    fn morsel_done(&self, order: u64) {
+        if self.limit.is_none() {
+            return;
+        }
+        let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        prefix.done.insert(order);
+        loop {
+            let next = prefix.next;
+            if !prefix.done.remove(&next) {
+                break;
+            }
+            let rows = prefix.pending.remove(&next).unwrap_or(0);
+            prefix.rows += rows;
+            prefix.next += 1;
         }
     }
 

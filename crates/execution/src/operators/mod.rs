@@ -110,6 +110,8 @@ pub trait Sink: Send + Sync {
     fn consume(&self, chunk: DataChunk, order: u64, local: &mut LocalState, ctx: &ExecContext) -> Result<Control>;
     /// Merges a worker's local state into the shared state.
     fn combine(&self, local: LocalState) -> Result<()>;
+    /// Morsel `order` (see [`order_key`]) has been completely pushed into the sink.
+    fn morsel_done(&self, _order: u64) {}
     /// Approximate bytes a worker's local state holds (for the memory budget; must be
     /// cheap: it is asked after every work order).
     fn local_memory(&self, _local: &LocalState) -> usize {
