@@ -251,6 +251,12 @@ impl Inputs {
 }
 
 /// A script of `count` random statements continuing `model`.
+/// `INSERT ... SELECT` of a CSV file's rows as batch `batch`.
+fn insert_select(kind: Kind, batch: u64, file: &Path, content: &Content) -> Step {
+    let sql = format!("INSERT INTO t SELECT {batch}, column1, column2 FROM read_csv('{}', header => false)", path_str(file));
+    Step { kind, sql, effect: Effect::Batch(batch, content.clone()) }
+}
+
 fn make_script(rng: &mut Lcg, model: &Model, inputs: &Inputs, count: usize) -> Vec<Step> {
     let mut model = model.clone();
     let mut steps = Vec::new();
@@ -263,22 +269,8 @@ fn make_script(rng: &mut Lcg, model: &Model, inputs: &Inputs, count: usize) -> V
                 let sql = format!("COPY t FROM '{}' (HEADER false)", path_str(&file));
                 Step { kind: Kind::CopyLarge, sql, effect: Effect::Batch(next_batch, inputs.large_content.clone()) }
             }
-            15..=39 => Step {
-                kind: Kind::InsertLarge,
-                sql: format!(
-                    "INSERT INTO t SELECT {next_batch}, column1, column2 FROM read_csv('{}', header => false)",
-                    path_str(&inputs.large)
-                ),
-                effect: Effect::Batch(next_batch, inputs.large_content.clone()),
-            },
-            40..=49 => Step {
-                kind: Kind::InsertMedium,
-                sql: format!(
-                    "INSERT INTO t SELECT {next_batch}, column1, column2 FROM read_csv('{}', header => false)",
-                    path_str(&inputs.medium)
-                ),
-                effect: Effect::Batch(next_batch, inputs.medium_content.clone()),
-            },
+            15..=39 => insert_select(Kind::InsertLarge, next_batch, &inputs.large, &inputs.large_content),
+            40..=49 => insert_select(Kind::InsertMedium, next_batch, &inputs.medium, &inputs.medium_content),
             50..=69 => Step {
                 kind: Kind::InsertValues,
                 sql: format!("INSERT INTO t VALUES ({next_batch}, 1, 'small-a'), ({next_batch}, 2, 'small-b')"),

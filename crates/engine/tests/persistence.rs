@@ -27,6 +27,24 @@ fn scalar(db: &Database, sql: &str) -> ScalarValue {
     query(db, sql).remove(0).remove(0)
 }
 
+/// Bytes of all tables' columns in the file (`stored_bytes`) or in memory (`memory_bytes`).
+fn storage_bytes(db: &Database, column: &str) -> i64 {
+    match scalar(db, &format!("SELECT sum({column})::BIGINT FROM apiary_storage_info()")) {
+        ScalarValue::Int64(bytes) => bytes,
+        other => panic!("{column}: {other:?}"),
+    }
+}
+
+/// EXPLAIN ANALYZE's report, one string.
+fn explain_analyze(db: &Database, sql: &str) -> String {
+    query(db, &format!("EXPLAIN ANALYZE {sql}")).iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// The message of the error opening `path` gives (empty if it opens).
+fn open_error(path: &Path) -> String {
+    Database::open(path).err().map(|e| e.to_string()).unwrap_or_default()
+}
+
 const CHECK: &str = "SELECT count(*), sum(k), count(s), min(s), max(s), sum(d), max(day), count(DISTINCT flag), sum(f) FROM t";
 
 fn fill(db: &Database) {
@@ -80,7 +98,7 @@ fn contents_survive_reopening_through_log_and_checkpoint() {
     }
     // Predicates on dictionary-coded columns run on the codes; a value no block holds
     // skips every block.
-    let explain = |sql: &str| query(&db, &format!("EXPLAIN ANALYZE {sql}")).iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
+    let explain = |sql: &str| explain_analyze(&db, sql);
     let shipped = explain("SELECT count(*) FROM lineitem WHERE l_shipmode IN ('MAIL', 'SHIP') AND l_quantity < 30");
     assert!(shipped.contains("61 blocks: 0 skipped, 61 filtered on dictionary codes"), "{shipped}");
     let nowhere = explain("SELECT count(*) FROM lineitem WHERE l_shipmode = 'CARRIER PIGEON'");
@@ -187,12 +205,12 @@ fn damaged_metadata_truncation_and_newer_versions_are_refused() {
     // Metadata is written last, at the end of the file.
     let (path, length) = damaged_fixture("metadata");
     flip_byte(&path, length - 20);
-    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    let message = open_error(&path);
     assert!(message.contains("catalog metadata") && message.contains("checksum mismatch"), "{message}");
 
     let (path, length) = damaged_fixture("truncated");
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(length / 2).unwrap();
-    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    let message = open_error(&path);
     assert!(message.contains("truncated"), "{message}");
 
     let (path, _) = damaged_fixture("version");
@@ -206,13 +224,13 @@ fn damaged_metadata_truncation_and_newer_versions_are_refused() {
         header[12..20].copy_from_slice(&sum.to_le_bytes());
         file.write_all_at(&header, 0).unwrap();
     }
-    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    let message = open_error(&path);
     assert!(message.contains("newer version") && message.contains("format 99"), "{message}");
 
     let dir = scratch("not-a-database");
     let path = dir.join("notes.txt");
     std::fs::write(&path, "hello ".repeat(5000)).unwrap();
-    let message = Database::open(&path).err().map(|e| e.to_string()).unwrap_or_default();
+    let message = open_error(&path);
     assert!(message.contains("not an Apiary database"), "{message}");
 }
 
@@ -243,13 +261,13 @@ fn the_memory_limit_evicts_cached_blocks() {
         (query(&db, "SELECT sum(l_extendedprice), max(l_comment) FROM lineitem"), stored)
     };
     let db = Database::open(&path).unwrap();
-    assert_eq!(scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()"), ScalarValue::Int64(0), "blocks load on demand");
+    assert_eq!(storage_bytes(&db, "memory_bytes"), 0, "blocks load on demand");
     run(&db, "SET memory_limit = '2MB'");
     assert_eq!(query(&db, "SHOW memory_limit"), vec![vec![ScalarValue::Utf8("2.0 MB".into())]]);
     for _ in 0..2 {
         assert_eq!(query(&db, "SELECT sum(l_extendedprice), max(l_comment) FROM lineitem"), expected);
     }
-    let ScalarValue::Int64(resident) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+    let resident = storage_bytes(&db, "memory_bytes");
     assert!(resident > 0 && resident <= 2_000_000, "{resident} bytes cached under a 2MB limit (stored: {stored:?})");
     let mut conn = db.connect();
     let error = conn.execute("SET memory_limit = 'lots'").unwrap_err().to_string();
@@ -260,7 +278,7 @@ fn the_memory_limit_evicts_cached_blocks() {
 fn a_query_that_does_not_fit_the_memory_limit_fails_cleanly() {
     let db = Database::open_in_memory().unwrap();
     tpch_lineitem(&db);
-    let ScalarValue::Int64(tables) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+    let tables = storage_bytes(&db, "memory_bytes");
     let mut conn = db.connect();
     let below = conn.execute(&format!("SET memory_limit = '{}'", tables - 1_000_000)).unwrap_err().to_string();
     assert!(below.contains("less than") && below.contains("in-memory tables"), "{below}");
@@ -281,15 +299,14 @@ fn in_memory_tables_build_dictionaries_on_demand() {
     let db = Database::open_in_memory().unwrap();
     tpch_lineitem(&db);
     let sql = "SELECT count(*) FROM lineitem WHERE l_shipmode IN ('MAIL', 'SHIP') AND l_quantity < 30";
-    let explain = query(&db, &format!("EXPLAIN ANALYZE {sql}")).iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
+    let explain = explain_analyze(&db, sql);
     assert!(explain.contains("61 blocks: 0 skipped, 61 filtered on dictionary codes"), "{explain}");
     assert_eq!(
         scalar(&db, sql),
         scalar(&db, "SELECT count(*) FROM lineitem WHERE l_shipmode || '' IN ('MAIL', 'SHIP') AND l_quantity < 30")
     );
     // Too many distinct values: no dictionary, the values are compared.
-    let comments = query(&db, "EXPLAIN ANALYZE SELECT count(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'");
-    let comments = comments.iter().map(|r| r[0].to_string()).collect::<Vec<_>>().join("\n");
+    let comments = explain_analyze(&db, "SELECT count(*) FROM lineitem WHERE l_comment LIKE '%fluffily%'");
     assert!(!comments.contains("filtered on dictionary codes"), "{comments}");
 }
 
@@ -317,7 +334,7 @@ fn a_load_larger_than_the_memory_limit_fits_a_database_file() {
         conn.execute(&schema).unwrap();
         conn.execute(&copy).unwrap();
         let ScalarValue::Int64(stored) = scalar(&db, "SELECT sum(stored_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
-        let ScalarValue::Int64(resident) = scalar(&db, "SELECT sum(memory_bytes)::BIGINT FROM apiary_storage_info()") else { panic!() };
+        let resident = storage_bytes(&db, "memory_bytes");
         assert!(resident <= 20_000_000, "{resident} bytes resident under a 20MB limit ({stored} stored)");
         assert_eq!(scalar(&db, "SELECT count(*) FROM lineitem"), ScalarValue::Int64(299_814));
     }

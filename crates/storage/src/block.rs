@@ -218,26 +218,6 @@ impl ColumnStripe {
     /// All rows of the stripe (a cheap, shared copy), loading them from the database file
     /// if they are not resident.
     pub fn vector(self: &Arc<Self>) -> Result<Vector> {
-        self.load()
-    }
-
-    /// The stripe's dictionary: codes and distinct values, for a string stripe without
-    /// NULLs and with few distinct values (built on the first request if the stripe was
-    /// never encoded).
-    pub fn dictionary(self: &Arc<Self>) -> Result<Option<Arc<Dictionary>>> {
-        if !self.data_type.is_string() || self.zone_map.null_count > 0 {
-            return Ok(None);
-        }
-        loop {
-            if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-                return Ok(resident.dictionary());
-            }
-            self.load()?;
-        }
-    }
-
-    /// Makes the stripe resident (reading it from the file if need be); returns its values.
-    fn load(self: &Arc<Self>) -> Result<Vector> {
         if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if let Some(stored) = self.stored.get() {
                 stored.file.pool.touch(self);
@@ -262,6 +242,21 @@ impl ColumnStripe {
         Ok(loaded)
     }
 
+    /// The stripe's dictionary: codes and distinct values, for a string stripe without
+    /// NULLs and with few distinct values (built on the first request if the stripe was
+    /// never encoded).
+    pub fn dictionary(self: &Arc<Self>) -> Result<Option<Arc<Dictionary>>> {
+        if !self.data_type.is_string() || self.zone_map.null_count > 0 {
+            return Ok(None);
+        }
+        loop {
+            if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                return Ok(resident.dictionary());
+            }
+            self.vector()?;
+        }
+    }
+
     /// Rows `[offset, offset + len)` as a vector (a zero-copy slice of the resident values).
     pub fn read(self: &Arc<Self>, offset: usize, len: usize) -> Result<Vector> {
         let values = self.vector()?;
@@ -280,9 +275,7 @@ impl ColumnStripe {
         let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
         match slot.as_mut() {
             Some(resident) => {
-                if resident.values.validity.is_none() {
-                    *resident = Resident::new(resident.values.clone(), Some(dictionary.map(Arc::new)));
-                }
+                *resident = Resident::new(resident.values.clone(), Some(dictionary.map(Arc::new)));
                 resident.bytes()
             }
             None => 0,

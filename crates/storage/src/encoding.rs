@@ -48,23 +48,22 @@ pub enum Codes {
 }
 
 impl Dictionary {
-    /// Rows of `[offset, offset + len)` (as positions from `offset`) whose value's code
-    /// is marked in `keep`.
-    pub fn select(&self, keep: &[bool], offset: usize, len: usize, out: &mut Vec<u32>) {
-        fn run<C: Copy + Into<u32>>(codes: &[C], keep: &[bool], out: &mut Vec<u32>) {
-            out.clear();
-            out.resize(codes.len(), 0);
+    /// Those of `rows` (positions from `offset`) whose value's code is marked in `keep`.
+    pub fn select(&self, keep: &[bool], offset: usize, rows: &[u32]) -> Vec<u32> {
+        fn run<C: Copy + Into<u32>>(codes: &[C], keep: &[bool], rows: &[u32]) -> Vec<u32> {
+            let mut out = vec![0; rows.len()];
             let mut count = 0;
-            for (row, &code) in codes.iter().enumerate() {
-                out[count] = row as u32;
-                count += keep[code.into() as usize] as usize;
+            for &row in rows {
+                out[count] = row;
+                count += keep[codes[row as usize].into() as usize] as usize;
             }
             out.truncate(count);
+            out
         }
         match &self.codes {
-            Codes::U8(c) => run(&c[offset..offset + len], keep, out),
-            Codes::U16(c) => run(&c[offset..offset + len], keep, out),
-            Codes::U32(c) => run(&c[offset..offset + len], keep, out),
+            Codes::U8(c) => run(&c[offset..], keep, rows),
+            Codes::U16(c) => run(&c[offset..], keep, rows),
+            Codes::U32(c) => run(&c[offset..], keep, rows),
         }
     }
 
@@ -139,7 +138,8 @@ pub fn encode(vector: &Vector) -> (Encoding, Vec<u8>) {
     (encoding, bytes)
 }
 
-/// [`encode`], also returning the codes when the stripe is dictionary-encoded.
+/// [`encode`], also returning the codes when the stripe is dictionary-encoded and has no
+/// NULLs (codes under NULLs mean nothing: predicates must see the NULLs).
 pub fn encode_with_dictionary(vector: &Vector) -> (Encoding, Vec<u8>, Option<Dictionary>) {
     let mut dictionary = None;
     let mut writer = Writer::new();
@@ -182,7 +182,7 @@ pub fn encode_with_dictionary(vector: &Vector) -> (Encoding, Vec<u8>, Option<Dic
         }
     };
     writer.bytes[0] = encoding.tag();
-    (encoding, writer.bytes, dictionary)
+    (encoding, writer.bytes, dictionary.filter(|_| vector.validity.is_none()))
 }
 
 /// Decodes a stripe of `rows` values of `data_type`; `what` names it in errors.
@@ -190,7 +190,7 @@ pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Res
     Ok(decode_with_dictionary(bytes, data_type, rows, what)?.0)
 }
 
-/// [`decode`], also returning the codes of a dictionary-encoded stripe.
+/// [`decode`], also returning the codes of a dictionary-encoded stripe without NULLs.
 pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Result<(Vector, Option<Dictionary>)> {
     let mut dictionary = None;
     let mut reader = Reader::new(bytes, what);
@@ -238,10 +238,7 @@ pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, wh
         return Err(reader.corrupt("trailing bytes"));
     }
     let validity = validity.filter(|v| !v.all_set());
-    if validity.is_some() {
-        // Codes under NULLs mean nothing: predicates must see the NULLs.
-        dictionary = None;
-    }
+    let dictionary = dictionary.filter(|_| validity.is_none());
     Ok((Vector::new(data_type, data, validity), dictionary))
 }
 

@@ -167,13 +167,7 @@ impl DurableStore {
     /// freed with them.
     pub fn write_blocks(&self, table: &Table, blocks: &[(usize, Arc<Block>)], threads: usize) -> Result<()> {
         let mut pending = Vec::new();
-        for (number, block) in blocks {
-            for (stripe, field) in block.columns.iter().zip(&table.schema.fields) {
-                if stripe.stored_location().is_none() {
-                    pending.push((Arc::clone(stripe), stripe_label(&table.name, *number, &field.name)));
-                }
-            }
-        }
+        unwritten_stripes(table, blocks.iter().map(|(number, block)| (*number, block)), &mut pending);
         write_stripes(&self.file, &pending, threads)
     }
 }
@@ -230,15 +224,9 @@ impl CommitGuard<'_> {
     pub fn checkpoint(&mut self, tables: &[(Arc<Table>, Arc<TableData>)], threads: usize) -> Result<()> {
         let file = &self.store.file;
         // 1. Stripes not yet in the file, encoded and written in parallel.
-        let mut pending: Vec<(Arc<ColumnStripe>, Arc<str>)> = Vec::new();
+        let mut pending = Vec::new();
         for (table, data) in tables {
-            for (block_index, block) in data.blocks.iter().enumerate() {
-                for (stripe, field) in block.columns.iter().zip(&table.schema.fields) {
-                    if stripe.stored_location().is_none() {
-                        pending.push((Arc::clone(stripe), stripe_label(&table.name, block_index, &field.name)));
-                    }
-                }
-            }
+            unwritten_stripes(table, data.blocks.iter().enumerate(), &mut pending);
         }
         write_stripes(file, &pending, threads)?;
         // 2. The metadata, then the root.
@@ -275,6 +263,22 @@ impl CommitGuard<'_> {
         wal.sync_all().map_err(|e| io_error(path, "cannot sync the write-ahead log", e))?;
         self.state.wal_len = WAL_HEADER_BYTES;
         Ok(())
+    }
+}
+
+/// Adds the stripes of `blocks` (numbered as in `table`) not yet in the file to `pending`,
+/// each with the label its errors will name.
+fn unwritten_stripes<'a>(
+    table: &Table,
+    blocks: impl Iterator<Item = (usize, &'a Arc<Block>)>,
+    pending: &mut Vec<(Arc<ColumnStripe>, Arc<str>)>,
+) {
+    for (number, block) in blocks {
+        for (stripe, field) in block.columns.iter().zip(&table.schema.fields) {
+            if stripe.stored_location().is_none() {
+                pending.push((Arc::clone(stripe), stripe_label(&table.name, number, &field.name)));
+            }
+        }
     }
 }
 

@@ -139,24 +139,6 @@ impl TableScan {
     }
 }
 
-/// The rows in both sorted lists.
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(a.len().min(b.len()));
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
-}
-
 /// A vector whose survivors are fewer than 1/this of its rows goes through the stage buffer.
 const STAGE_DENSITY_DIVISOR: usize = 2;
 
@@ -230,35 +212,24 @@ impl Source for TableScan {
             let len = vector_size.min(block.row_count - offset);
             let columns = vectors.iter().map(|v| if len == v.len() { v.clone() } else { v.slice(offset, len) }).collect();
             let mut chunk = DataChunk::new(columns, len);
-            if !matches!(block_filter, BlockFilter::None) {
-                let selected = match &block_filter {
-                    BlockFilter::Values(filter) => {
-                        let all: Vec<u32> = (0..len as u32).collect();
-                        filter.select(&chunk, &all)?
+            let selected = match &block_filter {
+                BlockFilter::None => None,
+                BlockFilter::Values(filter) => Some(filter.select(&chunk, &(0..len as u32).collect::<Vec<_>>())?),
+                BlockFilter::Codes { codes, rest } => {
+                    let mut selected: Vec<u32> = (0..len as u32).collect();
+                    for code in codes {
+                        selected = code.dictionary.select(&code.keep, offset, &selected);
                     }
-                    BlockFilter::Codes { codes, rest } => {
-                        let mut selected = Vec::new();
-                        match codes.split_first() {
-                            Some((first, others)) => {
-                                first.dictionary.select(&first.keep, offset, len, &mut selected);
-                                for other in others {
-                                    let mut passing = Vec::new();
-                                    other.dictionary.select(&other.keep, offset, len, &mut passing);
-                                    selected = intersect(&selected, &passing);
-                                }
-                            }
-                            None => selected.extend(0..len as u32),
+                    for conjunct in rest {
+                        if selected.is_empty() {
+                            break;
                         }
-                        for conjunct in rest {
-                            if selected.is_empty() {
-                                break;
-                            }
-                            selected = conjunct.select(&chunk, &selected)?;
-                        }
-                        selected
+                        selected = conjunct.select(&chunk, &selected)?;
                     }
-                    BlockFilter::None => unreachable!("checked above"),
-                };
+                    Some(selected)
+                }
+            };
+            if let Some(selected) = selected {
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
                     offset += len;
