@@ -137,14 +137,14 @@ impl KeyPacker {
                 }
                 let mut keys = vec![0u64; rows.len()];
                 for (part, column) in self.parts.iter().zip(columns) {
-                    pack_part(part, column, rows, &mut keys, |k, bits, shift| *k |= (bits as u64) << shift);
+                    pack_part(part, column, rows, &mut keys);
                 }
                 PackedKeys::U64 { keys, valid }
             }
             KeyWidth::U128 => {
                 let mut keys = vec![0u128; rows.len()];
                 for (part, column) in self.parts.iter().zip(columns) {
-                    pack_part(part, column, rows, &mut keys, |k, bits, shift| *k |= bits << shift);
+                    pack_part(part, column, rows, &mut keys);
                 }
                 PackedKeys::U128 { keys, valid }
             }
@@ -164,9 +164,44 @@ impl KeyPacker {
     }
 }
 
+/// A packed key word (`u64` or `u128`).
+trait KeyWord: Copy {
+    /// ORs `bits` in at bit `shift`.
+    fn put(&mut self, bits: u128, shift: u32);
+    /// Clears `width` bits at `shift`.
+    fn clear(&mut self, width: u32, shift: u32);
+}
+
+impl KeyWord for u64 {
+    #[inline(always)]
+    fn put(&mut self, bits: u128, shift: u32) {
+        *self |= (bits as u64) << shift;
+    }
+
+    #[inline(always)]
+    fn clear(&mut self, width: u32, shift: u32) {
+        let mask = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+        *self &= !(mask << shift);
+    }
+}
+
+impl KeyWord for u128 {
+    #[inline(always)]
+    fn put(&mut self, bits: u128, shift: u32) {
+        *self |= bits << shift;
+    }
+
+    #[inline(always)]
+    fn clear(&mut self, width: u32, shift: u32) {
+        let mask = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
+        *self &= !(mask << shift);
+    }
+}
+
 /// ORs the bits of one key column into the packed words.
-fn pack_part<K>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K], mut put: impl FnMut(&mut K, u128, u32)) {
+fn pack_part<K: KeyWord>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K]) {
     let shift = part.offset;
+    let put = |k: &mut K, bits: u128, shift: u32| k.put(bits, shift);
     macro_rules! each {
         ($values:expr, $to_bits:expr) => {{
             let values = $values;
@@ -204,10 +239,13 @@ fn pack_part<K>(part: &Part, column: &Vector, rows: &[u32], keys: &mut [K], mut 
         }
     }
     if let (Some(flag), Some(validity)) = (part.null_flag, &column.validity) {
-        // A NULL key is (value bits of the placeholder, flag set); placeholders are zero.
+        // A NULL key is (zero value bits, flag set): the slot under a NULL may hold any
+        // value (Parquet, outer joins, NULLIF), so it is cleared, or NULLs would not be
+        // one group.
         for (k, &r) in keys.iter_mut().zip(rows) {
             if !validity.get(r as usize) {
-                put(k, 1, flag);
+                k.clear(part.bits, shift);
+                k.put(1, flag);
             }
         }
     }
@@ -412,6 +450,21 @@ mod tests {
         assert_eq!(all.len(), 3);
         for j in 0..3 {
             assert_eq!(all.bytes(j), expected.bytes(j));
+        }
+    }
+
+    #[test]
+    fn nulls_pack_equal_whatever_their_slots_hold() {
+        // NULL slots with different hidden values (Parquet, outer joins, NULLIF).
+        let validity = apiary_common::Bitmap::from_bools([false, true, false, true]);
+        let values = Vector::new(DataType::Integer, VectorData::I32(vec![5, 7, 9, 7].into()), Some(validity));
+        for types in [vec![DataType::Integer], vec![DataType::Integer, DataType::Integer]] {
+            let columns: Vec<Vector> = types.iter().map(|_| values.clone()).collect();
+            let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
+            let packed = packer.pack(&columns, &[0, 1, 2, 3]);
+            assert_eq!(packed.hash_at(0), packed.hash_at(2), "{types:?}");
+            assert_eq!(packed.hash_at(1), packed.hash_at(3), "{types:?}");
+            assert_ne!(packed.hash_at(0), packed.hash_at(1), "{types:?}");
         }
     }
 

@@ -12,41 +12,24 @@ use apiary_types::ScalarValue;
 use crate::OptimizerContext;
 
 pub fn run(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
-    let mut error = None;
-    let plan = plan.map_expressions(&mut |expr| match fold(expr, ctx) {
-        Ok(e) => e,
-        Err(err) => {
-            error.get_or_insert(err);
-            Expr::boolean(false)
-        }
-    });
-    match error {
-        Some(err) => Err(err),
-        None => Ok(remove_trivial_filters(plan)),
-    }
+    let plan = plan.map_expressions(&mut |expr| fold(expr, ctx));
+    Ok(remove_trivial_filters(plan))
 }
 
-/// Folds one expression tree bottom-up.
-pub fn fold(expr: Expr, ctx: &OptimizerContext) -> Result<Expr> {
-    let mut error = None;
-    let folded = expr.transform_up(&mut |e| {
-        if error.is_some() {
-            return e;
-        }
+/// Folds one expression tree bottom-up. A constant sub-expression whose evaluation fails
+/// (`1/0`, a bad cast) stays as it is: SQL evaluates it only for rows that reach it, and
+/// `COALESCE(-56, 1/0)` or `CASE WHEN FALSE THEN 1/0 ELSE 0 END` never does.
+pub fn fold(expr: Expr, ctx: &OptimizerContext) -> Expr {
+    expr.transform_up(&mut |e| {
         let e = simplify(e);
         if !e.is_literal() && e.is_constant() {
             let data_type = e.data_type();
-            match ctx.evaluator.evaluate(&e) {
-                Ok(value) => return Expr::Literal(value, data_type),
-                Err(err) => error = Some(err),
+            if let Ok(value) = ctx.evaluator.evaluate(&e) {
+                return Expr::Literal(value, data_type);
             }
         }
         e
-    });
-    match error {
-        Some(err) => Err(err),
-        None => Ok(folded),
-    }
+    })
 }
 
 fn as_bool(e: &Expr) -> Option<Option<bool>> {

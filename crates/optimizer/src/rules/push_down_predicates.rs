@@ -107,8 +107,10 @@ fn push_join(
         JoinKind::Left if rejects_right => JoinKind::Inner,
         JoinKind::Right if rejects_left => JoinKind::Inner,
         JoinKind::Full if rejects_left && rejects_right => JoinKind::Inner,
-        JoinKind::Full if rejects_right => JoinKind::Left,
-        JoinKind::Full if rejects_left => JoinKind::Right,
+        // Rejecting the right side's NULLs removes the rows that only the left side
+        // produced (right columns NULL): what remains is a RIGHT join, and vice versa.
+        JoinKind::Full if rejects_right => JoinKind::Right,
+        JoinKind::Full if rejects_left => JoinKind::Left,
         other => other,
     };
     let conjuncts = condition.map(|c| c.split_conjunction()).unwrap_or_default();
@@ -140,9 +142,14 @@ fn push_join(
                     above.push(p);
                 }
             }
+            // A NULL-aware join's key equality must stay in the join: it decides from the
+            // whole right side (any NULL key? any row?), not from the matching rows.
+            let null_aware = matches!(kind, JoinKind::Anti { null_aware: true } | JoinKind::Mark { null_aware: true });
             for p in conjuncts {
                 let columns = p.columns();
-                if !columns.is_empty() && subset(&p, &right_ids) {
+                if null_aware {
+                    join_conditions.push(p);
+                } else if !columns.is_empty() && subset(&p, &right_ids) {
                     to_right.push(p);
                 } else if kind == JoinKind::Semi && !columns.is_empty() && subset(&p, &left_ids) {
                     to_left.push(p);

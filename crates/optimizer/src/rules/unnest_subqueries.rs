@@ -185,7 +185,7 @@ fn filtering_join(input: LogicalPlan, mut subquery: Subquery, negated: bool, ctx
         }
         SubqueryKind::In { expr, .. } => {
             let inner = subquery.output.expect("IN subquery has an output column");
-            let equality = Expr::compare(BinaryOp::Eq, *expr.clone(), inner.expr());
+            let equality = Expr::compare(BinaryOp::Eq, (*expr).clone(), inner.expr());
             if !negated {
                 conditions.insert(0, equality);
                 JoinKind::Semi
@@ -193,8 +193,16 @@ fn filtering_join(input: LogicalPlan, mut subquery: Subquery, negated: bool, ctx
                 conditions.insert(0, equality);
                 JoinKind::Anti { null_aware: false }
             } else if conditions.is_empty() {
-                conditions.push(equality);
-                JoinKind::Anti { null_aware: true }
+                let output = input.output();
+                let (keyed_input, key) = constant_operand_as_column(input, *expr, ctx);
+                let join = LogicalPlan::Join {
+                    kind: JoinKind::Anti { null_aware: true },
+                    left: Box::new(keyed_input),
+                    right: Box::new(sub_plan),
+                    condition: Some(Expr::compare(BinaryOp::Eq, key, inner.expr())),
+                    mark: None,
+                };
+                return Ok(LogicalPlan::Project { exprs: output.into_iter().map(|c| (c.expr(), c)).collect(), input: Box::new(join) });
             } else {
                 // x NOT IN (correlated S) == NOT EXISTS (s in S: s = x OR s IS NULL OR x IS NULL)
                 let null_match = Expr::disjunction([equality, Expr::is_null(inner.expr()), Expr::is_null(*expr)]).expect("three parts");
@@ -205,6 +213,19 @@ fn filtering_join(input: LogicalPlan, mut subquery: Subquery, negated: bool, ctx
         SubqueryKind::Scalar => unreachable!("scalar subqueries are not filtering"),
     };
     Ok(LogicalPlan::Join { kind, left: Box::new(input), right: Box::new(sub_plan), condition: Expr::conjunction(conditions), mark: None })
+}
+
+/// `5 IN (SELECT b ...)`: the join key on the outer side must be a column, or the
+/// equality `5 = b` reads only the subquery's side and is pushed into it as a filter,
+/// losing what a NULL-aware join needs (whether the subquery has NULLs or any rows).
+fn constant_operand_as_column(input: LogicalPlan, expr: Expr, ctx: &mut OptimizerContext) -> (LogicalPlan, Expr) {
+    if !expr.columns().is_empty() {
+        return (input, expr);
+    }
+    let column = ctx.new_column("in_operand", expr.data_type(), expr.nullable());
+    let mut exprs: Vec<(Expr, ColumnRef)> = input.output().into_iter().map(|c| (c.expr(), c)).collect();
+    exprs.push((expr, column.clone()));
+    (LogicalPlan::Project { exprs, input: Box::new(input) }, column.expr())
 }
 
 /// Replaces every subquery inside `expr` by a column computed by a join added to `input`.
@@ -257,7 +278,8 @@ fn join_subquery(input: LogicalPlan, mut subquery: Subquery, ctx: &mut Optimizer
         SubqueryKind::In { expr, negated } => {
             let (sub_plan, correlated) = pull_up_correlated(*subquery.plan, &outer)?;
             let inner = subquery.output.expect("IN subquery has an output column");
-            let mut conditions = vec![Expr::compare(BinaryOp::Eq, *expr.clone(), inner.expr())];
+            let (input, expr) = constant_operand_as_column(input, *expr, ctx);
+            let mut conditions = vec![Expr::compare(BinaryOp::Eq, expr.clone(), inner.expr())];
             let null_aware = expr.nullable() || inner.nullable;
             if null_aware && !correlated.is_empty() {
                 return Err(not_impl_err!("correlated IN over nullable values outside of WHERE conjunctions"));
