@@ -10,7 +10,7 @@ use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_tabl
 use apiary_sql::parser::parse_sql;
 use apiary_sql::{Binder, BoundStatement, LogicalPlan};
 use apiary_storage::{PreparedAppend, Table};
-use apiary_types::{DataChunk, DataType, Field, Schema, StrColumnBuilder, Vector, VectorData};
+use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vector, VectorData};
 use sqlparser::ast;
 
 use crate::database::{Change, DatabaseInner};
@@ -185,15 +185,22 @@ impl Connection {
         if create.columns.is_empty() {
             return Err(bind_err!("CREATE TABLE needs at least one column"));
         }
+        let key_names = |columns: &[ast::IndexColumn], what: &str| -> Result<Vec<String>> {
+            columns
+                .iter()
+                .map(|column| match &column.column.expr {
+                    ast::Expr::Identifier(ident) => Ok(normalize_ident(ident)),
+                    other => Err(not_impl_err!("{what} on expression {other}")),
+                })
+                .collect()
+        };
         let mut primary_key: Vec<String> = Vec::new();
+        let mut unique_names: Vec<Vec<String>> = Vec::new();
         for constraint in &create.constraints {
-            if let ast::TableConstraint::PrimaryKey(pk) = constraint {
-                for column in &pk.columns {
-                    match &column.column.expr {
-                        ast::Expr::Identifier(ident) => primary_key.push(normalize_ident(ident)),
-                        other => return Err(not_impl_err!("PRIMARY KEY on expression {other}")),
-                    }
-                }
+            match constraint {
+                ast::TableConstraint::PrimaryKey(pk) => primary_key.extend(key_names(&pk.columns, "PRIMARY KEY")?),
+                ast::TableConstraint::Unique(unique) => unique_names.push(key_names(&unique.columns, "UNIQUE")?),
+                other => return Err(not_impl_err!("table constraint {other}")),
             }
         }
         let mut fields: Vec<Field> = Vec::new();
@@ -207,7 +214,8 @@ impl Connection {
             for option in &column.options {
                 match &option.option {
                     ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => nullable = false,
-                    ast::ColumnOption::Null | ast::ColumnOption::Unique(_) => {}
+                    ast::ColumnOption::Unique(_) => unique_names.push(vec![column_name.clone()]),
+                    ast::ColumnOption::Null => {}
                     other => return Err(not_impl_err!("column option {other}")),
                 }
             }
@@ -233,7 +241,22 @@ impl Connection {
                 }
             }
         }
-        let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).with_primary_key(key_columns));
+        let mut unique = Vec::new();
+        for names in &unique_names {
+            let mut columns = Vec::new();
+            for key in names {
+                match fields.iter().position(|f| &f.name == key) {
+                    Some(position) => columns.push(position),
+                    None => return Err(bind_err!("column \"{key}\" named in key does not exist")),
+                }
+            }
+            // A constraint the primary key (or an earlier UNIQUE) already enforces adds nothing.
+            if columns != key_columns && !unique.contains(&columns) {
+                unique.push(columns);
+            }
+        }
+        let table =
+            Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).with_primary_key(key_columns).with_unique(unique));
         self.db.commit(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }
@@ -467,6 +490,8 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
                 }
             }
             t if t.physical() == vector.data_type.physical() => Vector::new(t, vector.data.clone(), vector.validity.clone()),
+            // An untyped NULL column (`SELECT NULL`, VALUES of NULLs): NULLs of the column's type.
+            t if vector.data_type == DataType::Null => Vector::from_scalar(&ScalarValue::Null, t, vector.len()),
             t => return Err(internal_err!("column {} of type {t} receives {}", field.name, vector.data_type)),
         };
         columns.push(vector);

@@ -376,3 +376,30 @@ fn concurrent_writers_queries_and_checkpoints() {
     let db = Database::open(&path).unwrap();
     assert_eq!(query(&db, "SELECT count(*), count(DISTINCT s), sum(n) FROM t"), expected);
 }
+
+#[test]
+fn unique_constraints_survive_the_log_and_checkpoints() {
+    let dir = scratch("unique");
+    let path = dir.join("db.apiary");
+    let duplicate = |db: &Database, sql: &str| {
+        let result = db.connect().execute(sql);
+        assert!(matches!(result, Err(ApiaryError::Constraint(_))), "{sql}: {result:?}");
+    };
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE u (id INTEGER PRIMARY KEY, code VARCHAR UNIQUE, a INTEGER, b INTEGER, UNIQUE (a, b))");
+        run(&db, "INSERT INTO u VALUES (1, 'x', 1, 1), (2, NULL, 1, NULL), (3, NULL, 1, NULL)");
+    }
+    // Reopened: the definition came back from the checkpoint closing wrote.
+    let db = Database::open(&path).unwrap();
+    duplicate(&db, "INSERT INTO u VALUES (4, 'x', 9, 9)");
+    duplicate(&db, "INSERT INTO u VALUES (4, 'y', 1, 1)");
+    run(&db, "INSERT INTO u VALUES (4, 'y', 1, NULL)");
+    // A table created after the checkpoint lives in the log until the next one.
+    run(&db, "CREATE TABLE w (k INTEGER UNIQUE); INSERT INTO w VALUES (1), (NULL), (NULL)");
+    drop(db);
+    let db = Database::open(&path).unwrap();
+    duplicate(&db, "INSERT INTO w VALUES (1)");
+    assert_eq!(scalar(&db, "SELECT count(*) FROM u"), ScalarValue::Int64(4));
+    assert_eq!(scalar(&db, "SELECT count(*) FROM w"), ScalarValue::Int64(3));
+}

@@ -65,11 +65,12 @@ fn native_min_max<T: NativeType>(vector: &Vector, to_scalar: impl Fn(T) -> Scala
         if !vector.is_valid(idx) {
             continue;
         }
-        // Floats: NaN is neither min nor max candidate via partial_cmp; it is skipped.
-        if min.is_none_or(|m| value < m) {
+        // SQL's order: a float NaN is the largest value (and a zone of NaNs only has NaN
+        // as its minimum), so `x > 5` does not skip a block holding NaN.
+        if min.is_none_or(|m| value.sql_lt(m)) {
             min = Some(value);
         }
-        if max.is_none_or(|m| value > m) {
+        if max.is_none_or(|m| m.sql_lt(value)) {
             max = Some(value);
         }
     }

@@ -27,8 +27,10 @@ use crate::codec::{checksum, Reader, Writer};
 use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
-/// The version of the file format this build writes; it reads this version only.
-pub const FORMAT_VERSION: u32 = 1;
+/// The version of the file format this build writes.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format this version reads (format 1 had no UNIQUE constraints).
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;
@@ -199,7 +201,7 @@ impl DatabaseFile {
                  Open it with a newer Apiary, or export it there with COPY ... TO"
             )));
         }
-        if version < FORMAT_VERSION {
+        if version < OLDEST_FORMAT_VERSION {
             return Err(ApiaryError::Corruption(format!("\"{name}\" has file format {version}, which this version cannot read")));
         }
         Ok(())

@@ -67,28 +67,59 @@ fn io_error(path: &Path, action: &str, e: std::io::Error) -> ApiaryError {
     ApiaryError::Io(format!("{action} \"{}\": {e}", path.display()))
 }
 
+/// Set in the primary-key count when UNIQUE constraints follow the key (format 2; a
+/// format-1 table definition never has it).
+const HAS_UNIQUE_CONSTRAINTS: u32 = 1 << 31;
+
 fn table_definition(writer: &mut Writer, table: &Table) {
     writer.str(&table.name);
     writer.schema(&table.schema);
-    writer.u32(table.primary_key.len() as u32);
+    let flag = if table.unique.is_empty() { 0 } else { HAS_UNIQUE_CONSTRAINTS };
+    writer.u32(table.primary_key.len() as u32 | flag);
     table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
+    if !table.unique.is_empty() {
+        writer.u32(table.unique.len() as u32);
+        for constraint in &table.unique {
+            writer.u32(constraint.len() as u32);
+            constraint.iter().for_each(|&c| writer.u32(c as u32));
+        }
+    }
     writer.u64(table.block_rows as u64);
+}
+
+fn read_key_columns(reader: &mut Reader<'_>, count: usize, columns: usize) -> Result<Vec<usize>> {
+    if count > columns {
+        return Err(reader.corrupt("key with more columns than the table"));
+    }
+    let mut key = Vec::with_capacity(count);
+    for _ in 0..count {
+        let column = reader.u32()? as usize;
+        if column >= columns {
+            return Err(reader.corrupt("key column out of range"));
+        }
+        key.push(column);
+    }
+    Ok(key)
 }
 
 fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
     let name = reader.str()?;
     let schema = reader.schema()?;
-    let key_count = reader.u32()? as usize;
-    let mut key = Vec::with_capacity(key_count.min(schema.len()));
-    for _ in 0..key_count {
-        let column = reader.u32()? as usize;
-        if column >= schema.len() {
-            return Err(reader.corrupt("primary key column out of range"));
+    let key_field = reader.u32()?;
+    let key = read_key_columns(reader, (key_field & !HAS_UNIQUE_CONSTRAINTS) as usize, schema.len())?;
+    let mut unique = Vec::new();
+    if key_field & HAS_UNIQUE_CONSTRAINTS != 0 {
+        let count = reader.u32()? as usize;
+        if count > schema.len().max(1) * 64 {
+            return Err(reader.corrupt("too many unique constraints"));
         }
-        key.push(column);
+        for _ in 0..count {
+            let columns = reader.u32()? as usize;
+            unique.push(read_key_columns(reader, columns, schema.len())?);
+        }
     }
     let block_rows = reader.u64()? as usize;
-    Ok(Table::new(name, schema, block_rows).with_primary_key(key))
+    Ok(Table::new(name, schema, block_rows).with_primary_key(key).with_unique(unique))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {

@@ -35,6 +35,9 @@ pub struct Table {
     pub block_rows: usize,
     /// Columns of the primary key (empty: none); their combination is unique.
     pub primary_key: Vec<usize>,
+    /// UNIQUE constraints other than the primary key (column positions each); rows with a
+    /// NULL in the key are exempt, as in PostgreSQL.
+    pub unique: Vec<Vec<usize>>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -49,6 +52,7 @@ impl Table {
             schema,
             block_rows: block_rows.max(1),
             primary_key: Vec::new(),
+            unique: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats })),
             writer: Mutex::new(None),
         }
@@ -66,6 +70,18 @@ impl Table {
         self
     }
 
+    /// Declares UNIQUE constraints (column positions of each).
+    pub fn with_unique(mut self, constraints: Vec<Vec<usize>>) -> Table {
+        self.unique = constraints;
+        self
+    }
+
+    /// Every key constraint: (columns, whether it is the primary key), the primary key first.
+    pub fn key_constraints(&self) -> Vec<(&[usize], bool)> {
+        let primary = (!self.primary_key.is_empty()).then_some((self.primary_key.as_slice(), true));
+        primary.into_iter().chain(self.unique.iter().map(|u| (u.as_slice(), false))).collect()
+    }
+
     /// The current contents; later appends do not affect the returned snapshot.
     pub fn snapshot(&self) -> Arc<TableData> {
         Arc::clone(&self.data.read().unwrap_or_else(|e| e.into_inner()))
@@ -81,17 +97,25 @@ impl Table {
     pub fn appender(&self) -> Result<TableAppender<'_>> {
         let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let base = self.snapshot();
-        if !self.primary_key.is_empty() && guard.is_none() {
+        let constraints = self.key_constraints();
+        if !constraints.is_empty() && guard.is_none() {
             // First append to a keyed table: index the keys it already has.
             let mut index = UniqueIndex::default();
             let mut key = Vec::new();
-            for block in &base.blocks {
-                let vectors: Vec<Vector> = self.primary_key.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
-                let columns: Vec<&Vector> = vectors.iter().collect();
-                for row in 0..block.row_count {
-                    encode_key(&columns, row, &mut key);
-                    index.keys.insert(key.clone());
+            for (key_columns, _) in &constraints {
+                let mut keys = HashSet::new();
+                for block in &base.blocks {
+                    let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+                    let columns: Vec<&Vector> = vectors.iter().collect();
+                    for row in 0..block.row_count {
+                        if columns.iter().any(|c| c.is_null(row)) {
+                            continue;
+                        }
+                        encode_key(&columns, row, &mut key);
+                        keys.insert(key.clone());
+                    }
                 }
+                index.keys.push(keys);
             }
             *guard = Some(index);
         }
@@ -122,7 +146,7 @@ impl Table {
             handed_out: 0,
             replaces_last,
             appended_rows: 0,
-            new_keys: HashSet::new(),
+            new_keys: vec![HashSet::new(); constraints.len()],
         })
     }
 
@@ -141,7 +165,7 @@ pub struct TableAppender<'a> {
     /// The writer lock (and the table's primary-key index).
     guard: MutexGuard<'a, Option<UniqueIndex>>,
     /// Primary keys appended by this appender, not yet committed.
-    new_keys: HashSet<Vec<u8>>,
+    new_keys: Vec<HashSet<Vec<u8>>>,
     base: Arc<TableData>,
     /// Rows of the open (not yet full) block.
     builders: Vec<VectorBuilder>,
@@ -213,32 +237,40 @@ impl<'a> TableAppender<'a> {
         Ok(())
     }
 
-    /// Rejects rows whose primary key is NULL, already in the table, or repeated.
+    /// Rejects rows whose primary key is NULL, or whose key (of any constraint) is
+    /// already in the table or repeated.
     fn check_keys(&mut self, chunk: &DataChunk) -> Result<()> {
-        if self.table.primary_key.is_empty() {
+        let constraints = self.table.key_constraints();
+        if constraints.is_empty() {
             return Ok(());
         }
-        let columns: Vec<&Vector> = self.table.primary_key.iter().map(|&c| &chunk.columns[c]).collect();
         let rows: Vec<usize> = match chunk.selection() {
             Some(s) => s.iter().map(|&r| r as usize).collect(),
             None => (0..chunk.physical_len()).collect(),
         };
         let mut key = Vec::new();
-        for row in rows {
-            if columns.iter().any(|c| c.is_null(row)) {
-                return Err(ApiaryError::Constraint(format!("null value in the primary key of table \"{}\"", self.table.name)));
-            }
-            encode_key(&columns, row, &mut key);
-            let existing = self.guard.as_ref().is_some_and(|index| index.keys.contains(&key));
-            if existing || !self.new_keys.insert(key.clone()) {
-                let names: Vec<&str> = self.table.primary_key.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
-                let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
-                return Err(ApiaryError::Constraint(format!(
-                    "duplicate key value violates unique constraint \"{}_pkey\": key ({})=({}) already exists",
-                    self.table.name,
-                    names.join(", "),
-                    values.join(", ")
-                )));
+        for (n, (key_columns, primary)) in constraints.iter().enumerate() {
+            let columns: Vec<&Vector> = key_columns.iter().map(|&c| &chunk.columns[c]).collect();
+            for &row in &rows {
+                if columns.iter().any(|c| c.is_null(row)) {
+                    if *primary {
+                        return Err(ApiaryError::Constraint(format!("null value in the primary key of table \"{}\"", self.table.name)));
+                    }
+                    continue;
+                }
+                encode_key(&columns, row, &mut key);
+                let existing = self.guard.as_ref().is_some_and(|index| index.keys[n].contains(&key));
+                if existing || !self.new_keys[n].insert(key.clone()) {
+                    let names: Vec<&str> = key_columns.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
+                    let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
+                    let constraint =
+                        if *primary { format!("{}_pkey", self.table.name) } else { format!("{}_{}_key", self.table.name, names.join("_")) };
+                    return Err(ApiaryError::Constraint(format!(
+                        "duplicate key value violates unique constraint \"{constraint}\": key ({})=({}) already exists",
+                        names.join(", "),
+                        values.join(", ")
+                    )));
+                }
             }
         }
         Ok(())
@@ -304,7 +336,7 @@ impl<'a> TableAppender<'a> {
 pub struct PreparedAppend<'a> {
     table: &'a Table,
     guard: MutexGuard<'a, Option<UniqueIndex>>,
-    new_keys: HashSet<Vec<u8>>,
+    new_keys: Vec<HashSet<Vec<u8>>>,
     data: Arc<TableData>,
     appended_rows: usize,
     /// Row number (in the new contents) of the first appended row.
@@ -344,7 +376,9 @@ impl PreparedAppend<'_> {
         if self.appended_rows > 0 {
             *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = self.data;
             if let Some(index) = self.guard.as_mut() {
-                index.keys.extend(self.new_keys.drain());
+                for (keys, new) in index.keys.iter_mut().zip(&mut self.new_keys) {
+                    keys.extend(new.drain());
+                }
             }
         }
         self.appended_rows

@@ -1,4 +1,5 @@
-//! Uniqueness of primary keys: the set of keys a table holds, checked on every append.
+//! Uniqueness of primary keys and UNIQUE constraints: the set of keys a table holds per
+//! constraint, checked on every append.
 //!
 //! Keys are encoded as byte strings (fixed-width values little-endian, strings
 //! length-prefixed), so one hash set serves any combination of key types. The set is
@@ -31,8 +32,9 @@ pub fn encode_key(columns: &[&Vector], row: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// The keys present in a table.
+/// The keys present in a table, one set per constraint (in the order of
+/// `Table::key_constraints`).
 #[derive(Debug, Default)]
 pub struct UniqueIndex {
-    pub keys: HashSet<Vec<u8>>,
+    pub keys: Vec<HashSet<Vec<u8>>>,
 }

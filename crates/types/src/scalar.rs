@@ -103,7 +103,14 @@ impl ScalarValue {
             (Boolean(a), Boolean(b)) => a.cmp(b),
             (Utf8(a), Utf8(b)) => a.cmp(b),
             (Float32(_) | Float64(_), _) | (_, Float32(_) | Float64(_)) => {
-                self.as_f64().unwrap_or(f64::NAN).total_cmp(&other.as_f64().unwrap_or(f64::NAN))
+                // SQL's order: -0 equals 0, every NaN equals NaN and sorts last.
+                let sql_order = |v: Option<f64>| match v {
+                    Some(x) if x.is_nan() => f64::NAN,
+                    Some(x) if x == 0.0 => 0.0,
+                    Some(x) => x,
+                    None => f64::NAN,
+                };
+                sql_order(self.as_f64()).total_cmp(&sql_order(other.as_f64()))
             }
             (Decimal(a, _, sa), Decimal(b, _, sb)) => {
                 let scale = (*sa).max(*sb);

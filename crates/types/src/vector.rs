@@ -33,11 +33,41 @@ pub trait NativeType: Copy + Send + Sync + Debug + Default + PartialOrd + Partia
     const PHYSICAL: PhysicalType;
     fn buffer(data: &VectorData) -> Option<&Buffer<Self>>;
     fn wrap(buffer: Buffer<Self>) -> VectorData;
+
+    /// SQL equality: like `==`, except that NaN equals NaN (PostgreSQL).
+    #[inline(always)]
+    fn sql_eq(self, other: Self) -> bool {
+        self == other
+    }
+
+    /// SQL order: a total order in which NaN sorts after every other value and equals
+    /// itself (PostgreSQL); `<` for everything but floats.
+    #[inline(always)]
+    fn sql_lt(self, other: Self) -> bool {
+        self < other
+    }
 }
 
 macro_rules! native_type {
     ($native:ty, $variant:ident, $physical:ident) => {
+        native_type!($native, $variant, $physical, {});
+    };
+    ($native:ty, $variant:ident, $physical:ident, float) => {
+        native_type!($native, $variant, $physical, {
+            #[inline(always)]
+            fn sql_eq(self, other: Self) -> bool {
+                self == other || (self.is_nan() && other.is_nan())
+            }
+
+            #[inline(always)]
+            fn sql_lt(self, other: Self) -> bool {
+                self < other || (!self.is_nan() && other.is_nan())
+            }
+        });
+    };
+    ($native:ty, $variant:ident, $physical:ident, { $($float:tt)* }) => {
         impl NativeType for $native {
+            $($float)*
             const PHYSICAL: PhysicalType = PhysicalType::$physical;
             #[inline]
             fn buffer(data: &VectorData) -> Option<&Buffer<Self>> {
@@ -59,8 +89,8 @@ native_type!(i16, I16, I16);
 native_type!(i32, I32, I32);
 native_type!(i64, I64, I64);
 native_type!(i128, I128, I128);
-native_type!(f32, F32, F32);
-native_type!(f64, F64, F64);
+native_type!(f32, F32, F32, float);
+native_type!(f64, F64, F64, float);
 native_type!(Interval, Interval, Interval);
 
 impl VectorData {

@@ -21,7 +21,14 @@ use super::{chunk_with_rows, combined_validity, map_rows, rows_of, wrap, ExprRef
 
 pub trait CmpOp: Send + Sync + Debug + Default + 'static {
     const KIND: CmpKind;
+    /// For strings (byte order).
     fn apply<T: PartialOrd + ?Sized>(a: &T, b: &T) -> bool;
+
+    /// For fixed-width values, with SQL's NaN rules.
+    #[inline(always)]
+    fn apply_native<T: NativeType>(a: T, b: T) -> bool {
+        Self::KIND.test(a, b)
+    }
 }
 
 macro_rules! cmp_op {
@@ -135,7 +142,7 @@ impl<T: MaybeSimd, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
         let v = self.child.evaluate(chunk)?;
         let values = v.values::<T>();
         let c = self.constant;
-        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply(&values[i], &c));
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply_native(values[i], c));
         Ok(Vector::new(DataType::Boolean, wrap(out), v.validity.clone()))
     }
 
@@ -149,7 +156,7 @@ impl<T: MaybeSimd, O: CmpOp> PhysicalExpr for CompareConst<T, O> {
                 return Ok(selected);
             }
         }
-        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| O::apply(&values[i], &c)))
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| O::apply_native(values[i], c)))
     }
 }
 
@@ -302,7 +309,7 @@ impl<T: NativeType, O: CmpOp> PhysicalExpr for Compare<T, O> {
         let l = self.left.evaluate(chunk)?;
         let r = self.right.evaluate(chunk)?;
         let (lv, rv) = (l.values::<T>(), r.values::<T>());
-        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply(&lv[i], &rv[i]));
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| O::apply_native(lv[i], rv[i]));
         Ok(Vector::new(DataType::Boolean, wrap(out), combined_validity(&[&l, &r])))
     }
 
@@ -311,7 +318,7 @@ impl<T: NativeType, O: CmpOp> PhysicalExpr for Compare<T, O> {
         let r = evaluate_rows(&self.right, chunk, rows)?;
         let (lv, rv) = (l.values::<T>(), r.values::<T>());
         let validity = combined_validity(&[&l, &r]);
-        Ok(filter_rows(rows, chunk.physical_len(), validity.as_ref(), |i| O::apply(&lv[i], &rv[i])))
+        Ok(filter_rows(rows, chunk.physical_len(), validity.as_ref(), |i| O::apply_native(lv[i], rv[i])))
     }
 }
 
@@ -531,8 +538,8 @@ pub(crate) fn equal_rows<'a>(l: &'a Vector, r: &'a Vector) -> Box<dyn Fn(usize) 
         (D::I32(a), D::I32(b)) => Box::new(move |i| a[i] == b[i]),
         (D::I64(a), D::I64(b)) => Box::new(move |i| a[i] == b[i]),
         (D::I128(a), D::I128(b)) => Box::new(move |i| a[i] == b[i]),
-        (D::F32(a), D::F32(b)) => Box::new(move |i| a[i] == b[i]),
-        (D::F64(a), D::F64(b)) => Box::new(move |i| a[i] == b[i]),
+        (D::F32(a), D::F32(b)) => Box::new(move |i| a[i].sql_eq(b[i])),
+        (D::F64(a), D::F64(b)) => Box::new(move |i| a[i].sql_eq(b[i])),
         (D::Interval(a), D::Interval(b)) => Box::new(move |i| a[i] == b[i]),
         (D::Str(a), D::Str(b)) => Box::new(move |i| a.get_bytes(i) == b.get_bytes(i)),
         _ => Box::new(|_| false),
@@ -552,7 +559,7 @@ struct InListNative<T> {
 impl<T: NativeType> InListNative<T> {
     #[inline(always)]
     fn contains(&self, v: &T) -> bool {
-        self.values.iter().any(|x| x == v)
+        self.values.iter().any(|x| x.sql_eq(*v))
     }
 }
 

@@ -175,11 +175,17 @@ impl PhysicalExpr for Math {
                     DataType::Decimal { scale, .. } => scale,
                     _ => 0,
                 };
-                let divisor = POW10[(scale - target_scale.min(scale)) as usize];
+                // round(x, -n) rounds to a multiple of 10^n (and keeps scale 0).
+                let tens = if self.func == F::Round && self.digits < 0 { self.digits.unsigned_abs() as usize } else { 0 };
+                let shift = (scale - target_scale.min(scale)) as usize + tens;
                 let func = self.func;
                 let adjust = move |x: i128| -> i128 {
+                    if shift >= POW10.len() {
+                        return 0;
+                    }
+                    let divisor = POW10[shift];
                     match func {
-                        F::Round => div_round(x, divisor),
+                        F::Round => div_round(x, divisor).saturating_mul(POW10[tens]),
                         F::Floor => x.div_euclid(divisor),
                         _ => -((-x).div_euclid(divisor)),
                     }
@@ -194,6 +200,36 @@ impl PhysicalExpr for Math {
                     _ => wrap(out),
                 };
                 Ok(Vector::new(self.data_type, data, v.validity.clone()))
+            }
+            (F::Round, t) if t.is_integer() && self.digits < 0 => {
+                // round(125, -1) = 130: to a multiple of 10^n, half away from zero.
+                let tens = self.digits.unsigned_abs() as usize;
+                let round = |x: i128| if tens >= POW10.len() { 0 } else { div_round(x, POW10[tens]) * POW10[tens] };
+                let mut overflow = false;
+                let mut check = |x: i128, fits: bool, i: usize| {
+                    if !fits && v.is_valid(i) {
+                        overflow = true;
+                    }
+                    x
+                };
+                let data = match t.physical() {
+                    PhysicalType::I16 => wrap(map_rows(len, rows, |i| {
+                        let r = round(v.values::<i16>()[i] as i128);
+                        check(r, i16::try_from(r).is_ok(), i) as i16
+                    })),
+                    PhysicalType::I32 => wrap(map_rows(len, rows, |i| {
+                        let r = round(v.values::<i32>()[i] as i128);
+                        check(r, i32::try_from(r).is_ok(), i) as i32
+                    })),
+                    _ => wrap(map_rows(len, rows, |i| {
+                        let r = round(v.values::<i64>()[i] as i128);
+                        check(r, i64::try_from(r).is_ok(), i) as i64
+                    })),
+                };
+                if overflow {
+                    return Err(exec_err!("{t} out of range in round"));
+                }
+                Ok(Vector::new(t, data, v.validity.clone()))
             }
             (F::Round | F::Ceil | F::Floor | F::Abs, t) if t.is_integer() => Ok(v),
             (_, DataType::Double) | (F::Abs, DataType::Real) => {

@@ -12,6 +12,8 @@
 
 use std::sync::OnceLock;
 
+use apiary_types::vector::NativeType;
+
 /// The comparison a kernel applies: `value OP constant`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpKind {
@@ -25,15 +27,21 @@ pub enum CmpKind {
 
 impl CmpKind {
     #[inline(always)]
-    pub fn test<T: PartialOrd>(self, a: T, b: T) -> bool {
+    pub fn test<T: NativeType>(self, a: T, b: T) -> bool {
         match self {
-            CmpKind::Eq => a == b,
-            CmpKind::NotEq => a != b,
-            CmpKind::Lt => a < b,
-            CmpKind::LtEq => a <= b,
-            CmpKind::Gt => a > b,
-            CmpKind::GtEq => a >= b,
+            CmpKind::Eq => a.sql_eq(b),
+            CmpKind::NotEq => !a.sql_eq(b),
+            CmpKind::Lt => a.sql_lt(b),
+            CmpKind::LtEq => !b.sql_lt(a),
+            CmpKind::Gt => b.sql_lt(a),
+            CmpKind::GtEq => !a.sql_lt(b),
         }
+    }
+
+    /// Whether IEEE comparison (what SIMD instructions do) agrees with SQL's for NaN
+    /// values: NaN sorts last, so `NaN > c` is TRUE in SQL but false in IEEE.
+    fn ieee_agrees_on_nan(self) -> bool {
+        matches!(self, CmpKind::Eq | CmpKind::NotEq | CmpKind::Lt | CmpKind::LtEq)
     }
 }
 
@@ -70,13 +78,7 @@ pub trait SimdSelect: Copy + PartialOrd {
     fn select(values: &[Self], first: (CmpKind, Self), second: Option<(CmpKind, Self)>, out: &mut [u32], level: SimdLevel) -> usize;
 }
 
-fn select_scalar<T: Copy + PartialOrd>(
-    values: &[T],
-    first: (CmpKind, T),
-    second: Option<(CmpKind, T)>,
-    out: &mut [u32],
-    start: usize,
-) -> usize {
+fn select_scalar<T: NativeType>(values: &[T], first: (CmpKind, T), second: Option<(CmpKind, T)>, out: &mut [u32], start: usize) -> usize {
     let mut count = 0;
     match second {
         None => {
@@ -330,8 +332,19 @@ impl SimdSelect for i64 {
 impl SimdSelect for f64 {
     fn select(values: &[Self], first: (CmpKind, Self), second: Option<(CmpKind, Self)>, out: &mut [u32], level: SimdLevel) -> usize {
         debug_assert!(out.len() >= values.len());
+        // IEEE comparisons give SQL's answer for NaN values when no constant is NaN and
+        // every bound agrees (or, for a range, one bound rejects NaN either way).
+        let nan_safe = !first.1.is_nan()
+            && second.is_none_or(|(_, c)| !c.is_nan())
+            && match second {
+                None => first.0.ieee_agrees_on_nan(),
+                Some((kind, _)) => {
+                    let rejects_nan = |k: CmpKind| matches!(k, CmpKind::Eq | CmpKind::Lt | CmpKind::LtEq);
+                    rejects_nan(first.0) || rejects_nan(kind)
+                }
+            };
         #[cfg(target_arch = "x86_64")]
-        if level == SimdLevel::Avx512 {
+        if level == SimdLevel::Avx512 && nan_safe {
             // SAFETY: AVX-512F/VL detected on this CPU; `out` is large enough.
             return unsafe { x86::select_f64_avx512(values, first, second, out) };
         }

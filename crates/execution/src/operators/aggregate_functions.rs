@@ -282,8 +282,14 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
                         averages.push(0);
                         continue;
                     }
-                    let scaled = s.checked_mul(factor).ok_or_else(|| exec_err!("average out of range for {}", self.output_type))?;
-                    averages.push(div_round(scaled, c as i128));
+                    // (q + r/c) * factor, so a large sum times the factor cannot overflow
+                    // when the average itself fits.
+                    let (q, r) = (s / c as i128, s % c as i128);
+                    let average = q
+                        .checked_mul(factor)
+                        .and_then(|whole| whole.checked_add(div_round(r * factor, c as i128)))
+                        .ok_or_else(|| exec_err!("average out of range for {}", self.output_type))?;
+                    averages.push(average);
                 }
                 VectorData::I128(averages.into())
             }
@@ -318,8 +324,8 @@ impl<T: NativeType> MinMaxState<T> {
     fn offer(&mut self, g: usize, v: T) {
         let replace = !self.seen[g]
             || match self.pick {
-                Pick::Min => v < self.values[g],
-                Pick::Max => v > self.values[g],
+                Pick::Min => v.sql_lt(self.values[g]),
+                Pick::Max => self.values[g].sql_lt(v),
                 Pick::Any => false,
             };
         if replace {

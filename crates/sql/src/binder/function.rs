@@ -7,7 +7,7 @@ use apiary_types::{DataType, ScalarValue};
 
 use super::expr::trim_kind;
 use super::Binder;
-use crate::coercion::common_type;
+use crate::coercion::{common_type, DIVISION_MIN_SCALE};
 use crate::expr::{AggregateCall, AggregateFunction, Expr, ScalarFunction};
 
 const AGGREGATES: &[&str] = &[
@@ -58,6 +58,13 @@ impl Binder<'_> {
         if args.len() != 1 {
             return Err(bind_err!("aggregate {name} takes exactly one argument, got {}", args.len()));
         }
+        // A bare NULL (`sum(NULL)`) aggregates as an INTEGER column of NULLs, as in DuckDB.
+        let mut args = args;
+        if args[0].data_type() == DataType::Null {
+            let null = args.pop().expect("one argument");
+            let target = if matches!(name, "bool_and" | "every" | "bool_or") { DataType::Boolean } else { DataType::Integer };
+            args.push(self.cast(null, target)?);
+        }
         let input = args[0].data_type();
         let numeric = |what: &str| -> Result<()> {
             if input.is_numeric() || input == DataType::Null {
@@ -82,7 +89,8 @@ impl Binder<'_> {
             "avg" | "mean" => {
                 numeric("avg")?;
                 let t = match input {
-                    DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale.max(6)),
+                    // The scale of decimal division (sum / count), at least 16 digits.
+                    DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale.max(DIVISION_MIN_SCALE)),
                     _ => DataType::Double,
                 };
                 (F::Avg, t)
@@ -203,7 +211,8 @@ impl Binder<'_> {
                 let data_type = match value.data_type() {
                     DataType::Decimal { precision, scale } => {
                         let new_scale = digits.clamp(0, scale as i32) as u8;
-                        DataType::decimal(precision, new_scale)
+                        // Rounding can carry into one more integer digit (99.5 -> 100).
+                        DataType::decimal((precision + 1).min(MAX_DECIMAL_PRECISION), new_scale)
                     }
                     DataType::Real | DataType::Double => DataType::Double,
                     other => other,

@@ -82,9 +82,11 @@ impl Binder<'_> {
             let bound = self.bind_expr(expr, &Scope::default())?;
             match bound {
                 Expr::Literal(ScalarValue::Null, _) => Ok(None),
-                Expr::Literal(value, _) => match value.as_i128() {
-                    Some(v) if v >= 0 => Ok(Some(v.min(u64::MAX as i128) as u64)),
-                    _ => Err(bind_err!("{what} must be a non-negative integer, got {value}")),
+                // Like PostgreSQL, a numeric count is cast to BIGINT (1.25 -> 1, 1.5 -> 2).
+                Expr::Literal(value, _) => match value.cast_to(&DataType::BigInt).ok().and_then(|v| v.as_i128()) {
+                    Some(v) if v >= 0 => Ok(Some(v as u64)),
+                    Some(_) => Err(bind_err!("{what} must not be negative, got {value}")),
+                    None => Err(bind_err!("{what} must be an integer, got {value}")),
                 },
                 other => Err(bind_err!("{what} must be a constant integer, got {other}")),
             }
