@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use apiary_common::Result;
+use apiary_common::{not_impl_err, Result};
 use apiary_sql::expr::{BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::{JoinKind, LogicalPlan};
 
@@ -25,6 +25,9 @@ use crate::OptimizerContext;
 
 /// Above this many relations, a greedy heuristic replaces exhaustive search.
 pub const MAX_DP_RELATIONS: usize = 12;
+
+/// The most relations one tree of inner joins may have.
+pub const MAX_JOIN_RELATIONS: usize = RelSet::CAPACITY;
 
 pub fn run(plan: LogicalPlan, _ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
     reorder(plan)
@@ -37,7 +40,69 @@ fn reorder(plan: LogicalPlan) -> Result<LogicalPlan> {
     let mut relations = Vec::new();
     let mut predicates = Vec::new();
     flatten(plan, &mut relations, &mut predicates)?;
+    if relations.len() > MAX_JOIN_RELATIONS {
+        return Err(not_impl_err!("a join of {} tables (at most {MAX_JOIN_RELATIONS} are supported)", relations.len()));
+    }
     Ok(JoinGraph::new(relations, predicates).best_plan())
+}
+
+/// A set of relations (by index): a fixed-size bitset, so joins of more than 64 tables
+/// plan too.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+struct RelSet([u64; 4]);
+
+impl RelSet {
+    const CAPACITY: usize = 256;
+
+    fn single(index: usize) -> RelSet {
+        let mut words = [0u64; 4];
+        words[index / 64] = 1 << (index % 64);
+        RelSet(words)
+    }
+
+    /// The set whose members are the bits of `bits` (the first 64 relations).
+    fn from_bits(bits: u64) -> RelSet {
+        RelSet([bits, 0, 0, 0])
+    }
+
+    fn all(n: usize) -> RelSet {
+        (0..n).fold(RelSet::default(), |set, i| set | RelSet::single(i))
+    }
+
+    fn is_empty(self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+
+    fn count(self) -> u32 {
+        self.0.iter().map(|w| w.count_ones()).sum()
+    }
+
+    fn intersects(self, other: RelSet) -> bool {
+        !(self & other).is_empty()
+    }
+
+    fn is_subset(self, other: RelSet) -> bool {
+        (self & other) == self
+    }
+
+    /// The lowest member.
+    fn first(self) -> Option<usize> {
+        self.0.iter().enumerate().find(|(_, &w)| w != 0).map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    }
+}
+
+impl std::ops::BitOr for RelSet {
+    type Output = RelSet;
+    fn bitor(self, other: RelSet) -> RelSet {
+        RelSet(std::array::from_fn(|i| self.0[i] | other.0[i]))
+    }
+}
+
+impl std::ops::BitAnd for RelSet {
+    type Output = RelSet;
+    fn bitand(self, other: RelSet) -> RelSet {
+        RelSet(std::array::from_fn(|i| self.0[i] & other.0[i]))
+    }
 }
 
 /// Collects the leaves and conditions of a tree of inner joins.
@@ -55,33 +120,43 @@ fn flatten(plan: LogicalPlan, relations: &mut Vec<LogicalPlan>, predicates: &mut
 
 struct Predicate {
     expr: Expr,
-    /// Bitmask of the relations it references.
-    relations: u64,
+    /// The relations it references.
+    relations: RelSet,
 }
 
 /// Columns known equal (through join equalities), with the relation each belongs to.
 struct EquivalenceClass {
     members: Vec<(ColumnRef, usize)>,
+    /// The relations with a member.
+    relations: RelSet,
 }
 
 impl EquivalenceClass {
-    /// Bitmask of the relations with a member.
-    fn relations(&self) -> u64 {
-        self.members.iter().fold(0, |mask, (_, r)| mask | 1 << r)
+    fn new(members: Vec<(ColumnRef, usize)>) -> EquivalenceClass {
+        let relations = members.iter().fold(RelSet::default(), |set, (_, r)| set | RelSet::single(*r));
+        EquivalenceClass { members, relations }
+    }
+
+    fn add(&mut self, member: (ColumnRef, usize)) {
+        self.relations = self.relations | RelSet::single(member.1);
+        self.members.push(member);
     }
 
     /// One equality between a member in `a` and one in `b`, if both have one.
-    fn equality_between(&self, a: u64, b: u64) -> Option<Expr> {
-        let left = self.members.iter().find(|(_, r)| a & (1 << r) != 0)?;
-        let right = self.members.iter().find(|(_, r)| b & (1 << r) != 0)?;
+    fn equality_between(&self, a: RelSet, b: RelSet) -> Option<Expr> {
+        if !self.relations.intersects(a) || !self.relations.intersects(b) {
+            return None;
+        }
+        let left = self.members.iter().find(|(_, r)| a.intersects(RelSet::single(*r)))?;
+        let right = self.members.iter().find(|(_, r)| b.intersects(RelSet::single(*r)))?;
         Some(Expr::compare(BinaryOp::Eq, Expr::Column(left.0.clone()), Expr::Column(right.0.clone())))
     }
 }
 
 /// `a = b` between columns of the same type in two different relations.
-fn column_equality(expr: &Expr, mask: u64) -> Option<(&ColumnRef, &ColumnRef)> {
+fn column_equality(expr: &Expr, relations: RelSet) -> Option<(&ColumnRef, &ColumnRef)> {
     match expr {
-        Expr::Binary { op: BinaryOp::Eq, left, right, .. } if mask.count_ones() == 2 => match (left.as_ref(), right.as_ref()) {
+        Expr::Binary { op: BinaryOp::Eq, left, right, .. } if relations.count() == 2 => match (left.as_ref(), right.as_ref()) {
             (Expr::Column(a), Expr::Column(b)) if a.data_type == b.data_type => Some((a, b)),
             _ => None,
         },
@@ -101,7 +176,7 @@ struct Entry {
     cost: f64,
     estimate: Estimate,
     /// How this subset was formed: `None` for a single relation.
-    split: Option<(u64, u64)>,
+    split: Option<(RelSet, RelSet)>,
 }
 
 impl JoinGraph {
@@ -114,17 +189,17 @@ impl JoinGraph {
         let mut filters: Vec<(usize, Expr)> = Vec::new();
         for expr in exprs {
             let columns = expr.columns();
-            let mut mask = 0u64;
+            let mut set = RelSet::default();
             for (idx, ids) in outputs.iter().enumerate() {
                 if columns.iter().any(|c| ids.contains(c)) {
-                    mask |= 1 << idx;
+                    set = set | RelSet::single(idx);
                 }
             }
-            if mask.count_ones() == 1 {
-                filters.push((mask.trailing_zeros() as usize, expr));
-            } else if let Some((a, b)) = column_equality(&expr, mask) {
+            if set.count() == 1 {
+                filters.push((set.first().expect("one member"), expr));
+            } else if let Some((a, b)) = column_equality(&expr, set) {
                 let (Some(ra), Some(rb)) = (relation_of(&a.id), relation_of(&b.id)) else {
-                    predicates.push(Predicate { expr, relations: mask });
+                    predicates.push(Predicate { expr, relations: set });
                     continue;
                 };
                 let class_of =
@@ -133,14 +208,16 @@ impl JoinGraph {
                     (Some(x), Some(y)) if x == y => {}
                     (Some(x), Some(y)) => {
                         let merged = classes.remove(x.max(y));
-                        classes[x.min(y)].members.extend(merged.members);
+                        for member in merged.members {
+                            classes[x.min(y)].add(member);
+                        }
                     }
-                    (Some(x), None) => classes[x].members.push((b.clone(), rb)),
-                    (None, Some(y)) => classes[y].members.push((a.clone(), ra)),
-                    (None, None) => classes.push(EquivalenceClass { members: vec![(a.clone(), ra), (b.clone(), rb)] }),
+                    (Some(x), None) => classes[x].add((b.clone(), rb)),
+                    (None, Some(y)) => classes[y].add((a.clone(), ra)),
+                    (None, None) => classes.push(EquivalenceClass::new(vec![(a.clone(), ra), (b.clone(), rb)])),
                 }
             } else {
-                predicates.push(Predicate { expr, relations: mask });
+                predicates.push(Predicate { expr, relations: set });
             }
         }
         // Two members of a class in one relation must be equal within it: a filter there.
@@ -161,49 +238,49 @@ impl JoinGraph {
     }
 
     /// Whether a predicate references `a` and `b` (and nothing else).
-    fn joins(p: &Predicate, a: u64, b: u64) -> bool {
-        p.relations & !(a | b) == 0 && p.relations & a != 0 && p.relations & b != 0
+    fn joins(p: &Predicate, a: RelSet, b: RelSet) -> bool {
+        p.relations.is_subset(a | b) && p.relations.intersects(a) && p.relations.intersects(b)
     }
 
     /// The conditions joining subsets `a` and `b`: predicates referencing both (and
     /// nothing else), and one equality per equivalence class spanning them.
-    fn predicates_between(&self, a: u64, b: u64) -> Vec<Expr> {
+    fn predicates_between(&self, a: RelSet, b: RelSet) -> Vec<Expr> {
         let mut conditions: Vec<Expr> = self.predicates.iter().filter(|p| Self::joins(p, a, b)).map(|p| p.expr.clone()).collect();
         conditions.extend(self.classes.iter().filter_map(|c| c.equality_between(a, b)));
         conditions
     }
 
     /// Whether some condition joins `a` and `b`: [`JoinGraph::predicates_between`] is not
-    /// empty, decided on bitmasks alone (the search asks for every pair of subsets).
-    fn connected(&self, a: u64, b: u64) -> bool {
+    /// empty, decided on bitsets alone (the search asks for every pair of subsets).
+    fn connected(&self, a: RelSet, b: RelSet) -> bool {
         self.predicates.iter().any(|p| Self::joins(p, a, b))
-            || self.classes.iter().any(|c| c.relations() & a != 0 && c.relations() & b != 0)
+            || self.classes.iter().any(|c| c.relations.intersects(a) && c.relations.intersects(b))
     }
 
-    fn combine(&self, a: &Entry, b: &Entry, mask_a: u64, mask_b: u64) -> Entry {
-        let condition = Expr::conjunction(self.predicates_between(mask_a, mask_b));
+    fn combine(&self, a: &Entry, b: &Entry, set_a: RelSet, set_b: RelSet) -> Entry {
+        let condition = Expr::conjunction(self.predicates_between(set_a, set_b));
         let estimate = join_estimate(JoinKind::Inner, &a.estimate, &b.estimate, condition.as_ref(), None);
         // Cost: everything produced so far plus this join's output and its hash build.
         let cost = a.cost + b.cost + estimate.rows + a.estimate.rows.min(b.estimate.rows);
-        Entry { cost, estimate, split: Some((mask_a, mask_b)) }
+        Entry { cost, estimate, split: Some((set_a, set_b)) }
     }
 
     fn best_plan(self) -> LogicalPlan {
         let n = self.relations.len();
         let best = if n <= MAX_DP_RELATIONS { self.dynamic_programming(false).or_else(|| self.dynamic_programming(true)) } else { None };
         let best = best.unwrap_or_else(|| self.greedy());
-        let full = (1u64 << n) - 1;
         let mut relations: Vec<Option<LogicalPlan>> = self.relations.into_iter().map(Some).collect();
         let mut used = vec![false; self.predicates.len()];
-        build(full, &best, &mut relations, &self.predicates, &self.classes, &mut used)
+        build(RelSet::all(n), &best, &mut relations, &self.predicates, &self.classes, &mut used)
     }
 
-    /// Exhaustive search over subsets; `allow_cross` permits joining unconnected subsets.
-    fn dynamic_programming(&self, allow_cross: bool) -> Option<HashMap<u64, Entry>> {
+    /// Exhaustive search over subsets (at most [`MAX_DP_RELATIONS`], so one `u64` holds
+    /// a subset); `allow_cross` permits joining unconnected subsets.
+    fn dynamic_programming(&self, allow_cross: bool) -> Option<HashMap<RelSet, Entry>> {
         let n = self.relations.len();
-        let mut best: HashMap<u64, Entry> = HashMap::new();
+        let mut best: HashMap<RelSet, Entry> = HashMap::new();
         for (idx, estimate) in self.estimates.iter().enumerate() {
-            best.insert(1 << idx, Entry { cost: 0.0, estimate: estimate.clone(), split: None });
+            best.insert(RelSet::single(idx), Entry { cost: 0.0, estimate: estimate.clone(), split: None });
         }
         let full = (1u64 << n) - 1;
         for size in 2..=n {
@@ -218,10 +295,10 @@ impl JoinGraph {
                 let mut sub = (set - 1) & set;
                 while sub > 0 {
                     if sub & lowest != 0 {
-                        let other = set & !sub;
-                        if let (Some(a), Some(b)) = (best.get(&sub), best.get(&other)) {
-                            if allow_cross || self.connected(sub, other) {
-                                let candidate = self.combine(a, b, sub, other);
+                        let (a, b) = (RelSet::from_bits(sub), RelSet::from_bits(set & !sub));
+                        if let (Some(left), Some(right)) = (best.get(&a), best.get(&b)) {
+                            if allow_cross || self.connected(a, b) {
+                                let candidate = self.combine(left, right, a, b);
                                 if winner.as_ref().is_none_or(|w| candidate.cost < w.cost) {
                                     winner = Some(candidate);
                                 }
@@ -231,43 +308,64 @@ impl JoinGraph {
                     sub = (sub - 1) & set;
                 }
                 if let Some(w) = winner {
-                    best.insert(set, w);
+                    best.insert(RelSet::from_bits(set), w);
                 }
             }
         }
-        best.contains_key(&full).then_some(best)
+        best.contains_key(&RelSet::from_bits(full)).then_some(best)
     }
 
-    /// Greedy: repeatedly join the pair with the smallest result, preferring connected pairs.
-    fn greedy(&self) -> HashMap<u64, Entry> {
-        let mut best: HashMap<u64, Entry> = HashMap::new();
-        let mut live: Vec<u64> = Vec::new();
+    /// Greedy: repeatedly join the pair with the smallest result, preferring connected
+    /// pairs. Candidate joins are kept between rounds, so each round only evaluates the
+    /// pairs with the newly joined set: O(n^2) candidates in all.
+    fn greedy(&self) -> HashMap<RelSet, Entry> {
+        let mut best: HashMap<RelSet, Entry> = HashMap::new();
+        let mut live: Vec<RelSet> = Vec::new();
         for (idx, estimate) in self.estimates.iter().enumerate() {
-            best.insert(1 << idx, Entry { cost: 0.0, estimate: estimate.clone(), split: None });
-            live.push(1 << idx);
+            best.insert(RelSet::single(idx), Entry { cost: 0.0, estimate: estimate.clone(), split: None });
+            live.push(RelSet::single(idx));
+        }
+        // (a, b) -> (candidate, connected) for live sets a, b.
+        let mut candidates: HashMap<(RelSet, RelSet), (Entry, bool)> = HashMap::new();
+        let evaluate = |best: &HashMap<RelSet, Entry>, a: RelSet, b: RelSet| -> (Entry, bool) {
+            let connected = self.connected(a, b);
+            // Unconnected pairs are cross products: only their size matters, and the
+            // condition search is skipped.
+            (self.combine(&best[&a], &best[&b], a, b), connected)
+        };
+        for i in 0..live.len() {
+            for j in i + 1..live.len() {
+                candidates.insert((live[i], live[j]), evaluate(&best, live[i], live[j]));
+            }
         }
         while live.len() > 1 {
-            let mut choice: Option<(usize, usize, Entry, bool)> = None;
+            let mut choice: Option<(RelSet, RelSet)> = None;
             for i in 0..live.len() {
                 for j in i + 1..live.len() {
-                    let connected = self.connected(live[i], live[j]);
-                    let candidate = self.combine(&best[&live[i]], &best[&live[j]], live[i], live[j]);
-                    let better = match &choice {
+                    let key = (live[i], live[j]);
+                    let (candidate, connected) = &candidates[&key];
+                    let better = match choice {
                         None => true,
-                        Some((_, _, c, c_connected)) => {
-                            (connected && !c_connected) || (connected == *c_connected && candidate.estimate.rows < c.estimate.rows)
+                        Some(c) => {
+                            let (chosen, chosen_connected) = &candidates[&c];
+                            (*connected && !chosen_connected)
+                                || (connected == chosen_connected && candidate.estimate.rows < chosen.estimate.rows)
                         }
                     };
                     if better {
-                        choice = Some((i, j, candidate, connected));
+                        choice = Some(key);
                     }
                 }
             }
-            let (i, j, entry, _) = choice.expect("at least two live sets");
-            let merged = live[i] | live[j];
+            let (a, b) = choice.expect("at least two live sets");
+            let (entry, _) = candidates.remove(&(a, b)).expect("candidate of a live pair");
+            let merged = a | b;
             best.insert(merged, entry);
-            live.remove(j);
-            live.remove(i);
+            live.retain(|&s| s != a && s != b);
+            candidates.retain(|(x, y), _| *x != a && *x != b && *y != a && *y != b);
+            for &other in &live {
+                candidates.insert((other, merged), evaluate(&best, other, merged));
+            }
             live.push(merged);
         }
         best
@@ -277,8 +375,8 @@ impl JoinGraph {
 /// Builds the join tree for `set` from the DP table; larger input on the left (probe),
 /// smaller on the right (build).
 fn build(
-    set: u64,
-    best: &HashMap<u64, Entry>,
+    set: RelSet,
+    best: &HashMap<RelSet, Entry>,
     relations: &mut [Option<LogicalPlan>],
     predicates: &[Predicate],
     classes: &[EquivalenceClass],
@@ -286,14 +384,14 @@ fn build(
 ) -> LogicalPlan {
     let entry = &best[&set];
     match entry.split {
-        None => relations[set.trailing_zeros() as usize].take().expect("each relation is used once"),
+        None => relations[set.first().expect("a relation")].take().expect("each relation is used once"),
         Some((a, b)) => {
             let (probe, build_side) = if best[&a].estimate.rows >= best[&b].estimate.rows { (a, b) } else { (b, a) };
             let left = build(probe, best, relations, predicates, classes, used);
             let right = build(build_side, best, relations, predicates, classes, used);
             let mut conditions = Vec::new();
             for (idx, p) in predicates.iter().enumerate() {
-                if !used[idx] && p.relations & !set == 0 {
+                if !used[idx] && p.relations.is_subset(set) {
                     used[idx] = true;
                     conditions.push(p.expr.clone());
                 }
