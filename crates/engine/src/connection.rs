@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
 use apiary_execution::{execute, plan_physical, KernelEvaluator};
-use apiary_optimizer::{optimize, OptimizerContext};
+use apiary_optimizer::{optimize, OptimizerContext, RuleReport};
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::parse_sql;
 use apiary_sql::{Binder, BoundStatement, LogicalPlan};
@@ -71,7 +71,7 @@ impl Connection {
         use ast::Statement as S;
         match statement {
             S::Query(query) => self.run_query(query),
-            S::Explain { analyze, statement, .. } => self.explain(statement, *analyze),
+            S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
             S::Insert(insert) => self.insert(insert),
             S::Copy { source, to, target, options, legacy_options, values } => {
@@ -100,11 +100,7 @@ impl Connection {
 
     /// Binds, optimizes: the plan ready for execution.
     pub(crate) fn plan_query(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan)> {
-        let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
-        binder.block_rows = self.settings.block_rows;
-        let bound = binder.bind_query(query)?;
-        let plan = self.optimize_plan(bound.plan.clone(), bound.next_column_id)?;
+        let (bound, plan, _) = self.plan_query_with_reports(query)?;
         Ok((bound, plan))
     }
 
@@ -112,8 +108,20 @@ impl Connection {
         let evaluator = KernelEvaluator;
         let mut ctx = OptimizerContext::new(next_column_id, &evaluator);
         ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
-        let (plan, _) = optimize(plan, &mut ctx)?;
-        Ok(plan)
+        Ok(optimize(plan, &mut ctx)?.0)
+    }
+
+    /// Binds and optimizes a query; also returns what each optimizer rule did.
+    fn plan_query_with_reports(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan, Vec<RuleReport>)> {
+        let functions = self.table_functions();
+        let mut binder = Binder::new(&self.db.catalog, &functions);
+        binder.block_rows = self.settings.block_rows;
+        let bound = binder.bind_query(query)?;
+        let evaluator = KernelEvaluator;
+        let mut ctx = OptimizerContext::new(bound.next_column_id, &evaluator);
+        ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
+        let (plan, reports) = optimize(bound.plan.clone(), &mut ctx)?;
+        Ok((bound, plan, reports))
     }
 
     /// Runs an optimized plan; returns its result chunks.
@@ -129,12 +137,25 @@ impl Connection {
         Ok(QueryResult::rows_result(bound.names, types, chunks))
     }
 
-    fn explain(&mut self, statement: &ast::Statement, analyze: bool) -> Result<QueryResult> {
+    fn explain(&mut self, statement: &ast::Statement, analyze: bool, verbose: bool) -> Result<QueryResult> {
         let ast::Statement::Query(query) = statement else {
             return Err(not_impl_err!("EXPLAIN of statements other than queries"));
         };
-        let (_, plan) = self.plan_query(query)?;
+        let (bound, plan, reports) = self.plan_query_with_reports(query)?;
         let mut lines: Vec<String> = Vec::new();
+        // Which rules changed the plan, so an optimizer change shows in EXPLAIN output.
+        let changed: Vec<&str> = reports.iter().filter(|r| r.changed).map(|r| r.rule).collect();
+        lines.push(format!(
+            "Optimizer rules that changed the plan: {}",
+            if changed.is_empty() { "none".to_string() } else { changed.join(", ") }
+        ));
+        if verbose {
+            lines.push("Bound logical plan:".to_string());
+            lines.extend(bound.plan.display_indent().lines().map(|l| format!("    {l}")));
+            lines.push("Optimized logical plan:".to_string());
+            lines.extend(plan.display_indent().lines().map(|l| format!("    {l}")));
+            lines.push("Physical plan:".to_string());
+        }
         if analyze {
             let started = std::time::Instant::now();
             let (_, executed) = execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
@@ -148,8 +169,12 @@ impl Connection {
                 }
             }
         } else {
-            let physical = plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads())?;
-            lines.extend(physical.explain.lines().map(str::to_string));
+            match plan_physical(&plan, &self.settings.execution, self.db.scheduler.threads()) {
+                Ok(physical) => lines.extend(physical.explain.lines().map(str::to_string)),
+                // VERBOSE still shows the logical plans of a query that cannot be planned.
+                Err(e) if verbose => lines.push(format!("    error: {e}")),
+                Err(e) => return Err(e),
+            }
         }
         Ok(text_result("explain", lines))
     }

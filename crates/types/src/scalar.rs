@@ -106,8 +106,8 @@ impl ScalarValue {
                 // SQL's order: -0 equals 0, every NaN equals NaN and sorts last.
                 let sql_order = |v: Option<f64>| match v {
                     Some(x) if x.is_nan() => f64::NAN,
-                    Some(x) if x == 0.0 => 0.0,
-                    Some(x) => x,
+                    // -0.0 == 0.0, but total_cmp orders them: compare the positive zero.
+                    Some(x) => x + 0.0,
                     None => f64::NAN,
                 };
                 sql_order(self.as_f64()).total_cmp(&sql_order(other.as_f64()))

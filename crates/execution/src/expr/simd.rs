@@ -368,7 +368,7 @@ mod tests {
         levels
     }
 
-    fn check<T: SimdSelect + std::fmt::Debug>(values: &[T], constants: &[T]) {
+    fn check<T: SimdSelect + NativeType>(values: &[T], constants: &[T]) {
         for &kind in &KINDS {
             for &c in constants {
                 for second in [None, Some((CmpKind::LtEq, c)), Some((CmpKind::Gt, c))] {
@@ -399,7 +399,8 @@ mod tests {
             let longs: Vec<i64> = (0..len).map(|_| (next() % 50) as i64 * 1_000_000_007 - 7).collect();
             check(&longs, &[-7, 0, 3_000_000_014, i64::MAX]);
             let floats: Vec<f64> = (0..len).map(|i| if i % 13 == 0 { f64::NAN } else { (next() % 50) as f64 / 4.0 }).collect();
-            check(&floats, &[0.0, 2.5, 10.0, f64::INFINITY]);
+            // SQL order: NaN equals NaN and sorts after every value (also as a constant).
+            check(&floats, &[0.0, 2.5, 10.0, f64::INFINITY, f64::NAN]);
         }
     }
 }

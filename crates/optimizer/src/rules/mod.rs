@@ -1,5 +1,6 @@
 //! Optimizer rules, one per file. Each exposes `run(plan, ctx) -> plan`.
 
+pub(crate) mod decorrelate;
 pub mod fold_constants;
 pub mod prune_columns;
 pub mod push_down_predicates;

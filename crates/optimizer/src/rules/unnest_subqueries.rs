@@ -22,11 +22,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use apiary_common::{not_impl_err, Result};
+use apiary_common::{not_impl_err, ApiaryError, Result};
 use apiary_sql::expr::{AggregateCall, BinaryOp, ColumnId, ColumnRef, Expr, Subquery, SubqueryKind, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::DataType;
 
+use crate::rules::decorrelate;
 use crate::OptimizerContext;
 
 pub fn run(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
@@ -172,6 +173,36 @@ fn conjunct_as_filtering_subquery(conjunct: Expr) -> Result<(Box<Subquery>, bool
 /// A semi/anti join that keeps the input rows for which the (NOT) EXISTS / (NOT) IN holds.
 fn filtering_join(input: LogicalPlan, mut subquery: Subquery, negated: bool, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
     subquery.plan = Box::new(unnest(*subquery.plan, ctx)?);
+    match filtering_join_by_pulling_up(input.clone(), subquery.clone(), negated, ctx) {
+        Err(ApiaryError::NotImplemented(_)) => filtering_join_in_general(input, subquery, negated, ctx),
+        other => other,
+    }
+}
+
+/// The general decorrelation of a filtering subquery.
+fn filtering_join_in_general(input: LogicalPlan, subquery: Subquery, negated: bool, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
+    let kind = if negated { JoinKind::Anti { null_aware: false } } else { JoinKind::Semi };
+    match subquery.kind {
+        SubqueryKind::Exists { .. } => dependent_join(input, without_limit_for_exists(*subquery.plan), kind, Vec::new(), None, ctx),
+        SubqueryKind::In { ref expr, .. } if !negated || (!expr.nullable() && subquery.output.as_ref().is_some_and(|c| !c.nullable)) => {
+            // IN keeps the rows with a match (NULL filters like FALSE); NOT IN over
+            // non-NULL values keeps those without one.
+            let inner = subquery.output.clone().expect("IN subquery has an output column");
+            let equality = Expr::compare(BinaryOp::Eq, (**expr).clone(), inner.expr());
+            dependent_join(input, *subquery.plan, kind, vec![equality], None, ctx)
+        }
+        SubqueryKind::In { .. } => {
+            // NOT IN over nullable values: filter on the three-valued result.
+            let output = input.output();
+            let (joined, value) = join_subquery_in_general(input, subquery, ctx)?;
+            let filtered = LogicalPlan::Filter { predicate: value, input: Box::new(joined) };
+            Ok(LogicalPlan::Project { exprs: output.into_iter().map(|c| (c.expr(), c)).collect(), input: Box::new(filtered) })
+        }
+        SubqueryKind::Scalar => unreachable!("scalar subqueries are not filtering"),
+    }
+}
+
+fn filtering_join_by_pulling_up(input: LogicalPlan, subquery: Subquery, negated: bool, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
     let outer = input.output_ids();
     let (sub_plan, correlated) = pull_up_correlated(*subquery.plan, &outer)?;
     let mut conditions = correlated;
@@ -257,9 +288,101 @@ fn rewrite_expression(mut input: LogicalPlan, expr: Expr, ctx: &mut OptimizerCon
 }
 
 /// Joins the subquery onto `input`; returns the new input and the expression that
-/// replaces the subquery.
+/// replaces the subquery. The rewrites below come first; what they cannot express is
+/// decorrelated in general ([`decorrelate`]).
 fn join_subquery(input: LogicalPlan, mut subquery: Subquery, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Expr)> {
     subquery.plan = Box::new(unnest(*subquery.plan, ctx)?);
+    if let Some(value) = select_without_from(&subquery) {
+        return Ok((input, value));
+    }
+    match join_subquery_by_pulling_up(input.clone(), subquery.clone(), ctx) {
+        Err(ApiaryError::NotImplemented(_)) => join_subquery_in_general(input, subquery, ctx),
+        other => other,
+    }
+}
+
+/// `(SELECT expr)` without FROM: the expression itself (it may read outer columns).
+fn select_without_from(subquery: &Subquery) -> Option<Expr> {
+    let (SubqueryKind::Scalar, Some(output)) = (&subquery.kind, &subquery.output) else { return None };
+    let LogicalPlan::Project { exprs, input } = subquery.plan.as_ref() else { return None };
+    let LogicalPlan::Values { rows, output: values_output } = input.as_ref() else { return None };
+    if rows.len() != 1 || !values_output.is_empty() || exprs.len() != 1 || exprs[0].1.id != output.id || exprs[0].0.contains_subquery() {
+        return None;
+    }
+    Some(exprs[0].0.clone())
+}
+
+/// The general decorrelation of a subquery used as a value.
+fn join_subquery_in_general(input: LogicalPlan, subquery: Subquery, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Expr)> {
+    let plan = *subquery.plan;
+    match subquery.kind {
+        SubqueryKind::Scalar => {
+            let output = subquery.output.expect("scalar subquery has an output column");
+            let join = dependent_join(input, plan, JoinKind::Single, Vec::new(), None, ctx)?;
+            Ok((join, output.expr()))
+        }
+        SubqueryKind::Exists { negated } => {
+            let mark = ctx.new_column("exists", DataType::Boolean, false);
+            let join = dependent_join(
+                input,
+                without_limit_for_exists(plan),
+                JoinKind::Mark { null_aware: false },
+                Vec::new(),
+                Some(mark.clone()),
+                ctx,
+            )?;
+            Ok((join, if negated { Expr::negation(mark.expr()) } else { mark.expr() }))
+        }
+        SubqueryKind::In { expr, negated } => {
+            let inner = subquery.output.expect("IN subquery has an output column");
+            if !expr.nullable() && !inner.nullable {
+                // No NULLs: IN is EXISTS with the equality.
+                let mark = ctx.new_column("in", DataType::Boolean, false);
+                let equality = Expr::compare(BinaryOp::Eq, *expr, inner.expr());
+                let join = dependent_join(input, plan, JoinKind::Mark { null_aware: false }, vec![equality], Some(mark.clone()), ctx)?;
+                return Ok((join, if negated { Expr::negation(mark.expr()) } else { mark.expr() }));
+            }
+            let (plan, output) = decorrelate::in_as_aggregate(*expr, plan, &inner, negated, ctx);
+            let join = dependent_join(input, plan, JoinKind::Single, Vec::new(), None, ctx)?;
+            Ok((join, output.expr()))
+        }
+    }
+}
+
+/// `input ⋈ subquery` for the subquery computed per distinct value of the outer columns
+/// it reads (an uncorrelated subquery is joined as it is).
+fn dependent_join(
+    input: LogicalPlan,
+    plan: LogicalPlan,
+    kind: JoinKind,
+    extra: Vec<Expr>,
+    mark: Option<ColumnRef>,
+    ctx: &mut OptimizerContext,
+) -> Result<LogicalPlan> {
+    let (right, mut conditions) = match decorrelate::Dependent::new(&input, &plan) {
+        None => (plan, Vec::new()),
+        Some(dependent) => {
+            let (right, d) = dependent.push_down(plan, ctx)?;
+            let condition = dependent.join_condition(&d);
+            (right, vec![condition])
+        }
+    };
+    conditions.extend(extra);
+    Ok(LogicalPlan::Join { kind, left: Box::new(input), right: Box::new(right), condition: Expr::conjunction(conditions), mark })
+}
+
+/// EXISTS does not depend on how many rows there are: a LIMIT (of at least one row)
+/// and an ORDER BY under it can go.
+fn without_limit_for_exists(plan: LogicalPlan) -> LogicalPlan {
+    match plan {
+        LogicalPlan::Limit { limit, offset: 0, input } if limit.is_none_or(|l| l > 0) => without_limit_for_exists(*input),
+        LogicalPlan::Sort { input, .. } => without_limit_for_exists(*input),
+        LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(without_limit_for_exists(*input)) },
+        other => other,
+    }
+}
+
+fn join_subquery_by_pulling_up(input: LogicalPlan, subquery: Subquery, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Expr)> {
     let outer = input.output_ids();
     match subquery.kind {
         SubqueryKind::Exists { negated } => {
@@ -333,6 +456,15 @@ fn scalar_subquery_join(
         };
         return Ok((join, output.expr()));
     };
+    // Outer columns read above the aggregation's input (in the projection, the group
+    // keys or the aggregates' arguments) need the general rewrite.
+    let reads_outer = |e: &Expr| e.columns().iter().any(|c| outer.contains(c));
+    if projection.iter().flatten().any(|(e, _)| reads_outer(e))
+        || groups.iter().any(|(e, _)| reads_outer(e))
+        || aggregates.iter().any(|(call, _)| call.args.iter().chain(call.filter.as_deref()).any(reads_outer))
+    {
+        return Err(not_impl_err!("outer columns read by a correlated aggregation"));
+    }
     let (rest, correlated) = pull_up_correlated(*agg_input, outer)?;
     // Each correlated predicate must be `inner_expr = outer_expr`.
     let mut keys = Vec::new();

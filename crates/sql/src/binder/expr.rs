@@ -9,13 +9,18 @@ use sqlparser::ast;
 
 use super::{convert_data_type, AggregateCollector, Binder, Scope};
 use crate::coercion::{arithmetic_types, can_assign, common_type};
-use crate::expr::{BinaryOp, ColumnRef, Expr, ScalarFunction, Subquery, SubqueryKind, TrimKind, UnaryOp};
+use crate::expr::{AggregateCall, BinaryOp, ColumnRef, Expr, ScalarFunction, Subquery, SubqueryKind, TrimKind, UnaryOp};
 use crate::plan::LogicalPlan;
 
 impl Binder<'_> {
     pub(crate) fn bind_expr(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
         use ast::Expr as E;
         let whole = expr;
+        // A GROUP BY key with a subquery, written again in the select list: the key's
+        // column (binding it again would give a different subquery that is not grouped).
+        if let Some((_, column)) = self.grouped_subquery_keys.iter().find(|(key, _)| key == expr) {
+            return Ok(column.expr());
+        }
         match expr {
             E::Identifier(ident) => Ok(self.resolve_column(std::slice::from_ref(ident), scope)?.expr()),
             E::CompoundIdentifier(parts) => Ok(self.resolve_column(parts, scope)?.expr()),
@@ -223,9 +228,14 @@ impl Binder<'_> {
 
     fn bind_subquery(&mut self, query: &ast::Query, scope: &Scope) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
         self.outer_scopes.push(scope.clone());
+        let collector = matches!(self.aggregate_stack.last(), Some(Some(_))).then(|| self.aggregate_stack.len() - 1);
+        self.outer_aggregates.push(collector);
         self.aggregate_stack.push(None);
+        let grouped_keys = std::mem::take(&mut self.grouped_subquery_keys);
         let bound = self.bind_query_body(query);
+        self.grouped_subquery_keys = grouped_keys;
         self.aggregate_stack.pop();
+        self.outer_aggregates.pop();
         self.outer_scopes.pop();
         let (plan, columns) = bound?;
         Ok((plan, columns.into_iter().map(|(_, c)| c).collect()))
@@ -441,10 +451,6 @@ impl Binder<'_> {
         filter: Option<&ast::Expr>,
         scope: &Scope,
     ) -> Result<Expr> {
-        match self.aggregate_stack.last() {
-            Some(Some(_)) => {}
-            _ => return Err(bind_err!("aggregate function {name} is not allowed here")),
-        }
         // Arguments are bound with aggregates disallowed (no nesting).
         self.aggregate_stack.push(None);
         let mut star = false;
@@ -474,7 +480,8 @@ impl Binder<'_> {
         result?;
         let filter = filter.transpose()?;
         let call = self.aggregate_call(name, args, star, distinct, filter)?;
-        let collector: &mut AggregateCollector = match self.aggregate_stack.last_mut() {
+        let level = self.aggregate_level(&call, scope);
+        let collector: &mut AggregateCollector = match level.and_then(|at| self.aggregate_stack.get_mut(at)) {
             Some(Some(c)) => c,
             _ => return Err(bind_err!("aggregate function {name} is not allowed here")),
         };
@@ -484,10 +491,29 @@ impl Binder<'_> {
         let display = call.to_string();
         let nullable = !matches!(call.func, crate::expr::AggregateFunction::Count | crate::expr::AggregateFunction::CountStar);
         let column = self.new_column(&display, call.data_type, nullable);
-        if let Some(Some(collector)) = self.aggregate_stack.last_mut() {
+        if let Some(Some(collector)) = level.and_then(|at| self.aggregate_stack.get_mut(at)) {
             collector.calls.push((call, column.clone()));
         }
         Ok(column.expr())
+    }
+
+    /// Where in `aggregate_stack` an aggregate call is collected: the current query's
+    /// collector, unless its arguments read only columns of enclosing queries — then the
+    /// nearest of those queries owns it (`SELECT (SELECT sum(o.x)) FROM o` sums over `o`).
+    fn aggregate_level(&self, call: &AggregateCall, scope: &Scope) -> Option<usize> {
+        let mut columns = std::collections::BTreeSet::new();
+        for arg in call.args.iter().chain(call.filter.as_deref()) {
+            arg.collect_columns(&mut columns);
+        }
+        let current = self.aggregate_stack.len().checked_sub(1);
+        let in_scope = |s: &Scope| s.columns.iter().any(|c| columns.contains(&c.column.id));
+        if columns.is_empty() || in_scope(scope) {
+            return current;
+        }
+        match self.outer_scopes.iter().rposition(in_scope) {
+            Some(level) => self.outer_aggregates[level],
+            None => current,
+        }
     }
 
     /// Requires a BOOLEAN (or NULL) expression.

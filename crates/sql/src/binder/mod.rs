@@ -141,6 +141,13 @@ pub struct Binder<'a> {
     ctes: Vec<HashMap<String, CteDefinition>>,
     /// Scopes of the enclosing queries while binding a subquery, innermost last.
     outer_scopes: Vec<Scope>,
+    /// For each outer scope, where in `aggregate_stack` the collector of that query was
+    /// when the subquery started (`None`: aggregates were not allowed there). An aggregate
+    /// over outer columns only belongs to that outer query (PostgreSQL).
+    outer_aggregates: Vec<Option<usize>>,
+    /// GROUP BY keys containing a subquery, with their group column, while the select
+    /// list, HAVING and ORDER BY of that query are bound.
+    grouped_subquery_keys: Vec<(ast::Expr, ColumnRef)>,
     /// Aggregate collectors; `None` marks a subquery boundary (aggregates inside a
     /// subquery belong to the subquery).
     aggregate_stack: Vec<Option<AggregateCollector>>,
@@ -156,6 +163,8 @@ impl<'a> Binder<'a> {
             next_column_id: 0,
             ctes: Vec::new(),
             outer_scopes: Vec::new(),
+            outer_aggregates: Vec::new(),
+            grouped_subquery_keys: Vec::new(),
             aggregate_stack: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
         }

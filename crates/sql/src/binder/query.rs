@@ -345,6 +345,7 @@ impl Binder<'_> {
             ast::GroupByExpr::All(_) => return Err(not_impl_err!("GROUP BY ALL")),
         };
         let mut groups: Vec<(Expr, ColumnRef)> = Vec::new();
+        let mut subquery_keys: Vec<(ast::Expr, ColumnRef)> = Vec::new();
         for group_ast in &group_asts {
             let resolved = self.resolve_group_key(group_ast, select, &scope)?;
             self.aggregate_stack.push(None);
@@ -359,11 +360,15 @@ impl Binder<'_> {
                 _ => resolved.to_string(),
             };
             let column = self.new_column(&name, bound.data_type(), bound.nullable());
+            if bound.contains_subquery() {
+                subquery_keys.push((resolved.clone(), column.clone()));
+            }
             groups.push((bound, column));
         }
 
         // SELECT list, HAVING and ORDER BY, collecting aggregates.
         self.aggregate_stack.push(Some(AggregateCollector::default()));
+        let enclosing_keys = std::mem::replace(&mut self.grouped_subquery_keys, subquery_keys);
         let bound_items = self.bind_select_items(&select.projection, &scope);
         let having = match (&bound_items, &select.having) {
             (Ok(_), Some(having)) => Some(self.bind_expr(having, &scope)),
@@ -373,6 +378,7 @@ impl Binder<'_> {
             Ok(items) => Some(self.bind_order_keys(order_by, items, &scope)),
             Err(_) => None,
         };
+        self.grouped_subquery_keys = enclosing_keys;
         let collector = self.aggregate_stack.pop().flatten().unwrap_or_default();
         let mut items = bound_items?;
         let mut having = having.transpose()?;
@@ -763,8 +769,10 @@ impl Binder<'_> {
         let shadowed = self.ctes.last_mut().and_then(|frame| frame.remove(name));
         self.aggregate_stack.push(None);
         let outer = std::mem::take(&mut self.outer_scopes);
+        let outer_aggregates = std::mem::take(&mut self.outer_aggregates);
         let bound = self.bind_query_body(&cte.query);
         self.outer_scopes = outer;
+        self.outer_aggregates = outer_aggregates;
         self.aggregate_stack.pop();
         if let (Some(frame), Some(definition)) = (self.ctes.last_mut(), shadowed) {
             frame.insert(name.to_string(), definition);
