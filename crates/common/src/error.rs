@@ -69,6 +69,10 @@ pub enum ApiaryError {
     #[error("not implemented: {0}")]
     NotImplemented(String),
 
+    /// The statement is nested too deeply (expressions, subqueries, set operations).
+    #[error("statement too complex: {0}")]
+    TooComplex(String),
+
     /// The query was cancelled by the user.
     #[error("query interrupted")]
     Interrupted,
@@ -93,6 +97,7 @@ impl ApiaryError {
             ApiaryError::Resource(_) => "53200",
             ApiaryError::Corruption(_) => "XX001",
             ApiaryError::NotImplemented(_) => "0A000",
+            ApiaryError::TooComplex(_) => "54001",
             ApiaryError::Interrupted => "57014",
             ApiaryError::Internal(_) => "XX000",
         }

@@ -28,6 +28,12 @@ pub struct Connection {
     interrupted: Arc<AtomicBool>,
 }
 
+/// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
+/// a shorter one cannot nest deeper than the binder's expression limit (an operator
+/// chain takes at least two bytes a level), so the caller's stack suffices.
+const LARGE_STATEMENT_BYTES: usize = 2 * 1024;
+const LARGE_STATEMENT_STACK: usize = 1 << 30;
+
 impl Connection {
     pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
         Connection { db, settings: Settings::default(), interrupted: Arc::new(AtomicBool::new(false)) }
@@ -44,6 +50,27 @@ impl Connection {
 
     /// Runs every statement in `sql`, stopping at the first error.
     pub fn execute(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
+        // Parsing, binding and planning recurse over the statement's syntax tree, and so
+        // does dropping it: a long statement (generated SQL: thousands of operators or
+        // UNION branches) runs on a thread with a large stack (reserved address space,
+        // touched only as deep as needed), whatever thread called us.
+        if sql.len() > LARGE_STATEMENT_BYTES {
+            return std::thread::scope(|scope| {
+                std::thread::Builder::new()
+                    .name("apiary-large-statement".to_string())
+                    .stack_size(LARGE_STATEMENT_STACK)
+                    .spawn_scoped(scope, || self.execute_here(sql))
+                    .map_err(|e| ApiaryError::Resource(format!("cannot start a thread for a large statement: {e}")))?
+                    .join()
+                    .map_err(|panic| {
+                        internal_err!("planning a large statement panicked: {}", apiary_common::error::panic_message(panic.as_ref()))
+                    })?
+            });
+        }
+        self.execute_here(sql)
+    }
+
+    fn execute_here(&mut self, sql: &str) -> Result<Vec<QueryResult>> {
         let statements = parse_sql(sql)?;
         let mut results = Vec::with_capacity(statements.len());
         for statement in &statements {

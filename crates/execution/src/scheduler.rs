@@ -400,6 +400,9 @@ struct Queue {
 }
 
 /// The pool of workers shared by all queries of a database.
+/// Stack reserved for each worker thread.
+const WORKER_STACK_BYTES: usize = 64 << 20;
+
 pub struct Scheduler {
     shared: Arc<Shared>,
     handles: Mutex<Vec<JoinHandle<()>>>,
@@ -445,6 +448,10 @@ impl Scheduler {
             let shared = Arc::clone(&self.shared);
             let handle = std::thread::Builder::new()
                 .name(format!("apiary-worker-{id}"))
+                // Operators call down their pipeline and expressions evaluate their
+                // children recursively: room for deep (but bounded) plans. Only the
+                // pages a worker touches are committed.
+                .stack_size(WORKER_STACK_BYTES)
                 .spawn(move || worker_loop(shared, id))
                 .expect("spawning a worker thread");
             handles.push(handle);

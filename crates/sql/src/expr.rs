@@ -572,14 +572,15 @@ impl Expr {
         out
     }
 
-    /// `a AND b AND ...`; `None` for an empty list.
+    /// `a AND b AND ...`; `None` for an empty list. The tree is balanced, so thousands
+    /// of conjuncts nest only logarithmically deep (every walk over it recurses).
     pub fn conjunction(parts: impl IntoIterator<Item = Expr>) -> Option<Expr> {
-        parts.into_iter().reduce(|a, b| Expr::binary(BinaryOp::And, a, b, DataType::Boolean))
+        balanced(BinaryOp::And, parts.into_iter().collect())
     }
 
-    /// `a OR b OR ...`; `None` for an empty list.
+    /// `a OR b OR ...`; `None` for an empty list (balanced like [`Expr::conjunction`]).
     pub fn disjunction(parts: impl IntoIterator<Item = Expr>) -> Option<Expr> {
-        parts.into_iter().reduce(|a, b| Expr::binary(BinaryOp::Or, a, b, DataType::Boolean))
+        balanced(BinaryOp::Or, parts.into_iter().collect())
     }
 
     /// Splits a disjunction into its parts.
@@ -591,6 +592,20 @@ impl Expr {
                 parts
             }
             other => vec![other],
+        }
+    }
+}
+
+/// A balanced tree of one associative boolean operator over `parts` (in order).
+fn balanced(op: BinaryOp, mut parts: Vec<Expr>) -> Option<Expr> {
+    match parts.len() {
+        0 => None,
+        1 => parts.pop(),
+        n => {
+            let right = parts.split_off(n / 2);
+            let left = balanced(op, parts)?;
+            let right = balanced(op, right)?;
+            Some(Expr::binary(op, left, right, DataType::Boolean))
         }
     }
 }

@@ -37,7 +37,10 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
             }
         }
     };
-    parse().map_err(|err| ApiaryError::Parse(describe_parser_error(err, sql)))
+    parse().map_err(|err| match err {
+        ParserError::RecursionLimitExceeded => ApiaryError::TooComplex("the statement is nested too deeply".to_string()),
+        err => ApiaryError::Parse(describe_parser_error(err, sql)),
+    })
 }
 
 /// Whether a `CALL` statement is `CHECKPOINT`.

@@ -1,19 +1,98 @@
 //! Binding expressions: name resolution, literals, operators with type coercion,
 //! CASE / IN / LIKE / BETWEEN, casts and subqueries.
 
-use apiary_common::{bind_err, not_impl_err, type_err, Result};
+use apiary_common::{bind_err, not_impl_err, type_err, ApiaryError, Result};
 use apiary_types::datetime::{DateField, Interval};
 use apiary_types::decimal::parse_decimal_literal;
 use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
-use super::{convert_data_type, AggregateCollector, Binder, Scope};
+use super::{convert_data_type, AggregateCollector, Binder, Scope, MAX_EXPRESSION_DEPTH};
 use crate::coercion::{arithmetic_types, can_assign, common_type};
 use crate::expr::{AggregateCall, BinaryOp, ColumnRef, Expr, ScalarFunction, Subquery, SubqueryKind, TrimKind, UnaryOp};
 use crate::plan::LogicalPlan;
 
 impl Binder<'_> {
+    /// Binds an expression. Deep nesting is refused with a clear error instead of
+    /// overflowing the stack (every later walk over the expression recurses too); chains
+    /// of AND / OR, which generated SQL makes long, are flattened without recursion and
+    /// rebuilt as balanced trees, so they have no length limit.
     pub(crate) fn bind_expr(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        match expr {
+            ast::Expr::BinaryOp { op: op @ (ast::BinaryOperator::And | ast::BinaryOperator::Or), .. } => {
+                return self.bind_boolean_chain(op, expr, scope);
+            }
+            ast::Expr::BinaryOp { .. } => return self.bind_operator_chain(expr, scope),
+            _ => {}
+        }
+        if self.expression_depth >= MAX_EXPRESSION_DEPTH {
+            return Err(ApiaryError::TooComplex(format!("expressions are nested more than {MAX_EXPRESSION_DEPTH} levels deep")));
+        }
+        self.expression_depth += 1;
+        let bound = self.bind_expr_node(expr, scope);
+        self.expression_depth -= 1;
+        bound
+    }
+
+    /// `a AND b AND ...` (or OR) of any length: the operands are collected with an
+    /// explicit stack, bound one by one, and combined into a balanced tree.
+    fn bind_boolean_chain(&mut self, chain_op: &ast::BinaryOperator, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        let mut operands = Vec::new();
+        let mut pending = vec![expr];
+        while let Some(next) = pending.pop() {
+            match next {
+                ast::Expr::BinaryOp { left, op, right } if op == chain_op => {
+                    // Right first, so operands come out left to right.
+                    pending.push(right);
+                    pending.push(left);
+                }
+                ast::Expr::Nested(inner) if matches!(inner.as_ref(), ast::Expr::BinaryOp { op, .. } if op == chain_op) => {
+                    pending.push(inner)
+                }
+                other => operands.push(other),
+            }
+        }
+        let symbol = if *chain_op == ast::BinaryOperator::And { "AND" } else { "OR" };
+        let mut bound = Vec::with_capacity(operands.len());
+        for operand in operands {
+            let value = self.bind_expr(operand, scope)?;
+            bound.push(self.boolean_condition(value, symbol)?);
+        }
+        let combined = if *chain_op == ast::BinaryOperator::And { Expr::conjunction(bound) } else { Expr::disjunction(bound) };
+        combined.ok_or_else(|| bind_err!("empty {symbol} chain"))
+    }
+
+    /// `a + b - c * d ...`: the parser builds left-deep trees, so the left spine is
+    /// walked without recursion (its length still counts towards the nesting limit: the
+    /// bound tree is as deep).
+    fn bind_operator_chain(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        let mut spine = Vec::new();
+        let mut leftmost = expr;
+        while let ast::Expr::BinaryOp { left, op, right } = leftmost {
+            if matches!(op, ast::BinaryOperator::And | ast::BinaryOperator::Or) {
+                break;
+            }
+            spine.push((op, right.as_ref()));
+            leftmost = left.as_ref();
+        }
+        let depth = self.expression_depth;
+        if depth + spine.len() >= MAX_EXPRESSION_DEPTH {
+            return Err(ApiaryError::TooComplex(format!("expressions are nested more than {MAX_EXPRESSION_DEPTH} levels deep")));
+        }
+        self.expression_depth += spine.len();
+        let result = (|| {
+            let mut bound = self.bind_expr(leftmost, scope)?;
+            while let Some((op, right)) = spine.pop() {
+                let right = self.bind_expr(right, scope)?;
+                bound = self.bind_binary(op, bound, right)?;
+            }
+            Ok(bound)
+        })();
+        self.expression_depth = depth;
+        result
+    }
+
+    fn bind_expr_node(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
         use ast::Expr as E;
         let whole = expr;
         // A GROUP BY key with a subquery, written again in the select list: the key's

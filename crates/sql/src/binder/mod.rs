@@ -31,6 +31,10 @@ use crate::plan::LogicalPlan;
 
 pub use function::is_aggregate_function;
 
+/// How deeply expressions may nest (DuckDB's default `max_expression_depth`). Chains of
+/// AND / OR do not count: they are rebuilt as balanced trees.
+pub const MAX_EXPRESSION_DEPTH: usize = 1000;
+
 /// Resolves table functions (`read_csv('f')`, `read_parquet('f')`, system views) to a
 /// table the binder can scan. Implemented by the engine, which owns the file readers.
 pub trait TableFunctionProvider {
@@ -148,6 +152,8 @@ pub struct Binder<'a> {
     /// GROUP BY keys containing a subquery, with their group column, while the select
     /// list, HAVING and ORDER BY of that query are bound.
     grouped_subquery_keys: Vec<(ast::Expr, ColumnRef)>,
+    /// How deep the expression being bound is nested (see [`MAX_EXPRESSION_DEPTH`]).
+    expression_depth: usize,
     /// Aggregate collectors; `None` marks a subquery boundary (aggregates inside a
     /// subquery belong to the subquery).
     aggregate_stack: Vec<Option<AggregateCollector>>,
@@ -165,6 +171,7 @@ impl<'a> Binder<'a> {
             outer_scopes: Vec::new(),
             outer_aggregates: Vec::new(),
             grouped_subquery_keys: Vec::new(),
+            expression_depth: 0,
             aggregate_stack: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
         }

@@ -107,9 +107,33 @@ impl Binder<'_> {
             ast::SetExpr::Query(query) => self.bind_query_body(query),
             ast::SetExpr::Values(values) => self.bind_values(values),
             ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
-                let (left_plan, left_columns) = self.bind_set_expr(left)?;
-                let (right_plan, right_columns) = self.bind_set_expr(right)?;
-                self.bind_set_operation(*op, *set_quantifier, (left_plan, left_columns), (right_plan, right_columns))
+                // A chain `a UNION b UNION c ...` is a left-deep tree: walk its spine
+                // without recursion (generated SQL has thousands of branches).
+                let mut rights = vec![right.as_ref()];
+                let mut leftmost = left.as_ref();
+                while let ast::SetExpr::SetOperation { op: o, set_quantifier: q, left: l, right: r } = leftmost {
+                    if o != op || q != set_quantifier {
+                        break;
+                    }
+                    rights.push(r.as_ref());
+                    leftmost = l.as_ref();
+                }
+                rights.reverse();
+                let first = self.bind_set_expr(leftmost)?;
+                if *op == ast::SetOperator::Union {
+                    // One n-ary union (UNION is associative, also with DISTINCT).
+                    let mut inputs = vec![first];
+                    for right in rights {
+                        inputs.push(self.bind_set_expr(right)?);
+                    }
+                    return self.bind_union(inputs, *set_quantifier);
+                }
+                let mut result = first;
+                for right in rights {
+                    let right = self.bind_set_expr(right)?;
+                    result = self.bind_set_operation(*op, *set_quantifier, result, right)?;
+                }
+                Ok(result)
             }
             ast::SetExpr::Table(table) => {
                 let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?;
@@ -122,6 +146,42 @@ impl Binder<'_> {
         }
     }
 
+    /// `input1 UNION [ALL] input2 UNION [ALL] ...` as one union of all inputs.
+    fn bind_union(
+        &mut self,
+        inputs: Vec<(LogicalPlan, OutputColumns)>,
+        quantifier: ast::SetQuantifier,
+    ) -> Result<(LogicalPlan, OutputColumns)> {
+        let all = match quantifier {
+            ast::SetQuantifier::All => true,
+            ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+            _ => return Err(not_impl_err!("UNION BY NAME")),
+        };
+        let width = inputs[0].1.len();
+        let mut types: Vec<DataType> = inputs[0].1.iter().map(|(_, c)| c.data_type).collect();
+        let mut nullable = vec![false; width];
+        for (_, columns) in &inputs {
+            if columns.len() != width {
+                return Err(bind_err!("each UNION query must have the same number of columns ({width} vs {})", columns.len()));
+            }
+            for (i, (name, column)) in columns.iter().enumerate() {
+                types[i] = common_type(&types[i], &column.data_type)
+                    .ok_or_else(|| type_err!("UNION types {} and {} cannot be matched (column \"{name}\")", types[i], column.data_type))?;
+                nullable[i] |= column.nullable;
+            }
+        }
+        let names: Vec<String> = inputs[0].1.iter().map(|(n, _)| n.clone()).collect();
+        let mut plans = Vec::with_capacity(inputs.len());
+        for (plan, columns) in inputs {
+            plans.push(self.cast_outputs(plan, &columns, &types)?);
+        }
+        let output: Vec<ColumnRef> =
+            names.iter().zip(&types).zip(&nullable).map(|((n, t), nullable)| self.new_column(n, *t, *nullable)).collect();
+        let union = LogicalPlan::Union { inputs: plans, output: output.clone() };
+        let columns: OutputColumns = names.into_iter().zip(output).collect();
+        Ok(if all { (union, columns) } else { self.distinct(union, columns) })
+    }
+
     fn bind_set_operation(
         &mut self,
         op: ast::SetOperator,
@@ -129,6 +189,9 @@ impl Binder<'_> {
         left: (LogicalPlan, OutputColumns),
         right: (LogicalPlan, OutputColumns),
     ) -> Result<(LogicalPlan, OutputColumns)> {
+        if op == ast::SetOperator::Union {
+            return self.bind_union(vec![left, right], quantifier);
+        }
         let op_name = match op {
             ast::SetOperator::Union => "UNION",
             ast::SetOperator::Intersect => "INTERSECT",
@@ -152,24 +215,7 @@ impl Binder<'_> {
         let right_plan = self.cast_outputs(right.0, &right.1, &types)?;
         let names: Vec<String> = left.1.iter().map(|(n, _)| n.clone()).collect();
         match op {
-            ast::SetOperator::Union => {
-                let output: Vec<ColumnRef> = names
-                    .iter()
-                    .zip(&types)
-                    .enumerate()
-                    .map(|(i, (n, t))| {
-                        let nullable = left.1[i].1.nullable || right.1[i].1.nullable;
-                        self.new_column(n, *t, nullable)
-                    })
-                    .collect();
-                let union = LogicalPlan::Union { inputs: vec![left_plan, right_plan], output: output.clone() };
-                let columns: OutputColumns = names.iter().cloned().zip(output).collect();
-                if all {
-                    Ok((union, columns))
-                } else {
-                    Ok(self.distinct(union, columns))
-                }
-            }
+            ast::SetOperator::Union => unreachable!("handled above"),
             ast::SetOperator::Intersect | ast::SetOperator::Except | ast::SetOperator::Minus => {
                 if all {
                     return Err(not_impl_err!("{op_name} ALL"));
