@@ -64,6 +64,11 @@ impl Database {
     }
 
     /// Number of worker threads (`SET threads`).
+    /// Bytes of the memory budget held by running queries right now.
+    pub fn query_memory_bytes(&self) -> usize {
+        self.inner.pool.query_bytes()
+    }
+
     pub fn threads(&self) -> usize {
         self.inner.scheduler.threads()
     }

@@ -403,3 +403,44 @@ fn unique_constraints_survive_the_log_and_checkpoints() {
     assert_eq!(scalar(&db, "SELECT count(*) FROM u"), ScalarValue::Int64(4));
     assert_eq!(scalar(&db, "SELECT count(*) FROM w"), ScalarValue::Int64(3));
 }
+
+/// One work order can produce without bound (a cross join feeding a result, a group-by
+/// or a DISTINCT): memory is charged after every chunk a sink consumes, so the query
+/// fails at the limit, long before it finishes its first morsel (issue 10: it grew past
+/// 6 GB under a 1 GB limit).
+#[test]
+fn a_single_work_order_cannot_outgrow_the_memory_limit() {
+    let db = Database::open_in_memory().unwrap();
+    tpch_lineitem(&db);
+    let tables = storage_bytes(&db, "memory_bytes");
+    let mut conn = db.connect();
+    conn.execute("SET threads = 1").unwrap();
+    conn.execute(&format!("SET memory_limit = '{}'", tables + 16_000_000)).unwrap();
+    for sql in [
+        "SELECT a.l_comment, b.l_comment FROM lineitem a CROSS JOIN lineitem b",
+        "SELECT a.l_comment, b.l_comment, count(*) FROM lineitem a CROSS JOIN lineitem b GROUP BY 1, 2",
+        "SELECT DISTINCT a.l_comment, b.l_comment FROM lineitem a CROSS JOIN lineitem b",
+        "SELECT a.l_comment FROM lineitem a CROSS JOIN lineitem b ORDER BY 1",
+    ] {
+        let error = conn.query(sql).unwrap_err();
+        assert!(matches!(error, ApiaryError::Resource(_)) && error.to_string().contains("memory_limit"), "{sql}: {error}");
+        assert_eq!(db.query_memory_bytes(), 0, "{sql}: released after the failure");
+    }
+    assert_eq!(conn.query("SELECT count(*) FROM nation").unwrap().rows().next().unwrap()[0], ScalarValue::Int64(25));
+}
+
+/// A join condition that can never hold is folded away instead of comparing every pair.
+#[test]
+fn a_never_true_join_condition_compares_nothing() {
+    let db = Database::open_in_memory().unwrap();
+    tpch_lineitem(&db);
+    let plan = explain_analyze(
+        &db,
+        "SELECT count(*), count(l.l_orderkey) FROM orders o LEFT JOIN lineitem l ON o.o_orderkey = l.l_orderkey AND 1 = 0",
+    );
+    assert!(!plan.contains("HashJoin"), "{plan}");
+    assert_eq!(
+        query(&db, "SELECT count(*), count(l.l_orderkey) FROM orders o LEFT JOIN lineitem l ON o.o_orderkey = l.l_orderkey AND 1 = 0"),
+        query(&db, "SELECT count(*), CAST(0 AS BIGINT) FROM orders")
+    );
+}

@@ -21,6 +21,7 @@
 pub mod config;
 pub mod expr;
 pub mod hash;
+pub mod memory;
 pub mod operators;
 pub mod pipeline;
 pub mod planner;

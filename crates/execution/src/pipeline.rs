@@ -97,11 +97,11 @@ impl Pipeline {
         let started = std::time::Instant::now();
         let order = order_key(self.feeder, morsel);
         let mut finished = false;
-        let PipelineLocal { source, operators, sink, .. } = local;
+        let PipelineLocal { source, operators, sink, reported_memory } = local;
         let stats = &self.stats;
         self.source.produce(morsel, source, ctx, &mut |chunk| {
             stats.source_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
-            let control = push(chunk, &self.operators, operators, &self.sink, sink, order, ctx, stats, 0)?;
+            let control = push(chunk, &self.operators, operators, (&self.sink, sink, reported_memory), order, ctx, stats, 0)?;
             if control == Control::Finished {
                 finished = true;
             }
@@ -118,7 +118,7 @@ impl Pipeline {
                 if let Some(counter) = stats.operator_rows.get(i) {
                     counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
                 }
-                push(out, &self.operators[i + 1..], tail, &self.sink, sink, order, ctx, stats, i + 1)
+                push(out, &self.operators[i + 1..], tail, (&self.sink, sink, reported_memory), order, ctx, stats, i + 1)
             })?;
             if let Some(counter) = stats.operator_nanos.get(i) {
                 counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -132,12 +132,15 @@ impl Pipeline {
     }
 }
 
+/// The sink end of a pipeline: the sink, this worker's state of it, and what that state
+/// has reserved of the memory budget.
+type SinkEnd<'a> = (&'a Arc<dyn Sink>, &'a mut LocalState, &'a mut usize);
+
 fn push(
     chunk: DataChunk,
     operators: &[Arc<dyn Operator>],
     locals: &mut [LocalState],
-    sink: &Arc<dyn Sink>,
-    sink_local: &mut LocalState,
+    (sink, sink_local, reported_memory): SinkEnd,
     order: u64,
     ctx: &ExecContext,
     stats: &PipelineStats,
@@ -150,7 +153,7 @@ fn push(
                 if let Some(counter) = stats.operator_rows.get(depth) {
                     counter.fetch_add(out.row_count() as u64, Ordering::Relaxed);
                 }
-                push(out, rest, rest_locals, sink, sink_local, order, ctx, stats, depth + 1)
+                push(out, rest, rest_locals, (sink, &mut *sink_local, &mut *reported_memory), order, ctx, stats, depth + 1)
             });
             if let Some(counter) = stats.operator_nanos.get(depth) {
                 counter.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -162,6 +165,9 @@ fn push(
             stats.sink_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
             let control = sink.consume(chunk, order, sink_local, ctx);
             stats.sink_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            // Charge the sink's growth as it happens: one work order can produce without
+            // bound (a cross join into a result or a group-by).
+            ctx.memory.charge(reported_memory, sink.local_memory(sink_local))?;
             control
         }
     }

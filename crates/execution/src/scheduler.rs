@@ -22,6 +22,7 @@ use std::time::Instant;
 use apiary_common::{internal_err, ApiaryError, Result};
 
 use crate::config::ExecutionConfig;
+use crate::memory::QueryMemory;
 use crate::operators::{Control, ExecContext};
 use crate::pipeline::{PhysicalPlan, PipelineLocal};
 use apiary_storage::BufferPool;
@@ -87,32 +88,6 @@ struct QueryRun {
     /// `locals[pipeline][worker]`.
     locals: Vec<Vec<Mutex<Option<PipelineLocal>>>>,
     memory: QueryMemory,
-}
-
-/// What a query holds in the memory budget: the sum over its workers' sink states of the
-/// most each reported. It only grows while the query runs (combined states keep their
-/// data) and is released when the query ends.
-struct QueryMemory {
-    pool: Arc<BufferPool>,
-    reserved: Mutex<usize>,
-}
-
-/// A worker's sink state is measured after a work order once it may have grown by this
-/// much since its last report (measuring is cheap, but reserving takes a lock).
-const MEMORY_REPORT_STEP: usize = 1 << 20;
-
-impl QueryMemory {
-    fn grow(&self, bytes: usize) -> Result<()> {
-        self.pool.reserve_query(bytes)?;
-        *self.reserved.lock().unwrap_or_else(|e| e.into_inner()) += bytes;
-        Ok(())
-    }
-}
-
-impl Drop for QueryMemory {
-    fn drop(&mut self) {
-        self.pool.release_query(*self.reserved.get_mut().unwrap_or_else(|e| e.into_inner()));
-    }
 }
 
 impl QueryRun {
@@ -223,7 +198,7 @@ impl QueryRun {
         let plan_pipeline = &self.plan.pipelines[pipeline];
         let slot = &self.locals[pipeline][worker];
         let mut local = slot.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| plan_pipeline.local_state());
-        let ctx = ExecContext { config: &self.config, interrupted: &self.interrupted };
+        let ctx = ExecContext { config: &self.config, interrupted: &self.interrupted, memory: &self.memory };
         let outcome = if self.interrupted.load(Ordering::Relaxed) {
             Err(ApiaryError::Interrupted)
         } else {
@@ -243,19 +218,14 @@ impl QueryRun {
         Ok(())
     }
 
-    /// Reserves what a worker's sink state grew by since its last report.
+    /// Reserves what a worker's sink state grew by since its last report (the pipeline
+    /// also does after every chunk; this catches growth in `flush`).
     fn account_memory(&self, pipeline: usize, worker: usize) -> Result<()> {
         let plan_pipeline = &self.plan.pipelines[pipeline];
         let mut slot = self.locals[pipeline][worker].lock().unwrap_or_else(|e| e.into_inner());
         let Some(local) = slot.as_mut() else { return Ok(()) };
         let now = plan_pipeline.sink.local_memory(&local.sink);
-        if now >= local.reported_memory + MEMORY_REPORT_STEP {
-            let growth = now - local.reported_memory;
-            local.reported_memory = now;
-            drop(slot);
-            self.memory.grow(growth)?;
-        }
-        Ok(())
+        self.memory.charge(&mut local.reported_memory, now)
     }
 
     fn run_finalize_task(&self, sink: usize, task: usize) -> Result<()> {
@@ -476,7 +446,7 @@ impl Scheduler {
             finished: Condvar::new(),
             interrupted,
             locals,
-            memory: QueryMemory { pool: Arc::clone(&self.memory), reserved: Mutex::new(0) },
+            memory: QueryMemory::new(Arc::clone(&self.memory)),
         });
         run.progress();
         {
@@ -495,6 +465,7 @@ impl Scheduler {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             queue.queries.retain(|q| !Arc::ptr_eq(q, &run));
         }
+        run.memory.release();
         if let Some(error) = outcome {
             return Err(error);
         }

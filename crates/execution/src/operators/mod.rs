@@ -61,6 +61,8 @@ pub struct ExecContext<'a> {
     pub config: &'a ExecutionConfig,
     /// Set when the query is cancelled or failed; long loops check it.
     pub interrupted: &'a AtomicBool,
+    /// The query's share of the memory budget.
+    pub memory: &'a crate::memory::QueryMemory,
 }
 
 /// The callback a producer pushes chunks into.

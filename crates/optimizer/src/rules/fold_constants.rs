@@ -5,15 +5,16 @@
 //! `l_shipdate < DATE '1998-09-02'`, not `... < DATE '1998-12-01' - INTERVAL '90' DAY`.
 
 use apiary_common::Result;
+use apiary_sql::expr::ColumnRef;
 use apiary_sql::expr::{BinaryOp, Expr, UnaryOp};
-use apiary_sql::LogicalPlan;
+use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::ScalarValue;
 
 use crate::OptimizerContext;
 
 pub fn run(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
     let plan = plan.map_expressions(&mut |expr| fold(expr, ctx));
-    Ok(remove_trivial_filters(plan))
+    Ok(remove_trivial_filters(plan, ctx))
 }
 
 /// Folds one expression tree bottom-up. A constant sub-expression whose evaluation fails
@@ -101,14 +102,76 @@ fn simplify(expr: Expr) -> Expr {
     }
 }
 
-fn remove_trivial_filters(plan: LogicalPlan) -> LogicalPlan {
-    let plan =
-        crate::rules::unnest_subqueries::map_children(plan, &mut |child| Ok(remove_trivial_filters(child))).expect("infallible rewrite");
+fn remove_trivial_filters(plan: LogicalPlan, ctx: &mut OptimizerContext) -> LogicalPlan {
+    let plan = crate::rules::unnest_subqueries::map_children(plan, &mut |child| Ok(remove_trivial_filters(child, ctx)))
+        .expect("infallible rewrite");
     match plan {
         LogicalPlan::Filter { predicate: Expr::Literal(ScalarValue::Boolean(true), _), input } => *input,
+        // A filter that is never TRUE keeps no row.
+        LogicalPlan::Filter { predicate: Expr::Literal(ScalarValue::Boolean(false) | ScalarValue::Null, _), input } => {
+            LogicalPlan::Values { rows: Vec::new(), output: input.output() }
+        }
         LogicalPlan::Join { kind, left, right, condition: Some(Expr::Literal(ScalarValue::Boolean(true), _)), mark } => {
             LogicalPlan::Join { kind, left, right, condition: None, mark }
         }
+        LogicalPlan::Join {
+            kind,
+            left,
+            right,
+            condition: Some(Expr::Literal(ScalarValue::Boolean(false) | ScalarValue::Null, _)),
+            mark,
+        } => never_matching_join(kind, *left, *right, mark, ctx),
         other => other,
+    }
+}
+
+/// A join whose condition is never TRUE, without comparing any pair of rows (`LEFT JOIN
+/// ... ON a = b AND 1 = 0` compared every pair before): inner and semi joins produce
+/// nothing, outer joins NULL-extend their preserved side(s).
+fn never_matching_join(
+    kind: JoinKind,
+    left: LogicalPlan,
+    right: LogicalPlan,
+    mark: Option<ColumnRef>,
+    ctx: &mut OptimizerContext,
+) -> LogicalPlan {
+    // The kept side's columns, and NULLs for the other side's (under the join's column
+    // ids, or fresh ones for the branches of a FULL join's union).
+    let null_extended = |kept: LogicalPlan, missing: &LogicalPlan, kept_first: bool, ctx: &mut Option<&mut OptimizerContext>| {
+        let mut fresh = |c: ColumnRef| match ctx {
+            Some(ctx) => ctx.new_column(&c.name, c.data_type, true),
+            None => ColumnRef { nullable: true, ..c },
+        };
+        let nulls: Vec<(Expr, ColumnRef)> =
+            missing.output().into_iter().map(|c| (Expr::Literal(ScalarValue::Null, c.data_type), fresh(c))).collect();
+        let kept_exprs: Vec<(Expr, ColumnRef)> = kept.output().into_iter().map(|c| (c.expr(), fresh(c))).collect();
+        let exprs = if kept_first { kept_exprs.into_iter().chain(nulls).collect() } else { nulls.into_iter().chain(kept_exprs).collect() };
+        LogicalPlan::Project { exprs, input: Box::new(kept) }
+    };
+    match kind {
+        JoinKind::Left | JoinKind::Single => null_extended(left, &right, true, &mut None),
+        JoinKind::Right => null_extended(right, &left, false, &mut None),
+        JoinKind::Full => {
+            let output =
+                LogicalPlan::Join { kind, left: Box::new(left.clone()), right: Box::new(right.clone()), condition: None, mark: None }
+                    .output();
+            let left_rows = null_extended(left.clone(), &right, true, &mut Some(&mut *ctx));
+            let right_rows = null_extended(right, &left, false, &mut Some(&mut *ctx));
+            LogicalPlan::Union { inputs: vec![left_rows, right_rows], output }
+        }
+        JoinKind::Anti { null_aware: false } => left,
+        JoinKind::Mark { null_aware: false } => {
+            let mut exprs: Vec<(Expr, ColumnRef)> = left.output().into_iter().map(|c| (c.expr(), c)).collect();
+            exprs.extend(mark.map(|m| (Expr::boolean(false), m)));
+            LogicalPlan::Project { exprs, input: Box::new(left) }
+        }
+        // NULL-aware joins decide on the whole right side; keep them as they are.
+        JoinKind::Anti { null_aware: true } | JoinKind::Mark { null_aware: true } => {
+            LogicalPlan::Join { kind, left: Box::new(left), right: Box::new(right), condition: Some(Expr::boolean(false)), mark }
+        }
+        JoinKind::Inner | JoinKind::Semi => {
+            let output = LogicalPlan::Join { kind, left: Box::new(left), right: Box::new(right), condition: None, mark: None }.output();
+            LogicalPlan::Values { rows: Vec::new(), output }
+        }
     }
 }
