@@ -34,11 +34,6 @@ impl Default for CsvOptions {
     }
 }
 
-/// Reads a whole file, mapping "not found" to a clear message.
-pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| read_error(path, e))
-}
-
 /// A failure to open or read `path`, in words a user can act on.
 fn read_error(path: &Path, e: std::io::Error) -> ApiaryError {
     match e.kind() {
@@ -314,7 +309,8 @@ enum RawField<'a> {
 
 /// Parses `data` (whole lines) into columns; `first_line` numbers the first line.
 fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOptions, file: &str) -> Result<Vec<Vector>> {
-    let estimated_rows = data.len() / 64 + 1;
+    // A record takes at least a byte per field: a wide table has fewer rows per byte.
+    let estimated_rows = data.len() / (4 * fields.len()).max(64) + 1;
     let mut parsers: Vec<ColumnParser> = fields.iter().map(|f| ColumnParser::new(f.data_type, estimated_rows)).collect();
     let mut line_number = first_line;
     let mut parts: Vec<RawField> = Vec::with_capacity(fields.len() + 1);
@@ -405,9 +401,8 @@ fn record_end(data: &[u8], start: usize, options: &CsvOptions) -> usize {
                     return data.len();
                 };
                 i += p;
-                if Some(data[i]) == escape {
-                    i += 2;
-                } else if data.get(i + 1) == Some(&quote) {
+                // An escaped byte or a doubled quote is part of the value.
+                if Some(data[i]) == escape || data.get(i + 1) == Some(&quote) {
                     i += 2;
                 } else {
                     i += 1;
@@ -490,13 +485,12 @@ fn stream_pieces(
     let mut line = 1u64;
     let mut eof = false;
     while !eof || !buffer.is_empty() {
-        // Top the buffer up to a segment (what the last round left over comes first).
-        while !eof && buffer.len() < segment_bytes {
-            let filled = buffer.len();
-            buffer.resize(segment_bytes, 0);
-            let read = file.read(&mut buffer[filled..]).map_err(io_error)?;
-            buffer.truncate(filled + read);
-            eof = read == 0;
+        // Top the buffer up to a segment (what the last round left over comes first). The
+        // buffer grows with what is read, so a small file never allocates a whole segment.
+        if !eof && buffer.len() < segment_bytes {
+            let wanted = (segment_bytes - buffer.len()) as u64;
+            let read = (&mut file).take(wanted).read_to_end(&mut buffer).map_err(io_error)?;
+            eof = (read as u64) < wanted;
         }
         let mut skip = 0;
         if at_start {
@@ -504,8 +498,10 @@ fn stream_pieces(
                 skip = 3;
             }
             if options.header {
-                // The header is one record (a quoted name may hold a line break).
+                // The header is one record (a quoted name may hold a line break). Its
+                // quoting must be sound: an open quote would swallow the rows after it.
                 let end = record_end(&buffer, skip, options);
+                let header = &buffer[skip..end.min(buffer.len())];
                 if end < buffer.len() {
                     skip = end + 1;
                 } else if eof {
@@ -513,6 +509,14 @@ fn stream_pieces(
                 } else {
                     segment_bytes *= 2;
                     continue;
+                }
+                let header = header.strip_suffix(b"\r").unwrap_or(header);
+                if let Err(error) = split_fields(header, options, &mut Vec::new()) {
+                    return Err(ApiaryError::Load {
+                        file: file_name,
+                        line: 1,
+                        message: format!("column {} of the header: {}", error.column, error.message),
+                    });
                 }
                 line = 1 + memchr::memchr_iter(b'\n', &buffer[..skip]).count() as u64;
             }
