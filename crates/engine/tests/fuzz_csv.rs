@@ -30,7 +30,7 @@ use apiary::{Connection, Database, ScalarValue};
 use fuzz_support::{catch, excerpt, is_bug, FuzzConfig, Rng, Watchdog};
 
 /// Cases in the default `cargo test` run (a few seconds in the dev profile).
-const DEFAULT_CASES: u64 = 3000;
+const DEFAULT_CASES: u64 = 2000;
 
 /// Delimiters the files use.
 const DELIMITERS: [u8; 4] = [b',', b'|', b';', b'\t'];
@@ -509,6 +509,16 @@ fn hostile_case(rng: &mut Rng) -> Case {
         damage(rng, &mut bytes, &layout);
     }
     let explicit_header = rng.chance(1, 2);
+    let mut layout = layout;
+    // Now and then options that contradict each other.
+    match rng.below(20) {
+        0 => layout.quote = layout.delimiter,
+        1 => layout.escape = Some(layout.quote),
+        2 => layout.delimiter = b'\n',
+        3 => layout.escape = Some(layout.delimiter),
+        4 => layout.delimiter = layout.quote,
+        _ => {}
+    }
     Case { layout, bytes, types, expected: None, explicit_header, compare_with_reference: false }
 }
 
