@@ -34,11 +34,6 @@ impl Default for CsvOptions {
     }
 }
 
-/// Reads a whole file, mapping "not found" to a clear message.
-pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| read_error(path, e))
-}
-
 /// A failure to open or read `path`, in words a user can act on.
 fn read_error(path: &Path, e: std::io::Error) -> ApiaryError {
     match e.kind() {
@@ -198,24 +193,55 @@ fn parse_int(field: &[u8]) -> Option<i64> {
     Some(if negative { -value } else { value })
 }
 
-/// Splits one line into fields (handles quotes); returns `None` for an unterminated quote.
-fn split_fields<'a>(line: &'a [u8], options: &CsvOptions, fields: &mut Vec<RawField<'a>>) {
+/// Why a record could not be split into fields: the 1-based column and the reason.
+#[derive(Debug)]
+struct SplitError {
+    column: usize,
+    message: String,
+}
+
+/// At most this many bytes of a field are quoted in an error message.
+const MAX_QUOTED_BYTES: usize = 40;
+
+/// `bytes` for an error message: lossy UTF-8, cut after [`MAX_QUOTED_BYTES`].
+fn excerpt(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(MAX_QUOTED_BYTES)];
+    let mut text = String::new();
+    for c in String::from_utf8_lossy(cut).chars() {
+        if c.is_control() {
+            text.extend(c.escape_default());
+        } else {
+            text.push(c);
+        }
+    }
+    if cut.len() < bytes.len() {
+        text.push_str("...");
+    }
+    text
+}
+
+/// Splits one record into fields. A field that starts with the quote character is quoted:
+/// it ends at the next quote that is not doubled (or escaped), and only spaces may follow
+/// it before the delimiter. Text after the closing quote (`1,"ab"cd,3`) and a quote that
+/// is never closed are errors, never silently dropped or absorbed. A quote inside an
+/// unquoted field is an ordinary character (`5"` stays `5"`).
+fn split_fields<'a>(line: &'a [u8], options: &CsvOptions, fields: &mut Vec<RawField<'a>>) -> std::result::Result<(), SplitError> {
     fields.clear();
     let delimiter = options.delimiter;
     match options.quote {
         Some(quote) if line.contains(&quote) => {
+            let escape = options.escape.filter(|&e| e != quote);
             let mut i = 0;
             loop {
                 if i < line.len() && line[i] == quote {
                     // Quoted field: doubled quotes (or the escape character) escape.
+                    let opening = i;
                     let mut value = Vec::new();
+                    let mut closed = false;
                     i += 1;
-                    loop {
-                        if i >= line.len() {
-                            break;
-                        }
+                    while i < line.len() {
                         let b = line[i];
-                        if Some(b) == options.escape && options.escape != Some(quote) && i + 1 < line.len() {
+                        if Some(b) == escape && i + 1 < line.len() {
                             value.push(line[i + 1]);
                             i += 2;
                         } else if b == quote {
@@ -224,6 +250,7 @@ fn split_fields<'a>(line: &'a [u8], options: &CsvOptions, fields: &mut Vec<RawFi
                                 i += 2;
                             } else {
                                 i += 1;
+                                closed = true;
                                 break;
                             }
                         } else {
@@ -231,11 +258,23 @@ fn split_fields<'a>(line: &'a [u8], options: &CsvOptions, fields: &mut Vec<RawFi
                             i += 1;
                         }
                     }
-                    fields.push(RawField::Quoted(value));
-                    // Skip to the delimiter.
-                    while i < line.len() && line[i] != delimiter {
-                        i += 1;
+                    let column = fields.len() + 1;
+                    if !closed {
+                        return Err(SplitError { column, message: format!("unterminated quoted field {}", excerpt(&line[opening..])) });
                     }
+                    let end = line[i..].iter().position(|&b| b == delimiter).map_or(line.len(), |p| i + p);
+                    let trailing = &line[i..end];
+                    if trailing.iter().any(|&b| b != b' ' && b != b'\t') {
+                        return Err(SplitError {
+                            column,
+                            message: format!(
+                                "unexpected text after the closing quote: {} (a quote inside a quoted field must be doubled)",
+                                excerpt(&line[opening..end])
+                            ),
+                        });
+                    }
+                    fields.push(RawField::Quoted(value));
+                    i = end;
                 } else {
                     let end = line[i..].iter().position(|&b| b == delimiter).map_or(line.len(), |p| i + p);
                     fields.push(RawField::Plain(&line[i..end]));
@@ -260,6 +299,7 @@ fn split_fields<'a>(line: &'a [u8], options: &CsvOptions, fields: &mut Vec<RawFi
             fields.push(RawField::Plain(&line[start..]));
         }
     }
+    Ok(())
 }
 
 enum RawField<'a> {
@@ -269,7 +309,8 @@ enum RawField<'a> {
 
 /// Parses `data` (whole lines) into columns; `first_line` numbers the first line.
 fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOptions, file: &str) -> Result<Vec<Vector>> {
-    let estimated_rows = data.len() / 64 + 1;
+    // A record takes at least a byte per field: a wide table has fewer rows per byte.
+    let estimated_rows = data.len() / (4 * fields.len()).max(64) + 1;
     let mut parsers: Vec<ColumnParser> = fields.iter().map(|f| ColumnParser::new(f.data_type, estimated_rows)).collect();
     let mut line_number = first_line;
     let mut parts: Vec<RawField> = Vec::with_capacity(fields.len() + 1);
@@ -282,7 +323,7 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
         let end = match quote {
             // A quoted field may contain line breaks: the record ends at the first
             // newline outside quotes.
-            Some(q) => record_end(data, start, q),
+            Some(_) => record_end(data, start, options),
             None => memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |p| start + p),
         };
         let mut line = &data[start..end];
@@ -295,7 +336,14 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
             line_number += 1;
             continue;
         }
-        split_fields(line, options, &mut parts);
+        if let Err(error) = split_fields(line, options, &mut parts) {
+            let name = fields.get(error.column - 1).map_or(String::new(), |f| format!(" (\"{}\")", f.name));
+            return Err(ApiaryError::Load {
+                file: file.to_string(),
+                line: line_number,
+                message: format!("column {}{name}: {}", error.column, error.message),
+            });
+        }
         // A trailing delimiter (TPC-H .tbl files) leaves one empty field at the end.
         if parts.len() == fields.len() + 1 && matches!(parts.last(), Some(RawField::Plain(f)) if f.is_empty()) {
             parts.pop();
@@ -330,14 +378,46 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
     Ok(parsers.into_iter().map(|p| p.finish()).collect())
 }
 
-/// End of the record starting at `start`: the first newline outside quotes.
-fn record_end(data: &[u8], start: usize, quote: u8) -> usize {
-    let mut in_quotes = false;
-    for (offset, &b) in data[start..].iter().enumerate() {
-        if b == quote {
-            in_quotes = !in_quotes;
-        } else if b == b'\n' && !in_quotes {
-            return start + offset;
+/// End of the record starting at `start`: the first newline outside a quoted field. Reads
+/// quotes exactly as [`split_fields`] does (a quote opens a field only at its start, and
+/// the escape character protects the byte after it), so both agree on where records end.
+fn record_end(data: &[u8], start: usize, options: &CsvOptions) -> usize {
+    let Some(quote) = options.quote else {
+        return memchr::memchr(b'\n', &data[start..]).map_or(data.len(), |p| start + p);
+    };
+    let delimiter = options.delimiter;
+    let escape = options.escape.filter(|&e| e != quote);
+    let mut i = start;
+    // At the start of a field.
+    while i < data.len() {
+        if data[i] == quote {
+            // A quoted field: skip to its closing quote.
+            i += 1;
+            loop {
+                let Some(p) = (match escape {
+                    Some(e) => memchr::memchr2(quote, e, &data[i..]),
+                    None => memchr::memchr(quote, &data[i..]),
+                }) else {
+                    return data.len();
+                };
+                i += p;
+                // An escaped byte or a doubled quote is part of the value.
+                if Some(data[i]) == escape || data.get(i + 1) == Some(&quote) {
+                    i += 2;
+                } else {
+                    i += 1;
+                    break;
+                }
+                if i >= data.len() {
+                    return data.len();
+                }
+            }
+        }
+        // The rest of the field (unquoted text, or what follows a closing quote).
+        match memchr::memchr2(delimiter, b'\n', &data[i.min(data.len())..]) {
+            Some(p) if data[i + p] == b'\n' => return i + p,
+            Some(p) => i += p + 1,
+            None => return data.len(),
         }
     }
     data.len()
@@ -405,13 +485,12 @@ fn stream_pieces(
     let mut line = 1u64;
     let mut eof = false;
     while !eof || !buffer.is_empty() {
-        // Top the buffer up to a segment (what the last round left over comes first).
-        while !eof && buffer.len() < segment_bytes {
-            let filled = buffer.len();
-            buffer.resize(segment_bytes, 0);
-            let read = file.read(&mut buffer[filled..]).map_err(io_error)?;
-            buffer.truncate(filled + read);
-            eof = read == 0;
+        // Top the buffer up to a segment (what the last round left over comes first). The
+        // buffer grows with what is read, so a small file never allocates a whole segment.
+        if !eof && buffer.len() < segment_bytes {
+            let wanted = (segment_bytes - buffer.len()) as u64;
+            let read = (&mut file).take(wanted).read_to_end(&mut buffer).map_err(io_error)?;
+            eof = (read as u64) < wanted;
         }
         let mut skip = 0;
         if at_start {
@@ -419,20 +498,32 @@ fn stream_pieces(
                 skip = 3;
             }
             if options.header {
-                match memchr::memchr(b'\n', &buffer[skip..]) {
-                    Some(p) => skip += p + 1,
-                    None if eof => skip = buffer.len(),
-                    None => {
-                        segment_bytes *= 2;
-                        continue;
-                    }
+                // The header is one record (a quoted name may hold a line break). Its
+                // quoting must be sound: an open quote would swallow the rows after it.
+                let end = record_end(&buffer, skip, options);
+                let header = &buffer[skip..end.min(buffer.len())];
+                if end < buffer.len() {
+                    skip = end + 1;
+                } else if eof {
+                    skip = buffer.len();
+                } else {
+                    segment_bytes *= 2;
+                    continue;
                 }
-                line = 2;
+                let header = header.strip_suffix(b"\r").unwrap_or(header);
+                if let Err(error) = split_fields(header, options, &mut Vec::new()) {
+                    return Err(ApiaryError::Load {
+                        file: file_name,
+                        line: 1,
+                        message: format!("column {} of the header: {}", error.column, error.message),
+                    });
+                }
+                line = 1 + memchr::memchr_iter(b'\n', &buffer[..skip]).count() as u64;
             }
             at_start = false;
         }
         let body = &buffer[skip..];
-        let end = if eof { body.len() } else { last_record_end(body, options.quote) };
+        let end = if eof { body.len() } else { last_record_end(body, options) };
         if end == 0 && !eof {
             // One record longer than a segment: read more before parsing.
             buffer.drain(..skip);
@@ -447,13 +538,13 @@ fn stream_pieces(
 }
 
 /// The length of the longest prefix of `data` made of whole records (0: none ends).
-fn last_record_end(data: &[u8], quote: Option<u8>) -> usize {
-    match quote.filter(|q| memchr::memchr(*q, data).is_some()) {
+fn last_record_end(data: &[u8], options: &CsvOptions) -> usize {
+    match options.quote.filter(|q| memchr::memchr(*q, data).is_some()) {
         // Newlines may sit inside quoted fields: walk the records.
-        Some(q) => {
+        Some(_) => {
             let mut start = 0;
             loop {
-                let end = record_end(data, start, q);
+                let end = record_end(data, start, options);
                 if end >= data.len() {
                     return start;
                 }
@@ -508,46 +599,79 @@ fn parse_segment(
     Ok(line)
 }
 
+/// Bytes at the start of a file that `read_csv` samples to infer names and types.
+const INFER_BYTES: u64 = 1 << 20;
+
+/// Records (after the header) that `read_csv` samples to infer column types.
+const INFER_RECORDS: usize = 1000;
+
 /// Infers names and types for `read_csv`: names from the header (or column1, ...), types
-/// from the first rows (BIGINT, DOUBLE, DATE, TIMESTAMP, BOOLEAN, else VARCHAR).
+/// from the first records (BIGINT, DOUBLE, DATE, TIMESTAMP, BOOLEAN, else VARCHAR). Reads
+/// only the start of the file, and splits records as the loader does.
 pub fn infer_fields(path: &Path, options: &CsvOptions) -> Result<Vec<Field>> {
-    let data = read_file(path)?;
-    let text = String::from_utf8_lossy(&data[..data.len().min(1 << 20)]).to_string();
-    let mut lines = text.lines().filter(|l| !l.is_empty());
-    let mut parts: Vec<RawField> = Vec::new();
-    let names: Vec<String> = if options.header {
-        let header = lines.next().unwrap_or_default();
-        split_fields(header.as_bytes(), options, &mut parts);
-        parts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let name = match p {
-                    RawField::Plain(f) => String::from_utf8_lossy(f).trim().to_lowercase(),
-                    RawField::Quoted(f) => String::from_utf8_lossy(f).to_string(),
-                };
-                if name.is_empty() {
-                    format!("column{}", i + 1)
-                } else {
-                    name
-                }
-            })
-            .collect()
-    } else {
-        Vec::new()
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
+    let mut data = Vec::new();
+    file.take(INFER_BYTES).read_to_end(&mut data).map_err(|e| read_error(path, e))?;
+    let complete = (data.len() as u64) < INFER_BYTES;
+    let body = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&data);
+    let mut records: Vec<&[u8]> = Vec::new();
+    let mut start = 0;
+    while start < body.len() && records.len() <= INFER_RECORDS {
+        let end = record_end(body, start, options);
+        if end >= body.len() && !complete {
+            break; // cut off by the end of the sample
+        }
+        let record = &body[start..end];
+        records.push(record.strip_suffix(b"\r").unwrap_or(record));
+        start = end + 1;
+    }
+    let (header, records) = match records.split_first() {
+        Some((first, rest)) if options.header => (Some(*first), rest),
+        _ => (None, &records[..]),
     };
-    let sample: Vec<Vec<Option<String>>> = lines
-        .take(1000)
-        .map(|line| {
-            split_fields(line.as_bytes(), options, &mut parts);
+    let mut parts: Vec<RawField> = Vec::new();
+    let names: Vec<String> = match header {
+        Some(header) => {
+            split_fields(header, options, &mut parts).map_err(|error| ApiaryError::Load {
+                file: path.display().to_string(),
+                line: 1,
+                message: format!("column {} of the header: {}", error.column, error.message),
+            })?;
             parts
                 .iter()
-                .map(|p| match p {
-                    RawField::Plain([]) => None,
-                    RawField::Plain(f) => Some(String::from_utf8_lossy(f).to_string()),
-                    RawField::Quoted(f) => Some(String::from_utf8_lossy(f).to_string()),
+                .enumerate()
+                .map(|(i, p)| {
+                    let name = match p {
+                        RawField::Plain(f) => String::from_utf8_lossy(f).trim().to_lowercase(),
+                        RawField::Quoted(f) => String::from_utf8_lossy(f).to_string(),
+                    };
+                    if name.is_empty() {
+                        format!("column{}", i + 1)
+                    } else {
+                        name
+                    }
                 })
                 .collect()
+        }
+        None => Vec::new(),
+    };
+    // Empty lines hold no values; malformed records are reported by the load itself.
+    let sample: Vec<Vec<Option<String>>> = records
+        .iter()
+        .filter(|record| !record.is_empty())
+        .filter_map(|record| {
+            split_fields(record, options, &mut parts).ok()?;
+            Some(
+                parts
+                    .iter()
+                    .map(|p| match p {
+                        RawField::Plain([]) => None,
+                        RawField::Plain(f) => Some(String::from_utf8_lossy(f).to_string()),
+                        RawField::Quoted(f) => Some(String::from_utf8_lossy(f).to_string()),
+                    })
+                    .collect(),
+            )
         })
         .collect();
     let mut width = names.len().max(sample.iter().map(|r| r.len()).max().unwrap_or(0));
@@ -608,7 +732,7 @@ mod tests {
 
     fn fields_of(line: &str) -> Vec<String> {
         let mut parts = Vec::new();
-        split_fields(line.as_bytes(), &CsvOptions::default(), &mut parts);
+        split_fields(line.as_bytes(), &CsvOptions::default(), &mut parts).unwrap();
         parts
             .iter()
             .map(|p| match p {
@@ -625,6 +749,61 @@ mod tests {
         assert_eq!(fields_of("\"say \"\"hi\"\"\",3"), ["[say \"hi\"]", "3"]);
         assert_eq!(fields_of("1,"), ["1", ""]);
         assert_eq!(fields_of("\"\",x"), ["[]", "x"]);
+        assert_eq!(fields_of("\"a\"  ,b"), ["[a]", "b"], "spaces may follow a closing quote");
+        assert_eq!(fields_of("5\",6\"\"x"), ["5\"", "6\"\"x"], "a quote inside an unquoted field is text");
+    }
+
+    fn split_error(line: &str, options: &CsvOptions) -> (usize, String) {
+        let mut parts = Vec::new();
+        let error = split_fields(line.as_bytes(), options, &mut parts).unwrap_err();
+        (error.column, error.message)
+    }
+
+    /// Regression (issue 10, item 5): `1,"ab"cd,3` silently dropped `cd`.
+    #[test]
+    fn text_after_a_closing_quote_or_an_open_quote_is_an_error() {
+        let (column, message) = split_error("1,\"ab\"cd,3", &CsvOptions::default());
+        assert_eq!(column, 2);
+        assert!(message.contains("after the closing quote") && message.contains("\"ab\"cd"), "{message}");
+        let (column, message) = split_error("1,2,\"open", &CsvOptions::default());
+        assert_eq!(column, 3);
+        assert!(message.contains("unterminated quoted field"), "{message}");
+        let escaped = CsvOptions { escape: Some(b'\\'), ..CsvOptions::default() };
+        let (column, _) = split_error("\"a\\\"b\"c", &escaped);
+        assert_eq!(column, 1, "an escaped quote does not close the field, the next one does");
+    }
+
+    /// `record_end` and `split_fields` read quotes the same way: a quote in the middle of
+    /// an unquoted field does not start a quoted section spanning lines, and an escaped
+    /// quote does not end one.
+    #[test]
+    fn records_end_where_fields_say() {
+        let options = CsvOptions::default();
+        let data = b"5\",a\n6\",b\n";
+        assert_eq!(record_end(data, 0, &options), 4);
+        let data = b"1,\"x\ny\",z\n2";
+        assert_eq!(record_end(data, 0, &options), 9);
+        let escaped = CsvOptions { escape: Some(b'\\'), ..CsvOptions::default() };
+        let data = b"\"a\\\"\nb\",c\nnext";
+        assert_eq!(record_end(data, 0, &escaped), 9);
+        let open = b"\"never closed\n";
+        assert_eq!(record_end(open, 0, &options), open.len(), "an open quote runs to the end");
+    }
+
+    /// Through the loader: the error names the file, the line and the column.
+    #[test]
+    fn malformed_quotes_name_line_and_column() {
+        let dir = std::env::temp_dir().join(format!("apiary-csv-quotes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("quotes.csv");
+        let fields: Vec<Field> = ["a", "b", "c"].iter().map(|name| Field::new(*name, DataType::Varchar(None), true)).collect();
+        std::fs::write(&path, "x,\"multi\nline\",y\n1,\"ab\"cd,3\n").unwrap();
+        let error = read_delimited(&path, &CsvOptions::default(), &fields, 2).unwrap_err().to_string();
+        assert!(error.contains("quotes.csv:3: column 2 (\"b\"): unexpected text after the closing quote"), "{error}");
+        std::fs::write(&path, "x,y,z\n1,2,\"open\n4,5,6\n").unwrap();
+        let error = read_delimited(&path, &CsvOptions::default(), &fields, 2).unwrap_err().to_string();
+        assert!(error.contains("quotes.csv:2: column 3 (\"c\"): unterminated quoted field"), "{error}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// Tiny segments cut records everywhere (inside quoted fields, CRLF pairs, the

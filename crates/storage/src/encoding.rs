@@ -31,6 +31,10 @@ const ZSTD_LEVEL: i32 = 1;
 /// Compressed strings are kept raw unless compression saves at least 1/this of the bytes.
 const MIN_SAVING_DIVISOR: usize = 8;
 
+/// The most rows a stored stripe (a block) may hold: `SET block_size`'s upper bound. A
+/// larger count read from a file is damage, refused before anything is allocated for it.
+pub const MAX_STRIPE_ROWS: usize = 1 << 24;
+
 /// The codes of a dictionary-encoded stripe, kept beside its decoded values so a scan
 /// can evaluate a predicate once per distinct value and then select rows by code.
 #[derive(Debug)]
@@ -194,10 +198,17 @@ pub fn decode(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Res
 pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, what: &str) -> Result<(Vector, Option<Dictionary>)> {
     let mut dictionary = None;
     let mut reader = Reader::new(bytes, what);
+    if rows > MAX_STRIPE_ROWS {
+        return Err(reader.corrupt(&format!("{rows} rows in one stripe")));
+    }
     let tag = reader.u8()?;
     let validity = match reader.u8()? {
         0 => None,
         1 => {
+            // Check the words are there before allocating for `rows`.
+            if rows.div_ceil(64) > reader.len_left() / 8 {
+                return Err(reader.corrupt("validity bitmap beyond the end"));
+            }
             let mut bitmap = Bitmap::new(rows, true);
             for word in bitmap.words_mut() {
                 *word = reader.u64()?;
@@ -215,13 +226,23 @@ pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, wh
         (PhysicalType::Str, 3) => VectorData::Str(decode_strings(&mut reader, rows)?),
         (PhysicalType::Bool, 0) => VectorData::Bool(reader.take(rows)?.iter().map(|&b| b != 0).collect::<Vec<_>>().into()),
         (PhysicalType::F32, 0) => VectorData::F32(
-            reader.take(rows * 4)?.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>().into(),
+            reader
+                .take(value_bytes(&reader, rows, 4)?)?
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+                .into(),
         ),
         (PhysicalType::F64, 0) => VectorData::F64(
-            reader.take(rows * 8)?.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>().into(),
+            reader
+                .take(value_bytes(&reader, rows, 8)?)?
+                .chunks_exact(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect::<Vec<_>>()
+                .into(),
         ),
         (PhysicalType::Interval, 0) => {
-            let raw = reader.take(rows * 16)?;
+            let raw = reader.take(value_bytes(&reader, rows, 16)?)?;
             let values: Vec<Interval> = raw
                 .chunks_exact(16)
                 .map(|c| Interval {
@@ -240,6 +261,12 @@ pub fn decode_with_dictionary(bytes: &[u8], data_type: DataType, rows: usize, wh
     let validity = validity.filter(|v| !v.all_set());
     let dictionary = dictionary.filter(|_| validity.is_none());
     Ok((Vector::new(data_type, data, validity), dictionary))
+}
+
+/// Bytes of `rows` values of `width` bytes each, or a corruption error when that does not
+/// fit in memory (a damaged row count).
+fn value_bytes(reader: &Reader<'_>, rows: usize, width: usize) -> Result<usize> {
+    rows.checked_mul(width).ok_or_else(|| reader.corrupt("row count out of range"))
 }
 
 /// Integers stored natively in vectors and encodable with a frame of reference.
@@ -312,7 +339,7 @@ fn read_codes(reader: &mut Reader<'_>, width: u8, rows: usize) -> Result<Vec<u64
     if width == 0 {
         return Ok(vec![0; rows]);
     }
-    let raw = reader.take(rows * width)?;
+    let raw = reader.take(value_bytes(reader, rows, width)?)?;
     Ok(match width {
         1 => raw.iter().map(|&b| b as u64).collect(),
         2 => raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).collect(),
@@ -353,7 +380,9 @@ fn encode_integers<T: Integer>(writer: &mut Writer, values: &[T], valid: impl Fn
         _ => 1,
     };
     let width = range.map_or(16, |r| code_width(r / step));
-    if width as usize >= T::BYTES {
+    // Codes are at most 8 bytes: a wider range (DECIMAL(38) values spanning more than
+    // 2^64 steps) is stored plain.
+    if width as usize >= T::BYTES || width > 8 {
         values.iter().for_each(|v| v.write(&mut writer.bytes));
         return Encoding::Plain;
     }
@@ -368,7 +397,7 @@ fn encode_integers<T: Integer>(writer: &mut Writer, values: &[T], valid: impl Fn
 
 fn decode_integers<T: Integer>(reader: &mut Reader<'_>, tag: u8, rows: usize) -> Result<Buffer<T>> {
     if tag == 0 {
-        let raw = reader.take(rows * T::BYTES)?;
+        let raw = reader.take(value_bytes(reader, rows, T::BYTES)?)?;
         return Ok(raw.chunks_exact(T::BYTES).map(T::read).collect::<Vec<T>>().into());
     }
     let min = reader.i128()?;
@@ -574,22 +603,30 @@ fn decode_strings(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
     let mut lengths_reader = Reader::new(lengths_bytes, "string lengths");
     let lengths: Buffer<i32> = decode_integers(&mut lengths_reader, lengths_tag, rows)?;
     let compressed = reader.u8()?;
-    let raw_len = reader.u64()? as usize;
+    let raw_len = reader.u64()?;
     let rest = reader.take(reader.len_left())?;
+    if lengths.iter().any(|&l| l < 0) {
+        return Err(reader.corrupt("negative string length"));
+    }
+    if lengths.iter().map(|&l| l as u64).sum::<u64>() != raw_len {
+        return Err(reader.corrupt("string lengths do not add up to the data"));
+    }
     let heap = match compressed {
         0 => rest.to_vec(),
         1 => {
-            let heap = zstd::bulk::decompress(rest, raw_len).map_err(|e| reader.corrupt(&format!("zstd: {e}")))?;
-            if heap.len() != raw_len {
+            // Streamed, and cut one byte past the expected size: memory follows what the
+            // data holds, never a damaged size field.
+            use std::io::Read;
+            let mut heap = Vec::new();
+            let decoder = zstd::stream::read::Decoder::with_buffer(rest).map_err(|e| reader.corrupt(&format!("zstd: {e}")))?;
+            decoder.take(raw_len.saturating_add(1)).read_to_end(&mut heap).map_err(|e| reader.corrupt(&format!("zstd: {e}")))?;
+            if heap.len() as u64 != raw_len {
                 return Err(reader.corrupt("decompressed size mismatch"));
             }
             heap
         }
         _ => return Err(reader.corrupt("invalid compression flag")),
     };
-    if lengths.iter().any(|&l| l < 0) {
-        return Err(reader.corrupt("negative string length"));
-    }
     let views = views_over(&heap, lengths.iter().map(|&l| l as usize), reader)?;
     Ok(StrColumn { views: views.into(), heaps: std::sync::Arc::new(vec![std::sync::Arc::new(heap)]) })
 }
@@ -637,6 +674,10 @@ mod tests {
         assert_eq!(round_trip(&wide), Encoding::Plain);
         let huge = Vector::from_native(DataType::decimal(38, 0), vec![i128::MIN, 5, i128::MAX]);
         assert_eq!(round_trip(&huge), Encoding::Plain);
+        // Regression (found by fuzz_file): a range of 2^64 to 2^120 steps needs 9 to 15
+        // bytes per code, more than a code holds; encoding panicked.
+        let wide = Vector::from_native(DataType::decimal(30, 3), vec![0i128, 1 << 70, 3 << 100, 5]);
+        assert_eq!(round_trip(&wide), Encoding::Plain);
         let small = Vector::from_native(DataType::SmallInt, vec![-3i16, 7, 100]);
         assert_eq!(round_trip(&small), Encoding::FrameOfReference { width: 1 });
         let nullable = with_nulls(DataType::Integer, vec![ScalarValue::Int32(5), ScalarValue::Null, ScalarValue::Int32(-5)]);
@@ -670,6 +711,25 @@ mod tests {
         let decoded = decode(&bytes, DataType::Double, 3, "t").unwrap();
         assert!(decoded.values::<f64>()[2].is_nan());
         round_trip(&Vector::from_native(DataType::Boolean, vec![true, false]));
+    }
+
+    /// Damaged sizes are errors before anything is allocated for them.
+    #[test]
+    fn damaged_sizes_do_not_allocate() {
+        let nullable = with_nulls(DataType::Double, vec![ScalarValue::Float64(1.0), ScalarValue::Null]);
+        let (_, bytes) = encode(&nullable);
+        for rows in [1 << 40, usize::MAX / 4, usize::MAX] {
+            assert!(decode(&bytes, DataType::Double, rows, "test").is_err(), "{rows} rows");
+        }
+        let strings: Vec<String> = (0..200).map(|i| format!("a fairly compressible string {}", i * 7919 % 1000)).collect();
+        let vector = Vector::new(DataType::Varchar(None), VectorData::Str(StrColumn::from_strs(strings.iter().map(|s| s.as_str()))), None);
+        let (encoding, mut bytes) = encode(&vector);
+        assert_eq!(encoding, Encoding::Strings { compressed: true });
+        // The uncompressed size sits after the lengths: claim 2^60 bytes.
+        let lengths_len = u64::from_le_bytes(bytes[3..11].try_into().unwrap()) as usize;
+        let size_at = 2 + 1 + 8 + lengths_len + 1;
+        bytes[size_at..size_at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(decode(&bytes, DataType::Varchar(None), 200, "test").is_err());
     }
 
     #[test]

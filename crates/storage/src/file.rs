@@ -35,7 +35,7 @@ const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;
 /// First byte after the header and the two root slots.
-const DATA_START: u64 = 3 * SLOT_SIZE;
+pub(crate) const DATA_START: u64 = 3 * SLOT_SIZE;
 
 /// A byte range of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -249,15 +249,20 @@ impl DatabaseFile {
 
     /// Reads an extent and checks its checksum; `label` names it in errors.
     pub fn read_extent(&self, extent: Extent, expected: u64, label: &str) -> Result<Vec<u8>> {
-        let mut bytes = vec![0u8; extent.len as usize];
         let length = self.file.metadata().map(|m| m.len()).unwrap_or(0);
-        if extent.offset + extent.len > length {
+        // Checked before allocating: a damaged length must not ask for more than the file.
+        let end = extent.offset.checked_add(extent.len).filter(|&end| end <= length);
+        let Some(end) = end else {
             return Err(ApiaryError::Corruption(format!(
                 "{label}: the file is truncated (the data is at bytes {}..{}, the file has {length} bytes)",
                 extent.offset,
-                extent.offset + extent.len
+                extent.offset as u128 + extent.len as u128
             )));
+        };
+        if extent.offset < DATA_START {
+            return Err(ApiaryError::Corruption(format!("{label}: the data would overlap the file header (offset {})", extent.offset)));
         }
+        let mut bytes = vec![0u8; (end - extent.offset) as usize];
         self.read_at(&mut bytes, extent.offset)?;
         if checksum(&bytes) != expected {
             return Err(ApiaryError::Corruption(format!(
@@ -332,6 +337,12 @@ impl DatabaseFile {
         } else {
             space.release(stored.extent);
         }
+    }
+
+    /// Whether the file holds anything beyond its header and root slots.
+    pub fn has_data(&self) -> Result<bool> {
+        let length = self.file.metadata().map_err(|e| io_error(&self.path, "cannot read", e))?.len();
+        Ok(length > DATA_START)
     }
 
     /// Bytes of the file in use (the end of the last extent).

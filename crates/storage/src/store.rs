@@ -29,7 +29,7 @@ use apiary_types::{DataType, Vector};
 
 use crate::block::{Block, ColumnStripe};
 use crate::codec::{checksum, Reader, Writer};
-use crate::encoding::{decode, encode, encode_with_dictionary, Encoding};
+use crate::encoding::{decode, encode, encode_with_dictionary, Encoding, MAX_STRIPE_ROWS};
 use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
 use crate::pool::BufferPool;
 use crate::table::{Table, TableData};
@@ -118,8 +118,11 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
             unique.push(read_key_columns(reader, columns, schema.len())?);
         }
     }
-    let block_rows = reader.u64()? as usize;
-    Ok(Table::new(name, schema, block_rows).with_primary_key(key).with_unique(unique))
+    let block_rows = reader.u64()?;
+    if block_rows == 0 || block_rows > MAX_STRIPE_ROWS as u64 {
+        return Err(reader.corrupt(&format!("invalid block size {block_rows}")));
+    }
+    Ok(Table::new(name, schema, block_rows as usize).with_primary_key(key).with_unique(unique))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {
@@ -175,6 +178,17 @@ impl DurableStore {
             .truncate(false)
             .open(&wal_path)
             .map_err(|e| io_error(&wal_path, "cannot open the write-ahead log", e))?;
+        // The log's header is synced when a database is created, before anything else is
+        // written: a file with data but no root (its first checkpoint did not finish) always
+        // has one. Without it, blank root slots are damage, not a new database.
+        let wal_missing = wal.metadata().map_err(|e| io_error(&wal_path, "cannot read", e))?.len() < WAL_HEADER_BYTES;
+        if root.is_none() && wal_missing && file.has_data()? {
+            return Err(ApiaryError::Corruption(format!(
+                "\"{}\" holds data but no valid root, and its write-ahead log \"{}\" is missing or empty: the database is damaged",
+                path.display(),
+                wal_path.display()
+            )));
+        }
         let wal_len = replay(&wal, &wal_path, generation, &mut tables)?;
         let store = Arc::new(DurableStore { file, wal_path, state: Mutex::new(WalState { wal, wal_len, root }) });
         if wal_len == 0 {
@@ -384,20 +398,41 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
         }
         let block_count = reader.len(8)?;
         let mut blocks = Vec::with_capacity(block_count);
+        // The statistics must count exactly the blocks' rows and NULLs (appends subtract
+        // a replaced block's counts from them).
+        let mut total_rows = 0u64;
+        let mut null_counts = vec![0u64; table.schema.len()];
         for block_index in 0..block_count {
-            let row_count = reader.u64()? as usize;
+            let row_count = reader.u64()?;
+            if row_count > MAX_STRIPE_ROWS as u64 {
+                return Err(reader.corrupt(&format!("{row_count} rows in one block")));
+            }
+            let row_count = row_count as usize;
+            total_rows += row_count as u64;
             let mut columns = Vec::with_capacity(table.schema.len());
-            for field in &table.schema.fields {
+            for (column, field) in table.schema.fields.iter().enumerate() {
                 let extent = Extent { offset: reader.u64()?, len: reader.u64()? };
                 let checksum = reader.u64()?;
                 let encoding = read_encoding(&mut reader)?;
                 let zone_map = reader.zone_map()?;
+                if zone_map.null_count > row_count {
+                    return Err(reader.corrupt("more NULLs than rows in a block"));
+                }
+                null_counts[column] += zone_map.null_count as u64;
+                if extent.offset < crate::file::DATA_START || extent.offset.checked_add(extent.len).is_none() {
+                    return Err(reader.corrupt("extent out of range"));
+                }
                 used.push(extent);
                 let label = stripe_label(&table.name, block_index, &field.name);
                 let stored = StoredStripe { file: Arc::clone(file), extent, checksum, encoding, label };
                 columns.push(Arc::new(ColumnStripe::stored(row_count, field.data_type, zone_map, stored)));
             }
             blocks.push(Arc::new(Block { row_count, columns }));
+        }
+        let counted = stats.row_count as u64 == total_rows
+            && stats.columns.iter().zip(&null_counts).all(|(column, &nulls)| column.null_count as u64 == nulls);
+        if !counted {
+            return Err(reader.corrupt("statistics do not match the blocks"));
         }
         tables.push(table.with_data(TableData { blocks, stats }));
     }
@@ -437,21 +472,44 @@ fn replay(wal: &File, path: &Path, generation: u64, tables: &mut BTreeMap<String
         )));
     }
     let mut position = WAL_HEADER_BYTES as usize;
-    while position + 16 <= bytes.len() {
-        let len = u64::from_le_bytes(bytes[position..position + 8].try_into().unwrap()) as usize;
-        let sum = u64::from_le_bytes(bytes[position + 8..position + 16].try_into().unwrap());
-        let start = position + 16;
-        let Some(record) = start.checked_add(len).and_then(|end| bytes.get(start..end)) else { break };
-        if checksum(record) != sum {
-            break; // a torn last record: the statement never committed
+    while let Some((record, end)) = log_record(&bytes, position) {
+        if !record.intact {
+            // A torn last record: the statement never committed. A damaged record with an
+            // intact one after it is not torn: dropping it would lose committed statements.
+            if log_record(&bytes, end).is_some_and(|(next, _)| next.intact) {
+                return Err(ApiaryError::Corruption(format!(
+                    "\"{}\" is damaged: the record at byte {position} fails its checksum, but later records are intact",
+                    path.display()
+                )));
+            }
+            break;
         }
-        apply_record(record, tables)?;
-        position = start + len;
+        apply_record(record.bytes, tables)?;
+        position = end;
     }
     if position < bytes.len() {
         wal.set_len(position as u64).map_err(|e| io_error(path, "cannot truncate the write-ahead log", e))?;
     }
     Ok(position as u64)
+}
+
+/// A log record as found in the file.
+struct LogRecord<'a> {
+    bytes: &'a [u8],
+    /// Whether its checksum matches.
+    intact: bool,
+}
+
+/// The record at `position` of the log (length, checksum, bytes) and the position after
+/// it, or `None` when the log ends there or the record runs past its end.
+fn log_record(log: &[u8], position: usize) -> Option<(LogRecord<'_>, usize)> {
+    let header = log.get(position..position.checked_add(16)?)?;
+    let len = usize::try_from(u64::from_le_bytes(header[..8].try_into().ok()?)).ok()?;
+    let sum = u64::from_le_bytes(header[8..].try_into().ok()?);
+    let start = position + 16;
+    let end = start.checked_add(len)?;
+    let bytes = log.get(start..end)?;
+    Some((LogRecord { bytes, intact: checksum(bytes) == sum }, end))
 }
 
 fn apply_record(record: &[u8], tables: &mut BTreeMap<String, Arc<Table>>) -> Result<()> {
