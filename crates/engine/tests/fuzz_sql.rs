@@ -26,10 +26,8 @@
 //! FINDINGS.md, and skipped so the loop stays green until it is fixed). Statements that
 //! run long are interrupted (counted, never a failure); a hang names its case.
 //!
-//! Deep input that overflows the stack aborts the whole process, so it cannot be caught
-//! here: `deep_inputs_do_not_crash` runs each deep case in a child process. It is
-//! `#[ignore]`d while the known stack overflows (issue 10, item 9) are being fixed:
-//! `cargo test -p apiary --test fuzz_sql -- --ignored` runs it.
+//! Deep input that overflowed the stack would abort the whole process, so it cannot be
+//! caught here: `deep_inputs_do_not_crash` runs each deep case in a child process.
 //!
 //! ```text
 //! cargo test -p apiary --test fuzz_sql                                   # the seeded run
@@ -63,27 +61,7 @@ const SLOW_STATEMENT: Duration = Duration::from_secs(5);
 /// Known front-end bugs, skipped by the substring of their message: (substring, name).
 /// Each is written up with a minimised statement in FINDINGS.md (not committed) or is
 /// already an item of issue 10. Remove an entry once its bug is fixed.
-const KNOWN_BUGS: &[(&str, &str)] = &[
-    // Issue 10, item 8, and FINDINGS.md F2: an outer column in a subquery's SELECT list or
-    // aggregate argument (alone, or beside inner columns and a WHERE correlation):
-    // `SELECT (SELECT max(u.a + t.b) FROM u WHERE u.a = t.a) FROM t`.
-    ("is not in the input", "outer column in a subquery's SELECT list (issue 10 item 8, F2)"),
-    // Issue 10, item 8: CREATE TABLE AS with a bare NULL column:
-    // `CREATE TABLE m AS SELECT NULL AS b`.
-    ("receives NULL", "CREATE TABLE AS of a NULL column (issue 10 item 8)"),
-    // Issue 10, item 6: aggregates over a bare NULL: `SELECT sum(NULL)`, and (FINDINGS.md
-    // F3) `SELECT (SELECT avg(NULL) WHERE FALSE)` ("sum over Bool").
-    ("aggregate local state could not be created", "aggregate of a bare NULL (issue 10 item 6)"),
-    ("sum over Bool", "aggregate of a bare NULL (issue 10 item 6, F3)"),
-    // Issue 10, item 6: `SELECT max(NULL)` panics in types/src/vector.rs.
-    ("stored as Bool", "aggregate of a bare NULL (issue 10 item 6)"),
-    // Issue 10, item 7 (FINDINGS.md F5): joins of 64 or more relations panic in
-    // reorder_joins ("no entry found for key" in release builds, a shift overflow here).
-    ("no entry found for key", "joins of 64+ relations (issue 10 item 7)"),
-    ("attempt to shift left with overflow", "joins of 64+ relations (issue 10 item 7)"),
-    // FINDINGS.md F1: unary minus of a NULL-typed column: `SELECT -x FROM (SELECT NULL AS x) s`.
-    ("negation of Bool", "unary minus of a NULL column (F1)"),
-];
+const KNOWN_BUGS: &[(&str, &str)] = &[];
 
 // ---------------------------------------------------------------------------------------
 // Tokens
@@ -1472,8 +1450,6 @@ fn deep_input_child() {
 }
 
 #[test]
-#[ignore = "deep input overflows the stack and aborts the process today (issue 10, item 9: chained AND/OR, long \
-            1+1+... and || chains, many UNION ALL branches); being fixed on main. Run with -- --ignored"]
 fn deep_inputs_do_not_crash() {
     let executable = std::env::current_exe().expect("the test executable");
     let mut failures = Vec::new();

@@ -678,6 +678,10 @@ fn negate(operand: Expr) -> Result<Expr> {
             return Ok(Expr::Literal(v, *t));
         }
     }
+    if t == DataType::Null {
+        // A column of untyped NULLs (`SELECT NULL AS x`): the negation is an INTEGER NULL.
+        return Ok(Expr::Literal(ScalarValue::Null, DataType::Integer));
+    }
     Ok(Expr::Unary(UnaryOp::Negate, Box::new(operand)))
 }
 

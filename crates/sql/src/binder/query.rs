@@ -476,10 +476,13 @@ impl Binder<'_> {
         // Projection: visible items, then hidden ORDER BY expressions.
         let mut exprs: Vec<(Expr, ColumnRef)> = Vec::new();
         let mut columns: OutputColumns = Vec::new();
+        let available = plan.output_ids();
         for (name, expr) in items {
             let column = match &expr {
-                // Pass columns through under their own id when possible.
-                Expr::Column(c) if !exprs.iter().any(|(_, o): &(Expr, ColumnRef)| o.id == c.id) => c.clone(),
+                // Pass columns through under their own id when possible — only this
+                // query's own columns: a subquery passing an outer column through would
+                // seem not to read it at all.
+                Expr::Column(c) if available.contains(&c.id) && !exprs.iter().any(|(_, o): &(Expr, ColumnRef)| o.id == c.id) => c.clone(),
                 _ => self.new_column(&name, expr.data_type(), expr.nullable()),
             };
             exprs.push((expr, column.clone()));
@@ -947,12 +950,39 @@ fn resolve_grouped(expr: Expr, groups: &[(Expr, ColumnRef)], input_columns: &[Co
                 ));
             }
         }
+        if let Expr::Subquery(subquery) = &e {
+            // A subquery may read the group keys of the grouped query, nothing else of it.
+            let grouped = |id: &ColumnId| groups.iter().any(|(g, _)| matches!(g, Expr::Column(k) if k.id == *id));
+            if let Some(id) = subquery.plan.free_columns().iter().find(|id| input_columns.contains(id) && !grouped(id)) {
+                if error.is_none() {
+                    let name = column_name_in(&subquery.plan, *id).unwrap_or_else(|| id.to_string());
+                    error = Some(bind_err!(
+                        "subquery uses ungrouped column \"{name}\" from outer query ({clause}); group by it or aggregate it"
+                    ));
+                }
+            }
+        }
         Err(e)
     });
     match error {
         Some(e) => Err(e),
         None => Ok(rewritten),
     }
+}
+
+/// The name of column `id` as some expression in `plan` refers to it.
+fn column_name_in(plan: &LogicalPlan, id: ColumnId) -> Option<String> {
+    let mut found = None;
+    for expr in plan.expressions() {
+        expr.visit(&mut |e| {
+            if let Expr::Column(c) = e {
+                if c.id == id && found.is_none() {
+                    found = Some(c.name.to_string());
+                }
+            }
+        });
+    }
+    found.or_else(|| plan.children().into_iter().find_map(|child| column_name_in(child, id)))
 }
 
 /// The output name of an unaliased select item: the column name for a column, else the
