@@ -122,7 +122,12 @@ impl Connection {
     }
 
     fn table_functions(&self) -> EngineTableFunctions<'_> {
-        EngineTableFunctions { threads: self.db.scheduler.threads(), block_rows: self.settings.block_rows, catalog: &self.db.catalog }
+        EngineTableFunctions {
+            threads: self.db.scheduler.threads(),
+            pool: &self.db.pool,
+            block_rows: self.settings.block_rows,
+            catalog: &self.db.catalog,
+        }
     }
 
     /// Binds, optimizes: the plan ready for execution.

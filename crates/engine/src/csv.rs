@@ -26,11 +26,29 @@ pub struct CsvOptions {
     pub header: bool,
     /// Text that means NULL (besides an empty unquoted field).
     pub null: Option<String>,
+    /// A record that does not end within this many bytes is an error (a file without line
+    /// breaks, `/dev/zero`, must not be read into memory whole).
+    pub max_line_size: usize,
 }
+
+/// The default [`CsvOptions::max_line_size`].
+pub const DEFAULT_MAX_LINE_SIZE: usize = 8 << 20;
 
 impl Default for CsvOptions {
     fn default() -> Self {
-        CsvOptions { delimiter: b',', quote: Some(b'"'), escape: None, header: false, null: None }
+        CsvOptions { delimiter: b',', quote: Some(b'"'), escape: None, header: false, null: None, max_line_size: DEFAULT_MAX_LINE_SIZE }
+    }
+}
+
+/// The error for a record longer than `max_line_size`.
+fn line_too_long(file: &str, line: u64, options: &CsvOptions) -> ApiaryError {
+    ApiaryError::Load {
+        file: file.to_string(),
+        line,
+        message: format!(
+            "the record starting here is longer than max_line_size ({} bytes) or never ends; raise it with the max_line_size option",
+            options.max_line_size
+        ),
     }
 }
 
@@ -443,16 +461,6 @@ fn line_pieces(data: &[u8], pieces: usize) -> Vec<(usize, usize)> {
 /// gets whole pieces, small enough that a load never holds the whole file in memory.
 const SEGMENT_BYTES_PER_THREAD: usize = 32 << 20;
 
-/// Parses a delimited file into column vectors (one `Vec<Vector>` per piece, in order).
-pub fn read_delimited(path: &Path, options: &CsvOptions, fields: &[Field], threads: usize) -> Result<Vec<Vec<Vector>>> {
-    let mut pieces = Vec::new();
-    for_each_piece(path, options, fields, threads, |piece| {
-        pieces.push(piece);
-        Ok(())
-    })?;
-    Ok(pieces)
-}
-
 /// Streams a delimited file through `sink`, one parsed piece (columns) at a time, in file
 /// order. The file is read a segment at a time; each segment is cut at a record boundary
 /// and parsed by all threads, so memory stays at a few segments however large the file.
@@ -506,6 +514,8 @@ fn stream_pieces(
                     skip = end + 1;
                 } else if eof {
                     skip = buffer.len();
+                } else if buffer.len() > options.max_line_size {
+                    return Err(line_too_long(&file_name, 1, options));
                 } else {
                     segment_bytes *= 2;
                     continue;
@@ -525,7 +535,10 @@ fn stream_pieces(
         let body = &buffer[skip..];
         let end = if eof { body.len() } else { last_record_end(body, options) };
         if end == 0 && !eof {
-            // One record longer than a segment: read more before parsing.
+            // One record longer than a segment: read more before parsing, up to the limit.
+            if body.len() > options.max_line_size {
+                return Err(line_too_long(&file_name, line, options));
+            }
             buffer.drain(..skip);
             segment_bytes *= 2;
             continue;
@@ -610,10 +623,23 @@ const INFER_RECORDS: usize = 1000;
 /// only the start of the file, and splits records as the loader does.
 pub fn infer_fields(path: &Path, options: &CsvOptions) -> Result<Vec<Field>> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
-    let mut data = Vec::new();
-    file.take(INFER_BYTES).read_to_end(&mut data).map_err(|e| read_error(path, e))?;
-    let complete = (data.len() as u64) < INFER_BYTES;
+    // The sample: the first INFER_BYTES, or more when not even one record ends within
+    // them (up to max_line_size).
+    let mut sample_bytes = INFER_BYTES;
+    let (data, complete) = loop {
+        let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
+        let mut data = Vec::new();
+        file.take(sample_bytes).read_to_end(&mut data).map_err(|e| read_error(path, e))?;
+        let complete = (data.len() as u64) < sample_bytes;
+        let body = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&data);
+        if complete || record_end(body, 0, options) < body.len() {
+            break (data, complete);
+        }
+        if sample_bytes > options.max_line_size as u64 {
+            return Err(line_too_long(&path.display().to_string(), 1, options));
+        }
+        sample_bytes = sample_bytes.saturating_mul(2).min(options.max_line_size as u64 + 1);
+    };
     let body = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&data);
     let mut records: Vec<&[u8]> = Vec::new();
     let mut start = 0;
@@ -729,6 +755,16 @@ pub fn write_field(out: &mut String, value: &str, delimiter: char) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parses a delimited file into column vectors (one `Vec<Vector>` per piece, in order).
+    fn read_delimited(path: &Path, options: &CsvOptions, fields: &[Field], threads: usize) -> Result<Vec<Vec<Vector>>> {
+        let mut pieces = Vec::new();
+        for_each_piece(path, options, fields, threads, |piece| {
+            pieces.push(piece);
+            Ok(())
+        })?;
+        Ok(pieces)
+    }
 
     fn fields_of(line: &str) -> Vec<String> {
         let mut parts = Vec::new();

@@ -22,6 +22,13 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> ApiaryError {
 }
 
 /// The columns of a Parquet file as fields.
+/// What the file's data takes uncompressed (from its metadata), the memory a read needs.
+pub fn parquet_uncompressed_bytes(path: &Path) -> Result<usize> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
+    let total: i64 = builder.metadata().row_groups().iter().map(|g| g.total_byte_size().max(0)).sum();
+    Ok(usize::try_from(total).unwrap_or(usize::MAX))
+}
+
 pub fn parquet_fields(path: &Path) -> Result<Vec<Field>> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
     builder

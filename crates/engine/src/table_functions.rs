@@ -9,14 +9,16 @@ use apiary_common::{bind_err, Result};
 use apiary_sql::TableFunctionProvider;
 use std::collections::BTreeMap;
 
-use apiary_storage::{Catalog, Table};
+use apiary_storage::{BufferPool, Catalog, Table};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, Vector, VectorBuilder};
 
-use crate::csv::{infer_fields, read_delimited, CsvOptions};
-use crate::parquet_io::{parquet_fields, read_parquet};
+use crate::csv::{for_each_piece, infer_fields, CsvOptions};
+use crate::parquet_io::{parquet_fields, parquet_uncompressed_bytes, read_parquet};
 
 pub struct EngineTableFunctions<'a> {
     pub threads: usize,
+    /// The memory budget table functions load into.
+    pub pool: &'a BufferPool,
     pub block_rows: usize,
     pub catalog: &'a Catalog,
 }
@@ -83,7 +85,18 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                         "escape" => options.escape = Some(single_char(option, value)?),
                         "header" => header = Some(bool_option(option, value)?),
                         "nullstr" | "null" => options.null = value.as_str().map(str::to_string),
-                        other => return Err(bind_err!("unknown option {other} for {name} (delim, quote, escape, header, nullstr)")),
+                        "max_line_size" => {
+                            options.max_line_size = value
+                                .as_i128()
+                                .filter(|&v| v > 0)
+                                .and_then(|v| usize::try_from(v).ok())
+                                .ok_or_else(|| bind_err!("max_line_size must be a positive number of bytes, not {value}"))?
+                        }
+                        other => {
+                            return Err(bind_err!(
+                                "unknown option {other} for {name} (delim, quote, escape, header, nullstr, max_line_size)"
+                            ))
+                        }
                     }
                 }
                 options.header = match header {
@@ -91,7 +104,17 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                     None => looks_like_header(path, &options)?,
                 };
                 let fields = infer_fields(path, &options)?;
-                let pieces = read_delimited(path, &options, &fields, self.threads)?;
+                // The file becomes a temporary table: its rows count against memory_limit
+                // as they are parsed.
+                let mut pieces = Vec::new();
+                let mut held = 0usize;
+                for_each_piece(path, &options, &fields, self.threads, |piece| {
+                    let bytes: usize = piece.iter().map(Vector::data_bytes).sum();
+                    held += bytes;
+                    self.pool.check_headroom(held, &format!("read_csv('{}')", path.display()))?;
+                    pieces.push(piece);
+                    Ok(())
+                })?;
                 Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
             }
             "read_parquet" | "parquet_scan" => {
@@ -100,6 +123,8 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                     return Err(bind_err!("{name} takes no options"));
                 }
                 let fields = parquet_fields(path)?;
+                // The file becomes a temporary table in memory: it must fit the budget.
+                self.pool.check_headroom(parquet_uncompressed_bytes(path)?, &format!("read_parquet('{}')", path.display()))?;
                 let pieces = read_parquet(path, self.block_rows, self.threads)?;
                 Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
             }

@@ -444,3 +444,49 @@ fn a_never_true_join_condition_compares_nothing() {
         query(&db, "SELECT count(*), CAST(0 AS BIGINT) FROM orders")
     );
 }
+
+/// read_csv loads into a temporary table: its rows count against memory_limit as they
+/// are parsed.
+#[test]
+fn read_csv_counts_against_the_memory_limit() {
+    let dir = scratch("read-csv-memory");
+    let path = dir.join("big.csv");
+    let mut text = String::from("a,b\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{i},row number {i} of a file larger than the limit\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    let sql = format!("SELECT count(*) FROM read_csv('{}')", path.display());
+    conn.execute("SET memory_limit = '2MB'").unwrap();
+    let error = conn.query(&sql).unwrap_err();
+    assert!(matches!(error, ApiaryError::Resource(_)) && error.to_string().contains("memory_limit"), "{error}");
+    conn.execute("RESET memory_limit").unwrap();
+    assert_eq!(conn.query(&sql).unwrap().rows().next().unwrap()[0], ScalarValue::Int64(200_000));
+}
+
+#[test]
+fn read_parquet_must_fit_the_memory_limit() {
+    let dir = scratch("read-parquet-memory");
+    let path = dir.join("big.parquet");
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    let mut values = Vec::new();
+    for i in 0..2000 {
+        values.push(format!("({i}, 'a string value that takes some room, number {i}')"));
+    }
+    conn.execute(&format!("CREATE TABLE src AS SELECT * FROM (VALUES {}) v(i, s)", values.join(", "))).unwrap();
+    for step in 0..6 {
+        // Distinct strings, so Parquet cannot store them as a small dictionary.
+        conn.execute(&format!("INSERT INTO src SELECT i + {}, s || ' copy {step} of ' || i FROM src", 2000 << step)).unwrap();
+    }
+    conn.execute(&format!("COPY src TO '{}' (FORMAT parquet)", path.display())).unwrap();
+    conn.execute("DROP TABLE src").unwrap();
+    let sql = format!("SELECT count(*) FROM read_parquet('{}')", path.display());
+    conn.execute("SET memory_limit = '1MB'").unwrap();
+    let error = conn.query(&sql).unwrap_err();
+    assert!(matches!(error, ApiaryError::Resource(_)) && error.to_string().contains("memory_limit"), "{error}");
+    conn.execute("RESET memory_limit").unwrap();
+    assert_eq!(conn.query(&sql).unwrap().rows().next().unwrap()[0], ScalarValue::Int64(128_000));
+}

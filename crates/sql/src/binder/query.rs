@@ -873,6 +873,15 @@ impl Binder<'_> {
         let mut named = Vec::new();
         for arg in args {
             let (arg_name, value) = match arg {
+                // DuckDB's `read_csv('f', header = true)`: an equality with a bare name on
+                // the left is a named argument (table function arguments are constants,
+                // so it cannot mean a comparison).
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right }))
+                    if matches!(left.as_ref(), ast::Expr::Identifier(_)) =>
+                {
+                    let ast::Expr::Identifier(ident) = left.as_ref() else { unreachable!("matched above") };
+                    (Some(normalize_ident(ident)), right.as_ref())
+                }
                 ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => (None, e),
                 ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(e), .. } => (Some(normalize_ident(name)), e),
                 ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(e), .. } => {
