@@ -16,6 +16,7 @@
 //! by `EXPLAIN`). `unnest_subqueries` is required for execution and cannot be disabled.
 
 pub mod cardinality;
+pub mod nullability;
 pub mod rules;
 
 use std::collections::HashSet;
@@ -87,6 +88,8 @@ pub fn optimize(mut plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<(Lo
         }
         let before = plan.clone();
         plan = rule(plan, ctx)?;
+        // Rules place columns under outer joins: references must learn they can be NULL.
+        plan = nullability::refresh(plan);
         reports.push(RuleReport { rule: name, changed: plan != before });
     }
     if plan.contains_subquery() {

@@ -72,27 +72,55 @@ pub fn date_trunc(args: Vec<ExprRef>, literals: &[Option<&ScalarValue>]) -> Resu
     Ok(Arc::new(DateTrunc { unit, child }))
 }
 
+/// The first day of the period `unit` (a day or longer) that contains day `d`.
+fn trunc_day(unit: &str, d: i32) -> i32 {
+    let (y, m, _) = datetime::civil_from_days(d);
+    // PostgreSQL's centuries and millennia start at years ending in 1 (2001, 1901).
+    let first_year_of = |span: i32| if y > 0 { (y - 1).div_euclid(span) * span + 1 } else { y.div_euclid(span) * span };
+    match unit {
+        "millennium" => datetime::days_from_civil(first_year_of(1000), 1, 1),
+        "century" => datetime::days_from_civil(first_year_of(100), 1, 1),
+        "decade" => datetime::days_from_civil(y.div_euclid(10) * 10, 1, 1),
+        "year" => datetime::days_from_civil(y, 1, 1),
+        "quarter" => datetime::days_from_civil(y, (m - 1) / 3 * 3 + 1, 1),
+        "month" => datetime::days_from_civil(y, m, 1),
+        "week" => d - (d as i64 + 3).rem_euclid(7) as i32,
+        _ => d,
+    }
+}
+
 impl PhysicalExpr for DateTrunc {
     fn data_type(&self) -> DataType {
-        DataType::Date
+        self.child.data_type()
     }
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
-        let days = v.values::<i32>();
         let unit = self.unit.as_str();
-        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| {
-            let d = days[i];
-            let (y, m, _) = datetime::civil_from_days(d);
-            match unit {
-                "year" => datetime::days_from_civil(y, 1, 1),
-                "quarter" => datetime::days_from_civil(y, (m - 1) / 3 * 3 + 1, 1),
-                "month" => datetime::days_from_civil(y, m, 1),
-                "week" => d - (d as i64 + 3).rem_euclid(7) as i32,
-                _ => d,
-            }
-        });
-        Ok(Vector::new(DataType::Date, wrap(out), v.validity.clone()))
+        let data = if v.data_type == DataType::Timestamp {
+            use datetime::MICROS_PER_DAY;
+            let step: i64 = match unit {
+                "hour" => 3_600_000_000,
+                "minute" => 60_000_000,
+                "second" => 1_000_000,
+                "milliseconds" | "millisecond" => 1_000,
+                "microseconds" | "microsecond" => 1,
+                _ => 0,
+            };
+            let micros = v.values::<i64>();
+            wrap(map_rows(chunk.physical_len(), rows_of(chunk), |i| {
+                let t = micros[i];
+                if step > 0 {
+                    t - t.rem_euclid(step)
+                } else {
+                    trunc_day(unit, t.div_euclid(MICROS_PER_DAY) as i32) as i64 * MICROS_PER_DAY
+                }
+            }))
+        } else {
+            let days = v.values::<i32>();
+            wrap(map_rows(chunk.physical_len(), rows_of(chunk), |i| trunc_day(unit, days[i])))
+        };
+        Ok(Vector::new(v.data_type, data, v.validity.clone()))
     }
 }
 
@@ -247,6 +275,10 @@ impl PhysicalExpr for Math {
                     let value = x[i];
                     match self.func {
                         F::Abs => value.abs(),
+                        // -1, 0 or 1 (and NaN for NaN), like PostgreSQL.
+                        F::Sign if value > 0.0 => 1.0,
+                        F::Sign if value < 0.0 => -1.0,
+                        F::Sign => value,
                         // Like PostgreSQL's float round (rint): ties to even.
                         F::Round => (value * factor).round_ties_even() / factor,
                         F::Ceil => value.ceil(),

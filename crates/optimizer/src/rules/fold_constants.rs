@@ -75,8 +75,23 @@ fn date_comparison(op: BinaryOp, left: Expr, right: Expr, data_type: apiary_type
     }
 }
 
+fn is_null_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Literal(ScalarValue::Null, _))
+}
+
 fn simplify(expr: Expr) -> Expr {
     match expr {
+        // A strict operator with a NULL operand is NULL, whatever the other operand
+        // would give (also an error: `a/0 * NULL` is NULL in PostgreSQL).
+        Expr::Binary { op, left, right, data_type }
+            if (op.is_arithmetic()
+                || op == BinaryOp::Concat
+                || (op.is_comparison() && !matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom)))
+                && (is_null_literal(&left) || is_null_literal(&right)) =>
+        {
+            Expr::Literal(ScalarValue::Null, data_type)
+        }
+        Expr::InList { expr, .. } if is_null_literal(&expr) => Expr::Literal(ScalarValue::Null, apiary_types::DataType::Boolean),
         Expr::Binary { op, left, right, data_type }
             if op.is_comparison() && !matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom) =>
         {

@@ -252,8 +252,15 @@ fn strict(expr: &Expr, columns: &BTreeSet<ColumnId>) -> bool {
         Expr::Unary(_, inner) | Expr::Cast { expr: inner, .. } => strict(inner, columns),
         Expr::Like { expr, pattern, .. } => strict(expr, columns) || strict(pattern, columns),
         Expr::Function { func, args, .. } => {
-            !matches!(func, ScalarFunction::Coalesce | ScalarFunction::NullIf | ScalarFunction::Concat)
-                && args.iter().any(|a| strict(a, columns))
+            // These are not NULL merely because one argument is (greatest(NULL, 5) = 5).
+            !matches!(
+                func,
+                ScalarFunction::Coalesce
+                    | ScalarFunction::NullIf
+                    | ScalarFunction::Concat
+                    | ScalarFunction::Greatest
+                    | ScalarFunction::Least
+            ) && args.iter().any(|a| strict(a, columns))
         }
         _ => false,
     }

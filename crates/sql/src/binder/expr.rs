@@ -403,7 +403,12 @@ impl Binder<'_> {
         let right = trim_for_char(right, &left);
         let (lt, rt) = (left.data_type(), right.data_type());
         let common = common_type(&lt, &rt).ok_or_else(|| type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()))?;
-        if common == DataType::Interval && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq) && lt != rt {
+        if common == DataType::Interval
+            && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq)
+            && lt != rt
+            && lt != DataType::Null
+            && rt != DataType::Null
+        {
             return Err(type_err!("operator {} cannot compare {lt} with {rt}", op.symbol()));
         }
         Ok(Expr::compare(op, self.coerce(left, &common)?, self.coerce(right, &common)?))

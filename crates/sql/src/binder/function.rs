@@ -299,19 +299,26 @@ impl Binder<'_> {
                 arity(2, 2)?;
                 let mut it = args.into_iter();
                 let unit = it.next().expect("arity");
-                let unit_ok = matches!(&unit, Expr::Literal(ScalarValue::Utf8(s), _)
-                    if matches!(s.to_lowercase().as_str(), "year" | "quarter" | "month" | "week" | "day"));
-                if !unit_ok {
-                    return Err(bind_err!("date_trunc unit must be one of 'year', 'quarter', 'month', 'week', 'day'"));
-                }
-                let value = it.next().expect("arity");
-                let value = match value.data_type() {
-                    DataType::Date => value,
-                    DataType::Timestamp => self.cast(value, DataType::Date)?,
-                    t if t.is_string() => self.cast(value, DataType::Date)?,
-                    t => return Err(type_err!("date_trunc needs a DATE, not {t}")),
+                const DAY_UNITS: &[&str] = &["millennium", "century", "decade", "year", "quarter", "month", "week", "day"];
+                const TIME_UNITS: &[&str] = &["hour", "minute", "second", "milliseconds", "millisecond", "microseconds", "microsecond"];
+                let unit_name = match &unit {
+                    Expr::Literal(ScalarValue::Utf8(s), _) => s.to_lowercase(),
+                    _ => return Err(bind_err!("date_trunc unit must be a constant string")),
                 };
-                Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type: DataType::Date })
+                let value = it.next().expect("arity");
+                // DATE stays DATE (for units of a day or longer); TIMESTAMP stays TIMESTAMP.
+                let value = match value.data_type() {
+                    DataType::Date if TIME_UNITS.contains(&unit_name.as_str()) => self.cast(value, DataType::Timestamp)?,
+                    DataType::Date | DataType::Timestamp => value,
+                    DataType::Null => self.cast(value, DataType::Timestamp)?,
+                    t if t.is_string() => self.cast(value, DataType::Timestamp)?,
+                    t => return Err(type_err!("date_trunc needs a DATE or TIMESTAMP, not {t}")),
+                };
+                if !DAY_UNITS.contains(&unit_name.as_str()) && !TIME_UNITS.contains(&unit_name.as_str()) {
+                    return Err(bind_err!("date_trunc unit \"{unit_name}\" is not one of {}", [DAY_UNITS, TIME_UNITS].concat().join(", ")));
+                }
+                let data_type = value.data_type();
+                Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type })
             }
             other => {
                 let hint = apiary_common::error::closest_name(other, KNOWN_SCALAR_FUNCTIONS.iter().copied())

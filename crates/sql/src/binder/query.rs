@@ -700,10 +700,25 @@ impl Binder<'_> {
                 }
                 (_, None) => (None, merged, Vec::new()),
             };
-            let new_scope = match kind {
+            let mut new_scope = match kind {
                 JoinKind::Semi | JoinKind::Anti { .. } => scope.clone(),
                 _ => new_scope,
             };
+            // Above an outer join, the NULL-supplying side's columns may be NULL whatever
+            // their table says (GROUP BY, DISTINCT and NOT IN specialise on NOT NULL).
+            let left_ids: std::collections::BTreeSet<ColumnId> = scope.columns.iter().map(|c| c.column.id).collect();
+            let right_ids: std::collections::BTreeSet<ColumnId> = right_scope.columns.iter().map(|c| c.column.id).collect();
+            let supplies_nulls = |id: &ColumnId| match kind {
+                JoinKind::Left => right_ids.contains(id),
+                JoinKind::Right => left_ids.contains(id),
+                JoinKind::Full => left_ids.contains(id) || right_ids.contains(id),
+                _ => false,
+            };
+            for column in new_scope.columns.iter_mut() {
+                if supplies_nulls(&column.column.id) {
+                    column.column.nullable = true;
+                }
+            }
             plan = LogicalPlan::Join { kind, left: Box::new(plan), right: Box::new(right_plan), condition, mark: None };
             if !coalesced.is_empty() {
                 // FULL JOIN USING: the shared columns are COALESCE(left, right).

@@ -1,0 +1,96 @@
+//! Keeps the `nullable` flag of column references in step with the plan.
+//!
+//! A column reference carries a copy of its column's `nullable` flag, taken where it was
+//! bound. Rewrites can put a column below an outer join (unnesting joins subqueries in as
+//! single/left joins, decorrelation adds left joins), where it may be NULL although the
+//! reference says it cannot be — and GROUP BY, DISTINCT and NOT IN specialise on NOT
+//! NULL. This pass marks every reference nullable whose input column is, and widens the
+//! columns projections and aggregations produce accordingly.
+
+use std::collections::HashMap;
+
+use apiary_sql::expr::{ColumnId, ColumnRef, Expr};
+use apiary_sql::LogicalPlan;
+
+use crate::rules::unnest_subqueries::map_children;
+
+/// Returns `plan` with consistent nullability.
+pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
+    let plan = map_children(plan, &mut |child| Ok(refresh(child))).expect("infallible rewrite");
+    let nullable: HashMap<ColumnId, bool> = plan.children().iter().flat_map(|c| c.output()).map(|c| (c.id, c.nullable)).collect();
+    let fix = |e: Expr| -> Expr {
+        e.transform_up(&mut |e| match e {
+            Expr::Column(c) if !c.nullable && nullable.get(&c.id) == Some(&true) => Expr::Column(ColumnRef { nullable: true, ..c }),
+            other => other,
+        })
+    };
+    let widen =
+        |column: ColumnRef, e: &Expr| if e.nullable() && !column.nullable { ColumnRef { nullable: true, ..column } } else { column };
+    match plan {
+        LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate: fix(predicate), input },
+        LogicalPlan::Project { exprs, input } => LogicalPlan::Project {
+            exprs: exprs
+                .into_iter()
+                .map(|(e, c)| {
+                    let e = fix(e);
+                    let c = widen(c, &e);
+                    (e, c)
+                })
+                .collect(),
+            input,
+        },
+        LogicalPlan::Aggregate { groups, aggregates, input } => LogicalPlan::Aggregate {
+            groups: groups
+                .into_iter()
+                .map(|(e, c)| {
+                    let e = fix(e);
+                    let c = widen(c, &e);
+                    (e, c)
+                })
+                .collect(),
+            aggregates: aggregates
+                .into_iter()
+                .map(|(mut call, c)| {
+                    call.args = call.args.into_iter().map(fix).collect();
+                    call.filter = call.filter.map(|f| Box::new(fix(*f)));
+                    (call, c)
+                })
+                .collect(),
+            input,
+        },
+        LogicalPlan::Join { kind, left, right, condition, mark } => {
+            LogicalPlan::Join { kind, left, right, condition: condition.map(fix), mark }
+        }
+        LogicalPlan::Sort { keys, input } => LogicalPlan::Sort {
+            keys: keys
+                .into_iter()
+                .map(|mut k| {
+                    k.expr = fix(k.expr);
+                    k
+                })
+                .collect(),
+            input,
+        },
+        LogicalPlan::Union { inputs, output } => {
+            // A union column may be NULL when any input's column at that position may.
+            let output = output
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let any = inputs.iter().any(|input| input.output().get(i).is_some_and(|o| o.nullable));
+                    if any && !c.nullable {
+                        ColumnRef { nullable: true, ..c }
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            LogicalPlan::Union { inputs, output }
+        }
+        LogicalPlan::Scan(mut scan) => {
+            scan.filters = scan.filters.into_iter().map(fix).collect();
+            LogicalPlan::Scan(scan)
+        }
+        other @ (LogicalPlan::Values { .. } | LogicalPlan::Limit { .. }) => other,
+    }
+}
