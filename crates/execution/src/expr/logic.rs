@@ -26,24 +26,9 @@ impl PhysicalExpr for And {
     }
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
-        let len = chunk.physical_len();
-        // false wins over NULL, NULL over true.
-        let mut value = vec![true; len];
-        let mut valid = Bitmap::new(len, true);
-        for child in &self.children {
-            let v = child.evaluate(chunk)?;
-            let b = v.values::<bool>();
-            super::for_each_row(len, rows_of(chunk), |i| {
-                let child_valid = v.is_valid(i);
-                if child_valid && !b[i] {
-                    value[i] = false;
-                    valid.set(i, true);
-                } else if !child_valid && value[i] {
-                    valid.set(i, false);
-                }
-            });
-        }
-        Ok(Vector::new(DataType::Boolean, wrap(value), Some(valid)).with_validity_cleanup())
+        // false wins over NULL, NULL over true; a child is evaluated only for the rows
+        // no earlier child made FALSE (so `x <> 0 AND y / x > 1` never divides by zero).
+        combine_lazily(chunk, &self.children, false)
     }
 
     fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
@@ -74,24 +59,9 @@ impl PhysicalExpr for Or {
     }
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
-        let len = chunk.physical_len();
-        // true wins over NULL, NULL over false.
-        let mut value = vec![false; len];
-        let mut valid = Bitmap::new(len, true);
-        for child in &self.children {
-            let v = child.evaluate(chunk)?;
-            let b = v.values::<bool>();
-            super::for_each_row(len, rows_of(chunk), |i| {
-                let child_valid = v.is_valid(i);
-                if child_valid && b[i] {
-                    value[i] = true;
-                    valid.set(i, true);
-                } else if !child_valid && !value[i] {
-                    valid.set(i, false);
-                }
-            });
-        }
-        Ok(Vector::new(DataType::Boolean, wrap(value), Some(valid)).with_validity_cleanup())
+        // true wins over NULL, NULL over false; a child is evaluated only for the rows no
+        // earlier child made TRUE.
+        combine_lazily(chunk, &self.children, true)
     }
 
     fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
@@ -110,6 +80,37 @@ impl PhysicalExpr for Or {
         }
         Ok(accepted)
     }
+}
+
+/// AND (`decisive` = false) or OR (`decisive` = true) of `children`: a row is decided
+/// by the first child giving it the decisive value; later children see only the rows
+/// still open (NULL so far counts as open), as SQL's short-circuit evaluation does.
+fn combine_lazily(chunk: &DataChunk, children: &[ExprRef], decisive: bool) -> Result<Vector> {
+    let len = chunk.physical_len();
+    let mut value = vec![!decisive; len];
+    let mut valid = Bitmap::new(len, true);
+    let mut open = selected_rows(chunk);
+    for child in children {
+        if open.is_empty() {
+            break;
+        }
+        let v = evaluate_rows(child, chunk, &open)?;
+        let b = v.values::<bool>();
+        open.retain(|&r| {
+            let i = r as usize;
+            if !v.is_valid(i) {
+                valid.set(i, false);
+                true
+            } else if b[i] == decisive {
+                value[i] = decisive;
+                valid.set(i, true);
+                false
+            } else {
+                true
+            }
+        });
+    }
+    Ok(Vector::new(DataType::Boolean, wrap(value), Some(valid)).with_validity_cleanup())
 }
 
 /// Sorted `a \ b` for sorted `b ⊆ a`.

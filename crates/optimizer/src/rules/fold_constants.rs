@@ -92,6 +92,25 @@ fn simplify(expr: Expr) -> Expr {
             Expr::Literal(ScalarValue::Null, data_type)
         }
         Expr::InList { expr, .. } if is_null_literal(&expr) => Expr::Literal(ScalarValue::Null, apiary_types::DataType::Boolean),
+        // Arms whose condition is a constant other than TRUE are never taken; a leading
+        // TRUE arm is always taken (what it skips is never evaluated).
+        Expr::Case { whens, otherwise, data_type } if whens.iter().any(|(w, _)| as_bool(w).is_some()) => {
+            let mut kept = Vec::new();
+            for (when, then) in whens {
+                match as_bool(&when) {
+                    Some(Some(true)) if kept.is_empty() => return then,
+                    Some(Some(true)) => {
+                        return Expr::Case { whens: kept, otherwise: Some(Box::new(then)), data_type };
+                    }
+                    Some(_) => {}
+                    None => kept.push((when, then)),
+                }
+            }
+            if kept.is_empty() {
+                return otherwise.map(|e| *e).unwrap_or(Expr::Literal(ScalarValue::Null, data_type));
+            }
+            Expr::Case { whens: kept, otherwise, data_type }
+        }
         Expr::Binary { op, left, right, data_type }
             if op.is_comparison() && !matches!(op, BinaryOp::IsDistinctFrom | BinaryOp::IsNotDistinctFrom) =>
         {
