@@ -1,9 +1,9 @@
-//! Test fixtures: a catalog of small INTEGER tables with data (so statistics and
-//! cardinality estimates are real), SQL bound through [`Binder`], rules applied one at a
+//! Test fixtures: a catalog of small tables with data (so statistics and cardinality
+//! estimates are real), SQL bound through [`Binder`], rules applied one at a
 //! time, and checks on the resulting plans.
 //!
 //! ```text
-//! TestDb::new().table("t", 100, "a NOT NULL, b")   tables: INTEGER columns, row i holds i
+//! TestDb::new().table("t", 100, "a NOT NULL, b")   tables: INTEGER or DATE columns, row i holds i
 //!   .plan(sql, &[rule, ...]) ─▶ Binder ─▶ rule ─▶ rule ─▶ LogicalPlan (checked after each)
 //! ```
 
@@ -36,7 +36,7 @@ impl TestDb {
     }
 
     /// Adds table `name` with `rows` rows and columns described as `"a NOT NULL, b, d DATE"`
-    /// (INTEGER unless DATE or BIGINT is given); row `i` holds `i` in every column (so each
+    /// (INTEGER unless DATE is given); row `i` holds `i` in every column (so each
     /// column has `rows` distinct values, and the estimates scale with `rows`).
     pub fn table(self, name: &str, rows: usize, columns: &str) -> TestDb {
         let fields: Vec<Field> = columns
@@ -44,22 +44,13 @@ impl TestDb {
             .map(|spec| {
                 let words: Vec<&str> = spec.split_whitespace().collect();
                 let nullable = !words.ends_with(&["NOT", "NULL"]);
-                let data_type = match words.get(1).copied() {
-                    Some("DATE") => DataType::Date,
-                    Some("BIGINT") => DataType::BigInt,
-                    _ => DataType::Integer,
-                };
+                let data_type = if words.get(1) == Some(&"DATE") { DataType::Date } else { DataType::Integer };
                 Field::new(words[0], data_type, nullable)
             })
             .collect();
         let values: Vec<i32> = (0..rows).map(|i| i32::try_from(i).expect("test tables are small")).collect();
-        let vectors: Vec<Vector> = fields
-            .iter()
-            .map(|f| match f.data_type {
-                DataType::BigInt => Vector::from_native(f.data_type, values.iter().map(|&v| i64::from(v)).collect()),
-                _ => Vector::from_native(f.data_type, values.clone()),
-            })
-            .collect();
+        // DATE is stored as i32 days, like INTEGER.
+        let vectors: Vec<Vector> = fields.iter().map(|f| Vector::from_native(f.data_type, values.clone())).collect();
         let table = Arc::new(Table::new(name, Schema::new(fields), 1 << 16));
         let mut appender = table.appender().expect("appender");
         appender.append(&DataChunk::new(vectors, rows)).expect("append");
