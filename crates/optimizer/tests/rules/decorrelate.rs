@@ -67,12 +67,16 @@ fn the_outer_plan_is_copied_with_fresh_columns() {
 #[test]
 #[ignore = "bug: D is computed from a re-evaluated copy of an outer plan whose LIMIT may keep other rows (FINDINGS.md)"]
 fn the_domain_comes_from_the_same_rows_as_the_outer_plan() {
-    // `ORDER BY ov LIMIT 5` over ties may keep different rows in each evaluation; D from a
-    // second (and third) evaluation then misses outer values, and the single join gives
-    // NULL for them (a count that is NULL). The outer LIMIT must be evaluated once (or be
-    // deterministic, in which case this test needs another form).
-    let plan = unnest("SELECT o2.ok, (SELECT count(*) FROM i WHERE ik > o2.ok) AS c FROM (SELECT ok FROM o ORDER BY ov LIMIT 5) o2");
-    assert_eq!(count(&plan, &|p| matches!(p, LogicalPlan::Limit { .. })), 1, "{plan}");
+    // `ORDER BY ov LIMIT 5` over ties (or a LIMIT over a hash aggregation's output) may keep
+    // other rows in each evaluation; D from a second evaluation then misses outer values,
+    // and the single join gives them NULL (a count that is NULL). Either the outer LIMIT is
+    // evaluated once, or the rewrite is declined.
+    let sql = "SELECT o2.ok, (SELECT count(*) FROM i WHERE ik > o2.ok) AS c FROM (SELECT ok FROM o ORDER BY ov LIMIT 5) o2";
+    match db().try_plan(sql, &[unnest_subqueries::run]) {
+        Ok(plan) => assert_eq!(count(&plan, &|p| matches!(p, LogicalPlan::Limit { .. })), 1, "{plan}"),
+        Err(ApiaryError::NotImplemented(_)) => {}
+        Err(other) => panic!("{other}"),
+    }
 }
 
 #[test]
