@@ -2,9 +2,11 @@
 //! `CAST(date AS TIMESTAMP) op TIMESTAMP` becomes a DATE comparison; a constant whose
 //! evaluation fails stays as it is (it may sit in a branch no row takes).
 
-use apiary_optimizer::rules::fold_constants;
+use apiary_optimizer::rules::{fold_constants, unnest_subqueries};
+use apiary_sql::expr::Expr;
+use apiary_sql::{JoinKind, LogicalPlan};
 
-use crate::common::{assert_plan, TestDb};
+use crate::common::{assert_plan, find, TestDb};
 
 fn db() -> TestDb {
     TestDb::new().table("t", 100, "a, b NOT NULL, d DATE")
@@ -51,7 +53,7 @@ fn simplifies_boolean_connectives_with_constants() {
             Scan t [a, b, d]
         ",
     );
-    // A filter that is always true goes away; one that is never true stays as FALSE.
+    // A filter that is always true goes away.
     assert_plan(
         &fold("SELECT a FROM t WHERE a > 1 OR 1 = 1"),
         "
@@ -59,14 +61,16 @@ fn simplifies_boolean_connectives_with_constants() {
           Scan t [a, b, d]
         ",
     );
-    assert_plan(
-        &fold("SELECT a FROM t WHERE a > 1 AND 1 = 0"),
-        "
-        Project a AS a
-          Filter false
-            Scan t [a, b, d]
-        ",
-    );
+    // One that is never TRUE keeps no row: no scan at all.
+    for predicate in ["a > 1 AND 1 = 0", "NULL = 1"] {
+        assert_plan(
+            &fold(&format!("SELECT a FROM t WHERE {predicate}")),
+            "
+            Project a AS a
+              Values (0 rows)
+            ",
+        );
+    }
 }
 
 #[test]
@@ -81,22 +85,14 @@ fn keeps_null_in_three_valued_logic() {
     );
 }
 
+fn db2() -> TestDb {
+    db().table("u", 10, "c")
+}
+
 #[test]
-fn join_conditions_fold_too() {
-    // A constant-false ON condition is folded (issue 10: it compared every pair).
-    let plan = db().table("u", 10, "c").explain("SELECT a FROM t JOIN u ON a = c AND 1 = 0", &[fold_constants::run]);
+fn an_always_true_join_condition_goes_away() {
     assert_plan(
-        &plan,
-        "
-        Project a AS a
-          Join INNER ON false
-            Scan t [a, b, d]
-            Scan u [c]
-        ",
-    );
-    let plan = db().table("u", 10, "c").explain("SELECT a FROM t JOIN u ON 1 = 1", &[fold_constants::run]);
-    assert_plan(
-        &plan,
+        &db2().explain("SELECT a FROM t JOIN u ON 1 = 1", &[fold_constants::run]),
         "
         Project a AS a
           Join INNER
@@ -104,6 +100,111 @@ fn join_conditions_fold_too() {
             Scan u [c]
         ",
     );
+}
+
+/// `SELECT a, c FROM t <kind> JOIN u ON a = c AND 1 = 0` after folding; semi and anti
+/// joins (from EXISTS, whose constant conjuncts stay in the subquery) get a FALSE condition.
+fn never_matching(kind: &str) -> LogicalPlan {
+    let (sql, join) = match kind {
+        "SEMI" => ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE a = c)".to_string(), Some(JoinKind::Semi)),
+        "ANTI" => {
+            ("SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE a = c)".to_string(), Some(JoinKind::Anti { null_aware: false }))
+        }
+        _ => (format!("SELECT a, c FROM t {kind} JOIN u ON a = c AND 1 = 0"), None),
+    };
+    let db = db2();
+    let plan = db.plan(&sql, &[unnest_subqueries::run, fold_constants::run]);
+    match join {
+        Some(kind) => fold_constants::run(with_condition(plan, kind, Expr::boolean(false)), &mut db.context()).expect("fold"),
+        None => plan,
+    }
+}
+
+#[test]
+fn a_never_matching_inner_or_semi_join_is_empty() {
+    // Issue 10: `... JOIN lineitem l ON o_orderkey = l_orderkey AND 1 = 0` compared every pair.
+    assert_plan(
+        &never_matching("INNER").display_indent(),
+        "
+        Project a AS a, c AS c
+          Values (0 rows)
+        ",
+    );
+    assert_plan(
+        &never_matching("SEMI").display_indent(),
+        "
+        Project a AS a
+          Values (0 rows)
+        ",
+    );
+}
+
+#[test]
+fn a_never_matching_outer_join_null_extends_its_preserved_side() {
+    assert_plan(
+        &never_matching("LEFT").display_indent(),
+        "
+        Project a AS a, c AS c
+          Project a AS a, b AS b, d AS d, NULL AS c
+            Scan t [a, b, d]
+        ",
+    );
+    assert_plan(
+        &never_matching("RIGHT").display_indent(),
+        "
+        Project a AS a, c AS c
+          Project NULL AS a, NULL AS b, NULL AS d, c AS c
+            Scan u [c]
+        ",
+    );
+    // FULL: every row of each side once, the other side NULL.
+    assert_plan(
+        &never_matching("FULL").display_indent(),
+        "
+        Project a AS a, c AS c
+          Union ALL (2 inputs)
+            Project a AS a, b AS b, d AS d, NULL AS c
+              Scan t [a, b, d]
+            Project NULL AS a, NULL AS b, NULL AS d, c AS c
+              Scan u [c]
+        ",
+    );
+}
+
+#[test]
+fn a_never_matching_anti_join_keeps_every_row() {
+    assert_plan(
+        &never_matching("ANTI").display_indent(),
+        "
+        Project a AS a
+          Scan t [a, b, d]
+        ",
+    );
+}
+
+#[test]
+fn a_never_matching_null_aware_join_is_kept() {
+    // `x NOT IN (SELECT ...)` decides on the whole subquery (a NULL in it, or no row at all),
+    // not on matches: it cannot be dropped like a plain anti join.
+    let plan = db2().plan("SELECT a FROM t WHERE a NOT IN (SELECT c FROM u WHERE 1 = 0 OR c > 5)", &[unnest_subqueries::run]);
+    let kind = JoinKind::Anti { null_aware: true };
+    let with_false = with_condition(plan, kind, Expr::boolean(false));
+    let folded = fold_constants::run(with_false, &mut db2().context()).expect("fold");
+    assert_eq!(find(&folded, &|p| matches!(p, LogicalPlan::Join { kind: k, .. } if *k == kind)).len(), 1, "{folded}");
+}
+
+/// Replaces the condition of the join of `kind` (under projections and filters).
+fn with_condition(plan: LogicalPlan, kind: JoinKind, condition: Expr) -> LogicalPlan {
+    match plan {
+        LogicalPlan::Join { kind: k, left, right, mark, .. } if k == kind => {
+            LogicalPlan::Join { kind: k, left, right, condition: Some(condition), mark }
+        }
+        LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(with_condition(*input, kind, condition)) },
+        LogicalPlan::Filter { predicate, input } => {
+            LogicalPlan::Filter { predicate, input: Box::new(with_condition(*input, kind, condition)) }
+        }
+        other => other,
+    }
 }
 
 #[test]

@@ -120,7 +120,7 @@ fn correlated_not_in_over_nullable_values_matches_nulls_explicitly() {
         &unnest("SELECT ok FROM o WHERE ov NOT IN (SELECT nv FROM n WHERE nk = ok)"),
         "
         Project ok AS ok
-          Join ANTI ON (((ov = nv) OR nv IS NULL) OR ov IS NULL) AND nk = ok
+          Join ANTI ON ((ov = nv) OR (nv IS NULL OR ov IS NULL)) AND nk = ok
             Scan o [ok, ov]
             Project nv AS nv, nk AS nk
               Scan n [nk, nv]
