@@ -5,7 +5,7 @@
 //! column, which are intersected), values are uniform between min and max, an equi-join
 //! matches `1 / max(ndv(left key), ndv(right key))` of the pairs.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use apiary_sql::expr::{BinaryOp, ColumnId, Expr, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
@@ -202,7 +202,10 @@ pub fn join_estimate(kind: JoinKind, l: &Estimate, r: &Estimate, condition: Opti
 /// Selectivity of a conjunction; range predicates on the same column are combined
 /// into one interval instead of being multiplied.
 pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
-    let mut ranges: HashMap<ColumnId, (Option<f64>, Option<f64>)> = HashMap::new();
+    // Ordered by column, so the factors multiply in the same order in every process (a
+    // hash map's order varies, and with it the last bits of the product): pinned plans
+    // print these estimates.
+    let mut ranges: BTreeMap<ColumnId, (Option<f64>, Option<f64>)> = BTreeMap::new();
     let mut selectivity = 1.0;
     // Equalities between columns (join keys) are assumed correlated: a composite key
     // (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is about as selective as its most

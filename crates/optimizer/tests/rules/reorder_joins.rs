@@ -1,0 +1,146 @@
+//! `reorder_joins`: trees of inner joins are re-planned by estimated cost (dynamic
+//! programming up to 12 relations, greedy beyond); the smaller input of each join goes on
+//! the right (the build side); cross products only where the join graph is disconnected.
+
+use std::collections::BTreeSet;
+
+use apiary_common::ApiaryError;
+use apiary_optimizer::cardinality::estimate;
+use apiary_optimizer::rules::reorder_joins::{self, MAX_JOIN_RELATIONS};
+use apiary_optimizer::rules::{push_down_predicates, unnest_subqueries};
+use apiary_sql::expr::{BinaryOp, Expr};
+use apiary_sql::{JoinKind, LogicalPlan};
+
+use crate::common::{find, Rule, TestDb};
+
+const RULES: &[Rule] = &[unnest_subqueries::run, push_down_predicates::run, reorder_joins::run];
+
+/// A fact table and three dimensions of different sizes.
+fn db() -> TestDb {
+    TestDb::new().table("f", 1000, "f1, f2, f3").table("d1", 100, "a1").table("d2", 10, "b1").table("d3", 50, "c1")
+}
+
+fn inner_joins(plan: &LogicalPlan) -> Vec<&LogicalPlan> {
+    find(plan, &|p| matches!(p, LogicalPlan::Join { kind: JoinKind::Inner, .. }))
+}
+
+fn cross_products(plan: &LogicalPlan) -> usize {
+    find(plan, &|p| matches!(p, LogicalPlan::Join { condition: None, .. })).len()
+}
+
+/// Every conjunct of the join conditions and filters in `plan`, as text (`a = b` and
+/// `b = a` alike: the rule rebuilds equalities from equivalence classes).
+fn conjuncts(plan: &LogicalPlan) -> BTreeSet<String> {
+    let mut exprs = Vec::new();
+    for node in find(plan, &|_| true) {
+        match node {
+            LogicalPlan::Join { condition: Some(c), .. } => exprs.extend(c.clone().split_conjunction()),
+            LogicalPlan::Filter { predicate, .. } => exprs.extend(predicate.clone().split_conjunction()),
+            LogicalPlan::Scan(scan) => exprs.extend(scan.filters.iter().cloned()),
+            _ => {}
+        }
+    }
+    exprs
+        .iter()
+        .map(|e| match e {
+            Expr::Binary { op: BinaryOp::Eq, left, right, .. } => {
+                let mut sides = [left.to_string(), right.to_string()];
+                sides.sort();
+                format!("{} = {}", sides[0], sides[1])
+            }
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn builds_on_the_smaller_side_of_every_join() {
+    let plan = db().plan("SELECT count(*) FROM d1, f, d2, d3 WHERE f1 = a1 AND f2 = b1 AND f3 = c1", RULES);
+    let joins = inner_joins(&plan);
+    assert_eq!(joins.len(), 3, "{plan}");
+    for join in joins {
+        let LogicalPlan::Join { left, right, .. } = join else { unreachable!() };
+        assert!(estimate(right).rows <= estimate(left).rows, "build side is the larger input:\n{plan}");
+    }
+    assert_eq!(cross_products(&plan), 0, "{plan}");
+}
+
+#[test]
+fn keeps_every_predicate() {
+    let sql = "SELECT count(*) FROM d1, f, d2 WHERE f1 = a1 AND f2 = b1 AND a1 + b1 > f3 AND f3 < 500";
+    let before = db().plan(sql, &[unnest_subqueries::run, push_down_predicates::run]);
+    let after = db().plan(sql, RULES);
+    assert_eq!(conjuncts(&before), conjuncts(&after), "before:\n{before}after:\n{after}");
+}
+
+#[test]
+fn equal_columns_form_classes_so_transitive_joins_avoid_cross_products() {
+    // d2 and d3 are joined only through f's key: `b1 = f1 AND f1 = c1` also joins b1 to c1,
+    // so the two small dimensions can meet before the fact table without a cross product.
+    let plan = db().plan("SELECT count(*) FROM f, d2, d3 WHERE b1 = f1 AND f1 = c1", RULES);
+    assert_eq!(inner_joins(&plan).len(), 2, "{plan}");
+    assert_eq!(cross_products(&plan), 0, "{plan}");
+}
+
+#[test]
+fn cross_product_only_where_the_graph_is_disconnected() {
+    let plan = db().plan("SELECT count(*) FROM f, d1, d2 WHERE f1 = a1", RULES);
+    assert_eq!(inner_joins(&plan).len(), 2, "{plan}");
+    assert_eq!(cross_products(&plan), 1, "{plan}");
+}
+
+#[test]
+fn outer_joins_are_not_reordered() {
+    let plan = db().plan("SELECT count(*) FROM f LEFT JOIN d1 ON f1 = a1 JOIN d2 ON f2 = b1", RULES);
+    let left_joins = find(&plan, &|p| matches!(p, LogicalPlan::Join { kind: JoinKind::Left, .. }));
+    assert_eq!(left_joins.len(), 1, "{plan}");
+    let LogicalPlan::Join { left, right, .. } = left_joins[0] else { unreachable!() };
+    assert!(matches!(left.as_ref(), LogicalPlan::Scan(s) if s.table.name == "f"), "{plan}");
+    assert!(matches!(right.as_ref(), LogicalPlan::Scan(s) if s.table.name == "d1"), "{plan}");
+}
+
+/// `SELECT count(*) FROM t t0, t t1, ... WHERE <predicates>` over one 10-row table t(a, b).
+fn self_join(relations: usize, predicate: impl Fn(usize) -> String) -> String {
+    let from: Vec<String> = (0..relations).map(|i| format!("t t{i}")).collect();
+    let predicates: Vec<String> = (1..relations).map(predicate).collect();
+    format!("SELECT count(*) FROM {} WHERE {}", from.join(", "), predicates.join(" AND "))
+}
+
+fn check_large_join(relations: usize, sql: &str) {
+    let db = TestDb::new().table("t", 10, "a, b");
+    let plan = db.plan(sql, RULES);
+    assert_eq!(inner_joins(&plan).len(), relations - 1, "{relations} relations");
+    assert_eq!(find(&plan, &|p| matches!(p, LogicalPlan::Scan(_))).len(), relations);
+    assert_eq!(cross_products(&plan), 0, "{relations} relations");
+}
+
+#[test]
+fn a_join_of_12_relations_is_searched_exhaustively() {
+    // The largest join the dynamic programming takes: a star, so most subsets connect.
+    check_large_join(12, &self_join(12, |i| format!("t0.a = t{i}.b")));
+}
+
+#[test]
+fn a_join_of_13_relations_is_ordered_greedily() {
+    check_large_join(13, &self_join(13, |i| format!("t{}.a = t{i}.b", i - 1)));
+}
+
+#[test]
+fn a_join_of_64_relations_plans() {
+    // Issue 10: exactly 64 relations panicked (u64 relation sets).
+    check_large_join(64, &self_join(64, |i| format!("t{}.a = t{i}.a", i - 1)));
+}
+
+#[test]
+fn a_join_of_200_relations_plans() {
+    // Issue 10: "column n_nationkey (#768) is not in the input".
+    check_large_join(200, &self_join(200, |i| format!("t0.a = t{i}.b")));
+}
+
+#[test]
+fn too_many_relations_is_a_clean_error() {
+    let db = TestDb::new().table("t", 10, "a, b");
+    let relations = MAX_JOIN_RELATIONS + 1;
+    let error = db.try_plan(&self_join(relations, |i| format!("t{}.a = t{i}.a", i - 1)), RULES);
+    assert!(matches!(error, Err(ApiaryError::NotImplemented(_))), "{error:?}");
+}
