@@ -285,7 +285,12 @@ impl<'a> PhysicalPlanner<'a> {
         let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();
         let mut step = format!("Scan {} [{}]", scan.label, layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", "));
         if !scan.filters.is_empty() {
-            step.push_str(&format!(" filter: {}", scan.filters.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" AND ")));
+            // Each conjunct bracketed when it is a disjunction, so the text reads as the predicate.
+            let conjunct = |f: &Expr| match f {
+                Expr::Binary { op: BinaryOp::Or, .. } => format!("({f})"),
+                _ => f.to_string(),
+            };
+            step.push_str(&format!(" filter: {}", scan.filters.iter().map(conjunct).collect::<Vec<_>>().join(" AND ")));
         }
         let source = Arc::new(TableScan::new(scan.label.clone(), data, read_columns, filter, conjuncts, zone_predicates, output));
         Ok(self.new_branch(source, layout, step))

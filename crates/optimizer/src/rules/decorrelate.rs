@@ -51,6 +51,12 @@ impl<'a> Dependent<'a> {
 
     /// A fresh copy of D: the distinct values of the correlated columns.
     fn domain(&self, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        // D comes from a second evaluation of the outer plan: a LIMIT may keep other rows
+        // there (ties in its ORDER BY, a hash aggregation's order), and an outer value
+        // missing from D would get no subquery result.
+        if contains_limit(self.outer) {
+            return Err(not_impl_err!("a correlated subquery of this form over an outer query with LIMIT"));
+        }
         let (copy, map) = fresh_copy(self.outer, ctx)?;
         let mut groups = Vec::with_capacity(self.correlated.len());
         let mut columns = Vec::with_capacity(self.correlated.len());
@@ -228,6 +234,10 @@ impl<'a> Dependent<'a> {
         let map: HashMap<ColumnId, Expr> = self.correlated.iter().zip(d).map(|(c, d)| (c.id, d.expr())).collect();
         expr.replace_columns_deep(&map)
     }
+}
+
+fn contains_limit(plan: &LogicalPlan) -> bool {
+    matches!(plan, LogicalPlan::Limit { .. }) || plan.children().into_iter().any(contains_limit)
 }
 
 /// A copy of `plan` in which every column it produces has a new id (so the copy can be

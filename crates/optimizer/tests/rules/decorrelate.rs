@@ -65,7 +65,6 @@ fn the_outer_plan_is_copied_with_fresh_columns() {
 }
 
 #[test]
-#[ignore = "bug: D is computed from a re-evaluated copy of an outer plan whose LIMIT may keep other rows (FINDINGS.md)"]
 fn the_domain_comes_from_the_same_rows_as_the_outer_plan() {
     // `ORDER BY ov LIMIT 5` over ties (or a LIMIT over a hash aggregation's output) may keep
     // other rows in each evaluation; D from a second evaluation then misses outer values,

@@ -112,7 +112,6 @@ fn predicates_true_for_null_extended_rows_keep_the_left_join() {
 }
 
 #[test]
-#[ignore = "bug: GREATEST/LEAST skip NULL arguments but push_down_predicates treats them as NULL-propagating (FINDINGS.md)"]
 fn greatest_and_least_do_not_reject_nulls() {
     // greatest(NULL, 5) is 5 (NULLs are skipped, as in PostgreSQL), so the x rows without a
     // partner pass `greatest(ye, 5) > 1`: the join must stay LEFT and the filter above it.
