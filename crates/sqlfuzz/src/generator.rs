@@ -1055,10 +1055,12 @@ impl<'a> Generator<'a> {
                 Expr::binary(a, op, b, ty)
             }
             1 => {
+                // A BIGINT factor: DuckDB multiplies DECIMAL(18,s) by an INTEGER in 64 bits
+                // and overflows where PostgreSQL does not.
                 let a = self.expr_at(scope, Kind::Decimal, qd, level);
                 let k = self.rng.range(-9, 9);
                 let ty = wider_decimal(a.ty, a.ty);
-                Expr::binary(a, "*", Expr::literal(SqlType::Integer, paren(k)), ty)
+                Expr::binary(a, "*", Expr::literal(SqlType::BigInt, format!("CAST({} AS BIGINT)", paren(k))), ty)
             }
             2 => {
                 let a = self.expr_at(scope, Kind::Decimal, qd, level);
@@ -1141,8 +1143,10 @@ impl<'a> Generator<'a> {
                     Expr::new(SqlType::Date, Node::Cast(Box::new(ts), SqlType::Date))
                 }
                 _ => {
+                    // DATE ± INTEGER (PostgreSQL and DuckDB have no DATE + BIGINT).
                     let d = self.expr_at(scope, Kind::Date, qd, level);
                     let n = self.bounded_int(scope, qd, level);
+                    let n = Expr::new(SqlType::Integer, Node::Cast(Box::new(n), SqlType::Integer));
                     Expr::binary(d, if self.rng.chance(50) { "+" } else { "-" }, n, SqlType::Date)
                 }
             };
