@@ -83,6 +83,10 @@ pub struct Features {
     pub interval_untyped_null: bool,
     /// NaN, infinities and -0 in float data.
     pub special_floats: bool,
+    /// Constant select items (`SELECT a, 7 AS k FROM ...`).
+    pub constant_items: bool,
+    /// `greatest(...)`, `least(...)`.
+    pub greatest_least: bool,
     /// DECIMAL(38,s) data beyond 64 bits (scaled), up to 20 whole digits.
     pub huge_decimals: bool,
 }
@@ -122,6 +126,8 @@ pub const FEATURE_NAMES: &[&str] = &[
     "untyped_null",
     "interval_untyped_null",
     "special_floats",
+    "constant_items",
+    "greatest_least",
     "huge_decimals",
 ];
 
@@ -170,6 +176,8 @@ impl Features {
             untyped_null: true,
             interval_untyped_null: true,
             special_floats: true,
+            constant_items: true,
+            greatest_least: true,
             huge_decimals: true,
         }
     }
@@ -209,6 +217,8 @@ impl Features {
             "untyped_null" => &mut self.untyped_null,
             "interval_untyped_null" => &mut self.interval_untyped_null,
             "special_floats" => &mut self.special_floats,
+            "constant_items" => &mut self.constant_items,
+            "greatest_least" => &mut self.greatest_least,
             "huge_decimals" => &mut self.huge_decimals,
             _ => return None,
         })
@@ -439,8 +449,30 @@ impl<'a> Generator<'a> {
             }
             _ => select.items = kinds.iter().map(|k| self.expr(&scope, *k, depth)).collect(),
         }
+        if !self.features.constant_items {
+            let item_scope = match shape {
+                1 => Scope { group: Some(select.group_by.clone()), ..scope.clone() },
+                2 => Scope { group: Some(Vec::new()), ..scope.clone() },
+                _ => scope.clone(),
+            };
+            select.items = std::mem::take(&mut select.items).into_iter().map(|e| self.non_constant(&item_scope, e)).collect();
+        }
         select.distinct = self.features.distinct && self.rng.chance(15);
         select
+    }
+
+    /// `expr`, or a column (key, aggregate) of its kind in place of a literal.
+    pub fn non_constant(&mut self, scope: &Scope, expr: Expr) -> Expr {
+        if !matches!(expr.node, Node::Literal(_)) {
+            return expr;
+        }
+        for _ in 0..4 {
+            let leaf = self.leaf(scope, expr.kind());
+            if !matches!(leaf.node, Node::Literal(_)) {
+                return leaf;
+            }
+        }
+        expr
     }
 
     /// A kind for an output column: mostly one that has columns in scope.
@@ -539,7 +571,16 @@ impl<'a> Generator<'a> {
                 }
             }
             2 => {
-                let query = self.gen_query(&[], None, budget.min(SUBQUERY_ROW_BUDGET * 5), depth + 1, false);
+                let mut query = self.gen_query(&[], None, budget.min(SUBQUERY_ROW_BUDGET * 5), depth + 1, false);
+                // A constant column: outer joins extend it with NULLs (vectors that are
+                // constant but for their NULLs).
+                if self.features.constant_items && self.rng.chance(30) {
+                    let kind = *self.rng.pick(&ALL_KINDS);
+                    let constant = self.literal(kind);
+                    if let SetExpr::Select(select) = &mut query.body {
+                        select.items.push(constant);
+                    }
+                }
                 let rows = estimate_rows(&query, self.schema, &self.ctes).min(budget);
                 let alias = self.alias("d");
                 let columns = query.output_types().iter().enumerate().map(|(i, ty)| (format!("c{i}"), *ty)).collect();
@@ -653,12 +694,12 @@ impl<'a> Generator<'a> {
         let subqueries = query_depth < MAX_QUERY_DEPTH && (scope.group.is_none() || self.rng.chance(30));
         let common = self.rng.weighted(&[
             70,
-            8,                                                                     // CASE
-            4,                                                                     // COALESCE
-            if self.features.nullif { 3 } else { 0 },                              // NULLIF
-            if kind.has_min_max() { 2 } else { 0 },                                // greatest/least
-            if self.features.scalar_subquery && subqueries { 5 } else { 0 },       // scalar subquery
-            if self.features.untaken_errors && kind.is_numeric() { 2 } else { 0 }, // untaken 1/0
+            8,                                                                      // CASE
+            4,                                                                      // COALESCE
+            if self.features.nullif { 3 } else { 0 },                               // NULLIF
+            if kind.has_min_max() && self.features.greatest_least { 2 } else { 0 }, // greatest/least
+            if self.features.scalar_subquery && subqueries { 5 } else { 0 },        // scalar subquery
+            if self.features.untaken_errors && kind.is_numeric() { 2 } else { 0 },  // untaken 1/0
         ]);
         match common {
             1 => return self.case_expr(scope, kind, query_depth, next),

@@ -2,7 +2,8 @@
 //!
 //! Random schemas, data and queries for Apiary, and the oracles that check the answers
 //! without a second database (SQLancer's ternary logic partitioning and NoREC), plus a
-//! comparison of the same query with and without the optimizer and across settings.
+//! comparison of the same query with and without the optimizer and across settings, and a
+//! check that DISTINCT / GROUP BY / UNION results hold no row twice.
 //!
 //! ```text
 //! Rng(seed) ─▶ Schema (tables, NULL-heavy rows) ─▶ setup SQL

@@ -11,6 +11,11 @@
 //!   optimizer sees the filter) equals `SELECT sum(CASE WHEN p THEN 1 ELSE 0 END) FROM f`
 //!   (p evaluated on every row, nothing to optimize).
 //! * **Optimizer**: a whole random query gives the same rows with the optimizer rules off.
+//! * **Identity**: `GROUP BY k` / `SELECT DISTINCT k` give the same rows when every key is
+//!   wrapped as `CASE WHEN k IS NULL THEN NULL ELSE k END` (a computed vector instead of the
+//!   column as it comes, e.g. a constant or dictionary vector with NULLs from an outer join).
+//! * **Distinct rows**: results of DISTINCT, GROUP BY of exactly the select items, UNION,
+//!   INTERSECT and EXCEPT never hold a row twice (NULL equals NULL here).
 //!
 //! Verdicts: rows equal, pass. An internal error or panic on either side is always a
 //! finding; "not implemented" is counted; the same user error on both sides is fine; a
@@ -39,18 +44,20 @@ pub enum Oracle {
     TlpAggregate,
     TlpHaving,
     NoRec,
+    Identity,
     Optimizer,
     /// The same query under two configurations (recorded by the campaign).
     Configuration,
 }
 
-pub const ORACLES: [Oracle; 8] = [
+pub const ORACLES: [Oracle; 9] = [
     Oracle::TlpWhere,
     Oracle::TlpDistinct,
     Oracle::TlpGroupBy,
     Oracle::TlpAggregate,
     Oracle::TlpHaving,
     Oracle::NoRec,
+    Oracle::Identity,
     Oracle::Optimizer,
     Oracle::Configuration,
 ];
@@ -64,6 +71,7 @@ impl Oracle {
             Oracle::TlpAggregate => "tlp_aggregate",
             Oracle::TlpHaving => "tlp_having",
             Oracle::NoRec => "norec",
+            Oracle::Identity => "identity",
             Oracle::Optimizer => "optimizer",
             Oracle::Configuration => "configuration",
         }
@@ -93,6 +101,10 @@ pub enum Case {
     NoRec {
         from: Vec<TableRef>,
         predicate: Expr,
+    },
+    /// `base` is DISTINCT or groups by exactly its items.
+    Identity {
+        base: Select,
     },
     Optimizer {
         query: Query,
@@ -171,6 +183,7 @@ impl Case {
             Case::Aggregate { .. } => Oracle::TlpAggregate,
             Case::Having { .. } => Oracle::TlpHaving,
             Case::NoRec { .. } => Oracle::NoRec,
+            Case::Identity { .. } => Oracle::Identity,
             Case::Optimizer { .. } => Oracle::Optimizer,
         }
     }
@@ -186,6 +199,7 @@ impl Case {
             if f.having && f.group_by && f.aggregates { 8 } else { 0 },
             17,
             20,
+            if f.distinct || f.group_by { 8 } else { 0 },
         ];
         match g.rng.weighted(&weights) {
             0 => tlp_case(g, Oracle::TlpWhere),
@@ -198,7 +212,14 @@ impl Case {
                 let predicate = g.predicate(&Scope::rows(sources), 0);
                 Case::NoRec { from, predicate }
             }
-            _ => Case::Optimizer { query: g.query() },
+            6 => Case::Optimizer { query: g.query() },
+            _ => {
+                let oracle = if f.group_by && (!f.distinct || g.rng.chance(50)) { Oracle::TlpGroupBy } else { Oracle::TlpDistinct };
+                match tlp_case(g, oracle) {
+                    Case::Tlp { base, .. } => Case::Identity { base },
+                    other => other,
+                }
+            }
         }
     }
 
@@ -224,6 +245,12 @@ impl Case {
                     format!("SELECT count(*) AS c0 FROM {from_sql} WHERE {}", predicate.sql()),
                     format!("SELECT COALESCE(sum(CASE WHEN {} THEN 1 ELSE 0 END), 0) AS c0 FROM {from_sql}", predicate.sql()),
                 ]
+            }
+            Case::Identity { base } => {
+                let mut wrapped = base.clone();
+                wrapped.items = wrapped.items.into_iter().map(identity).collect();
+                wrapped.group_by = wrapped.group_by.into_iter().map(identity).collect();
+                [base.sql(), wrapped.sql()]
             }
             Case::Optimizer { query } => {
                 let sql = query.sql();
@@ -285,6 +312,7 @@ impl Case {
     fn distinct_rows(&self) -> bool {
         match self {
             Case::Tlp { oracle, .. } => matches!(oracle, Oracle::TlpDistinct | Oracle::TlpGroupBy),
+            Case::Identity { .. } => true,
             Case::Optimizer { query } => returns_distinct_rows(&query.body),
             _ => false,
         }
@@ -339,6 +367,13 @@ pub fn returns_distinct_rows(body: &SetExpr) -> bool {
         }
         SetExpr::SetOp { all, .. } => !all,
     }
+}
+
+/// `CASE WHEN e IS NULL THEN NULL ELSE e END`: the same values, computed.
+fn identity(e: Expr) -> Expr {
+    let ty = e.ty;
+    let is_null = Expr::suffix(e.clone(), "IS NULL");
+    Expr::new(ty, Node::Case { operand: None, whens: vec![(is_null, Expr::literal(ty, "NULL"))], otherwise: Some(Box::new(e)) })
 }
 
 /// `a AND b`, or `b` alone.

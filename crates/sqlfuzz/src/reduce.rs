@@ -183,6 +183,12 @@ fn variants(case: &Case) -> Vec<Case> {
                 out.push(Case::NoRec { from: f, predicate: predicate.clone() });
             }
         }
+        Case::Identity { base } => {
+            let variants = if base.group_by.is_empty() { select_candidates(base, false) } else { grouped_key_candidates(base) };
+            for b in variants {
+                out.push(Case::Identity { base: b });
+            }
+        }
         Case::Optimizer { query } => {
             for q in query_candidates(query) {
                 out.push(Case::Optimizer { query: q });
