@@ -198,6 +198,11 @@ impl Expr {
         self.children().iter().any(|c| c.has_aggregate())
     }
 
+    /// Whether this expression reads a column (outside subqueries).
+    pub fn has_column(&self) -> bool {
+        matches!(self.node, Node::Column { .. }) || self.children().iter().any(|c| c.has_column())
+    }
+
     /// The direct sub-expressions (not those inside subqueries).
     pub fn children(&self) -> Vec<&Expr> {
         let mut out: Vec<&Expr> = Vec::new();
