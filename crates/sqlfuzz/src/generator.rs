@@ -89,6 +89,8 @@ pub struct Features {
     pub greatest_least: bool,
     /// DECIMAL(38,s) data beyond 64 bits (scaled), up to 20 whole digits.
     pub huge_decimals: bool,
+    /// NOT NULL columns and integer PRIMARY KEYs.
+    pub constraints: bool,
 }
 
 /// Names accepted by [`Features::set`], in declaration order.
@@ -129,6 +131,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "constant_items",
     "greatest_least",
     "huge_decimals",
+    "constraints",
 ];
 
 impl Default for Features {
@@ -179,6 +182,7 @@ impl Features {
             constant_items: true,
             greatest_least: true,
             huge_decimals: true,
+            constraints: true,
         }
     }
 
@@ -220,6 +224,7 @@ impl Features {
             "constant_items" => &mut self.constant_items,
             "greatest_least" => &mut self.greatest_least,
             "huge_decimals" => &mut self.huge_decimals,
+            "constraints" => &mut self.constraints,
             _ => return None,
         })
     }

@@ -104,10 +104,16 @@ impl Reduction {
             let mut column = 0;
             while column < self.schema.tables[table].columns.len() && self.schema.tables[table].columns.len() > 1 {
                 let mut s = self.schema.clone();
-                s.tables[table].columns.remove(column);
-                for row in &mut s.tables[table].rows {
+                let t = &mut s.tables[table];
+                t.columns.remove(column);
+                for row in &mut t.rows {
                     row.remove(column);
                 }
+                t.primary_key = match t.primary_key {
+                    Some(key) if key == column => None,
+                    Some(key) if key > column => Some(key - 1),
+                    other => other,
+                };
                 if self.try_variant(checker, None, Some(s)) {
                     changed = true;
                 } else {

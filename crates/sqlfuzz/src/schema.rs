@@ -1,7 +1,9 @@
 //! Random tables: a few columns of random types, NULL-heavy (a column may be all NULL),
 //! values drawn from small pools so duplicates are common, whole rows repeated, sizes from
 //! empty to a few hundred rows (more than one block and one vector under the small
-//! settings of the configuration matrix).
+//! settings of the configuration matrix). Some columns are NOT NULL, some tables have an
+//! integer PRIMARY KEY (`Features::constraints`): their values are still NULL where an
+//! outer join extends them.
 
 use crate::generator::Features;
 use crate::rng::Rng;
@@ -14,6 +16,7 @@ const INSERT_BATCH_ROWS: usize = 40;
 pub struct Column {
     pub name: String,
     pub ty: SqlType,
+    pub not_null: bool,
 }
 
 /// A table and its rows; each value is a SQL literal or `NULL`.
@@ -21,6 +24,8 @@ pub struct Column {
 pub struct Table {
     pub name: String,
     pub columns: Vec<Column>,
+    /// Index of the PRIMARY KEY column.
+    pub primary_key: Option<usize>,
     pub rows: Vec<Vec<String>>,
 }
 
@@ -32,7 +37,11 @@ pub struct Schema {
 impl Table {
     /// `CREATE TABLE` followed by `INSERT` statements.
     pub fn setup_sql(&self) -> Vec<String> {
-        let columns: Vec<String> = self.columns.iter().map(|c| format!("{} {}", c.name, c.ty.sql())).collect();
+        let mut columns: Vec<String> =
+            self.columns.iter().map(|c| format!("{} {}{}", c.name, c.ty.sql(), if c.not_null { " NOT NULL" } else { "" })).collect();
+        if let Some(key) = self.primary_key.and_then(|k| self.columns.get(k)) {
+            columns.push(format!("PRIMARY KEY ({})", key.name));
+        }
         let mut statements = vec![format!("CREATE TABLE {} ({})", self.name, columns.join(", "))];
         for batch in self.rows.chunks(INSERT_BATCH_ROWS) {
             let rows: Vec<String> = batch.iter().map(|row| format!("({})", row.join(", "))).collect();
@@ -48,7 +57,7 @@ impl Schema {
     pub fn random(rng: &mut Rng, features: &Features) -> Schema {
         let options = ValueOptions { special_floats: features.special_floats, huge_decimals: features.huge_decimals };
         let table_count = rng.range(3, 5) as usize;
-        let tables = (0..table_count).map(|index| random_table(rng, format!("t{index}"), options)).collect();
+        let tables = (0..table_count).map(|index| random_table(rng, format!("t{index}"), options, features.constraints)).collect();
         Schema { tables }
     }
 
@@ -62,11 +71,13 @@ impl Schema {
     }
 }
 
-fn random_table(rng: &mut Rng, name: String, options: ValueOptions) -> Table {
+fn random_table(rng: &mut Rng, name: String, options: ValueOptions, constraints: bool) -> Table {
     let column_count = rng.range(2, 6) as usize;
-    let mut columns: Vec<Column> =
-        (0..column_count).map(|index| Column { name: format!("c{index}"), ty: SqlType::random_column_type(rng) }).collect();
-    if !columns.iter().any(|c| matches!(c.ty, SqlType::SmallInt | SqlType::Integer | SqlType::BigInt)) {
+    let mut columns: Vec<Column> = (0..column_count)
+        .map(|index| Column { name: format!("c{index}"), ty: SqlType::random_column_type(rng), not_null: constraints && rng.chance(15) })
+        .collect();
+    let is_integer = |ty: SqlType| matches!(ty, SqlType::SmallInt | SqlType::Integer | SqlType::BigInt);
+    if !columns.iter().any(|c| is_integer(c.ty)) {
         let index = rng.below(columns.len());
         columns[index].ty = SqlType::Integer;
     }
@@ -77,30 +88,58 @@ fn random_table(rng: &mut Rng, name: String, options: ValueOptions) -> Table {
         3 => rng.range(31, 80),
         _ => rng.range(100, 250),
     } as usize;
+    // A primary key: an integer column with distinct values (rows are then never repeated).
+    let primary_key = if constraints && rng.chance(25) {
+        let integers: Vec<usize> = (0..columns.len()).filter(|i| is_integer(columns[*i].ty)).collect();
+        let key = integers[rng.below(integers.len())];
+        columns[key].not_null = true;
+        Some(key)
+    } else {
+        None
+    };
     // Per column: how often it is NULL and the few values it takes.
     let profiles: Vec<(u32, Vec<String>)> = columns
         .iter()
         .map(|c| {
-            let null_percent = *rng.pick(&[0, 10, 30, 30, 50, 90, 100]);
+            let null_percent = if c.not_null { 0 } else { *rng.pick(&[0, 10, 30, 30, 50, 90, 100]) };
             let distinct = rng.range(1, 10) as usize;
             let pool = (0..distinct).map(|_| random_value(rng, c.ty, options)).collect();
             (null_percent, pool)
         })
         .collect();
+    // Distinct key values: a shuffled run of small integers (SMALLINT-sized).
+    let mut keys: Vec<i64> = (0..row_count as i64).map(|i| i * 3 - 40).collect();
+    for i in (1..keys.len()).rev() {
+        keys.swap(i, rng.below(i + 1));
+    }
     let mut rows: Vec<Vec<String>> = Vec::with_capacity(row_count);
-    for _ in 0..row_count {
-        if !rows.is_empty() && rng.chance(10) {
+    for row_index in 0..row_count {
+        if primary_key.is_none() && !rows.is_empty() && rng.chance(10) {
             let copy = rows[rng.below(rows.len())].clone();
             rows.push(copy);
             continue;
         }
         let row = profiles
             .iter()
-            .map(|(null_percent, pool)| if rng.chance(*null_percent) { "NULL".to_string() } else { rng.pick(pool).clone() })
+            .enumerate()
+            .map(|(column, (null_percent, pool))| {
+                if Some(column) == primary_key {
+                    let key = keys[row_index];
+                    if key < 0 {
+                        format!("({key})")
+                    } else {
+                        key.to_string()
+                    }
+                } else if rng.chance(*null_percent) {
+                    "NULL".to_string()
+                } else {
+                    rng.pick(pool).clone()
+                }
+            })
             .collect();
         rows.push(row);
     }
-    Table { name, columns, rows }
+    Table { name, columns, primary_key, rows }
 }
 
 #[cfg(test)]
@@ -115,6 +154,21 @@ mod tests {
         for table in &a.tables {
             assert!(table.columns.iter().any(|c| matches!(c.ty, SqlType::SmallInt | SqlType::Integer | SqlType::BigInt)));
             assert!(table.rows.iter().all(|r| r.len() == table.columns.len()));
+        }
+        // Constraints hold in the data.
+        let schema = Schema::random(&mut Rng::new(3), &Features::default());
+        for table in &schema.tables {
+            for (index, column) in table.columns.iter().enumerate() {
+                if column.not_null {
+                    assert!(table.rows.iter().all(|r| r[index] != "NULL"), "{}.{}", table.name, column.name);
+                }
+            }
+            if let Some(key) = table.primary_key {
+                let mut values: Vec<&String> = table.rows.iter().map(|r| &r[key]).collect();
+                values.sort();
+                values.dedup();
+                assert_eq!(values.len(), table.rows.len());
+            }
         }
     }
 }

@@ -41,6 +41,12 @@ fn features() -> Features {
         // greatest/least count as NULL-rejecting: `x LEFT JOIN y ... WHERE least(y.b, 19) IS
         // NOT NULL` drops x's unmatched rows (least ignores NULL arguments).
         greatest_least: false,
+        // Columns of the NULL-supplying side of an outer join keep NOT NULL: `x LEFT JOIN y
+        // ... GROUP BY y.b` (b NOT NULL) puts the NULLs into b's first group, DISTINCT drops
+        // them, `y.b NOT IN (...)` keeps them. Also hidden: constant columns of derived
+        // tables (`constant_items`) under outer joins.
+        constraints: false,
+        constant_items: false,
         // NaN, infinities and -0 (NaN = NaN, issue 10 item 5, is fixed).
         special_floats: true,
         ..Features::default()
