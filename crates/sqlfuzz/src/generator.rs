@@ -1267,7 +1267,9 @@ impl<'a> Generator<'a> {
     fn untaken_error(&mut self, scope: &Scope, kind: Kind, qd: u32, level: u32) -> Expr {
         let e = self.expr_at(scope, kind, qd, level);
         let ty = e.ty;
-        let boom = Expr::binary(Expr::literal(SqlType::Integer, "1"), "/", Expr::literal(SqlType::Integer, "0"), SqlType::Integer);
+        // Cast: DuckDB's `/` on integers is a DOUBLE, which would change the CASE's type.
+        let quotient = Expr::binary(Expr::literal(SqlType::Integer, "1"), "/", Expr::literal(SqlType::Integer, "0"), SqlType::Integer);
+        let boom = Expr::new(SqlType::Integer, Node::Cast(Box::new(quotient), SqlType::Integer));
         if self.rng.chance(50) {
             let never = Expr::literal(SqlType::Boolean, *self.rng.pick(&["FALSE", "(1 = 0)", "(NULL IS NOT NULL)"]));
             Expr::new(ty, Node::Case { operand: None, whens: vec![(never, boom)], otherwise: Some(Box::new(e)) })
