@@ -297,7 +297,11 @@ def run_duckdb(schemas, queries, threads):
             rows = cursor.fetchall()
             results[query["id"]] = ("rows", [[duckdb_cell(v, r) for v, r in zip(row, real)] for row in rows])
         except Exception as e:  # noqa: BLE001 - every DuckDB error is a result here
-            results[query["id"]] = ("error", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            results[query["id"]] = ("error", message)
+            if "FATAL" in message or "invalidated" in message:
+                # DuckDB's own internal error poisons the database: start a new one.
+                current = None
     return results
 
 

@@ -481,9 +481,11 @@ impl<'a> Generator<'a> {
     }
 
     /// A kind for an output column: mostly one that has columns in scope.
+    /// Without `constant_items`, always a kind with columns (so an item need not be a
+    /// literal).
     fn item_kind(&mut self, scope: &Scope) -> Kind {
         let kinds = scope.column_kinds();
-        if !kinds.is_empty() && self.rng.chance(80) {
+        if !kinds.is_empty() && (!self.features.constant_items || self.rng.chance(80)) {
             *self.rng.pick(&kinds)
         } else {
             *self.rng.pick(&ALL_KINDS)
@@ -701,12 +703,12 @@ impl<'a> Generator<'a> {
         let subqueries = query_depth < MAX_QUERY_DEPTH && (scope.group.is_none() || self.rng.chance(30));
         let common = self.rng.weighted(&[
             70,
-            8,                                                                      // CASE
-            4,                                                                      // COALESCE
-            if self.features.nullif { 3 } else { 0 },                               // NULLIF
-            if kind.has_min_max() && self.features.greatest_least { 2 } else { 0 }, // greatest/least
-            if self.features.scalar_subquery && subqueries { 5 } else { 0 },        // scalar subquery
-            if self.features.untaken_errors && kind.is_numeric() { 2 } else { 0 },  // untaken 1/0
+            8,                                                                       // CASE
+            4,                                                                       // COALESCE
+            if self.features.nullif { 3 } else { 0 },                                // NULLIF
+            if kind.has_min_max() && self.features.greatest_least { 2 } else { 0 },  // greatest/least
+            if self.features.scalar_subquery && subqueries { 5 } else { 0 },         // scalar subquery
+            if self.features.untaken_errors && kind == Kind::Float { 4 } else { 0 }, // untaken 1/0
         ]);
         match common {
             1 => return self.case_expr(scope, kind, query_depth, next),
@@ -1267,9 +1269,10 @@ impl<'a> Generator<'a> {
     fn untaken_error(&mut self, scope: &Scope, kind: Kind, qd: u32, level: u32) -> Expr {
         let e = self.expr_at(scope, kind, qd, level);
         let ty = e.ty;
-        // Cast: DuckDB's `/` on integers is a DOUBLE, which would change the CASE's type.
-        let quotient = Expr::binary(Expr::literal(SqlType::Integer, "1"), "/", Expr::literal(SqlType::Integer, "0"), SqlType::Integer);
-        let boom = Expr::new(SqlType::Integer, Node::Cast(Box::new(quotient), SqlType::Integer));
+        // Only where a DOUBLE is wanted: DuckDB's `/` on integers is a DOUBLE (infinity for
+        // `1 / 0`), which would change an INTEGER or DECIMAL CASE's type, and a cast of it
+        // back to INTEGER fails in DuckDB's constant folding.
+        let boom = Expr::binary(Expr::literal(SqlType::Integer, "1"), "/", Expr::literal(SqlType::Integer, "0"), SqlType::Integer);
         if self.rng.chance(50) {
             let never = Expr::literal(SqlType::Boolean, *self.rng.pick(&["FALSE", "(1 = 0)", "(NULL IS NOT NULL)"]));
             Expr::new(ty, Node::Case { operand: None, whens: vec![(never, boom)], otherwise: Some(Box::new(e)) })

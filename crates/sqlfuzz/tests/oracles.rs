@@ -1,7 +1,9 @@
 //! The testing net of issue 10: random schemas and queries checked by SQLancer's oracles
-//! (TLP, NoREC), the optimizer oracle (rules on vs off) and the configuration oracle (the
-//! same query under every configuration of the matrix: threads, vector size, block size,
-//! staging, SIMD, in memory and from a database file), with a fixed seed.
+//! (TLP for WHERE, DISTINCT, GROUP BY, aggregates and HAVING; NoREC), the identity oracle
+//! (group keys as computed expressions), duplicate-free DISTINCT/GROUP BY/UNION results,
+//! the optimizer oracle (rules on vs off) and the configuration oracle (the same query
+//! under every configuration of the matrix: threads, vector size, block size, staging,
+//! SIMD, in memory and from a database file), with a fixed seed.
 //!
 //! A finding fails the test with a reduced, self-contained SQL reproduction.
 //!
