@@ -471,11 +471,15 @@ impl<'a> Generator<'a> {
         if !matches!(expr.node, Node::Literal(_)) {
             return expr;
         }
-        for _ in 0..4 {
-            let leaf = self.leaf(scope, expr.kind());
-            if !matches!(leaf.node, Node::Literal(_)) {
-                return leaf;
-            }
+        let candidates: Vec<Expr> = match &scope.group {
+            Some(keys) => keys.iter().filter(|k| k.kind() == expr.kind()).cloned().collect(),
+            None => scope.columns_of(expr.kind(), false),
+        };
+        if !candidates.is_empty() {
+            return self.rng.pick(&candidates).clone();
+        }
+        if scope.group.is_some() && self.features.aggregates && aggregate_exists(expr.kind()) {
+            return self.aggregate(&scope.row_level(), expr.kind());
         }
         expr
     }
