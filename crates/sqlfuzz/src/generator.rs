@@ -57,6 +57,8 @@ pub struct Features {
     pub correlated_subquery: bool,
     /// Outer columns in a subquery's select list (`EXISTS (SELECT outer.x FROM ...)`).
     pub outer_reference_items: bool,
+    /// Correlated references to columns of derived tables and CTEs.
+    pub correlated_derived_columns: bool,
     pub aggregates: bool,
     pub distinct_aggregates: bool,
     pub group_by: bool,
@@ -110,6 +112,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "in_list_subquery_first",
     "correlated_subquery",
     "outer_reference_items",
+    "correlated_derived_columns",
     "aggregates",
     "distinct_aggregates",
     "group_by",
@@ -161,6 +164,7 @@ impl Features {
             in_list_subquery_first: true,
             correlated_subquery: true,
             outer_reference_items: true,
+            correlated_derived_columns: true,
             aggregates: true,
             distinct_aggregates: true,
             group_by: true,
@@ -203,6 +207,7 @@ impl Features {
             "in_list_subquery_first" => &mut self.in_list_subquery_first,
             "correlated_subquery" => &mut self.correlated_subquery,
             "outer_reference_items" => &mut self.outer_reference_items,
+            "correlated_derived_columns" => &mut self.correlated_derived_columns,
             "aggregates" => &mut self.aggregates,
             "distinct_aggregates" => &mut self.distinct_aggregates,
             "group_by" => &mut self.group_by,
@@ -270,6 +275,8 @@ pub struct Source {
     pub columns: Vec<(String, SqlType)>,
     /// Estimated (upper bound of the) row count.
     pub rows: u64,
+    /// A derived table or CTE (its columns may be expressions).
+    pub derived: bool,
 }
 
 /// Where an expression is generated.
@@ -376,7 +383,7 @@ impl<'a> Generator<'a> {
                 let name = self.alias("w");
                 let rows = estimate_rows(&query, self.schema, &self.ctes);
                 let columns = query.output_types().iter().enumerate().map(|(i, ty)| (format!("c{i}"), *ty)).collect();
-                self.ctes.push(Source { alias: name.clone(), columns, rows });
+                self.ctes.push(Source { alias: name.clone(), columns, rows, derived: true });
                 ctes.push(Cte { name, query });
             }
         }
@@ -579,7 +586,7 @@ impl<'a> Generator<'a> {
                     let alias = self.alias("a");
                     return (
                         TableRef::Table { name: cte.alias.clone(), alias: alias.clone() },
-                        Source { alias, columns: cte.columns, rows: cte.rows },
+                        Source { alias, columns: cte.columns, rows: cte.rows, derived: true },
                     );
                 }
             }
@@ -597,7 +604,10 @@ impl<'a> Generator<'a> {
                 let rows = estimate_rows(&query, self.schema, &self.ctes).min(budget);
                 let alias = self.alias("d");
                 let columns = query.output_types().iter().enumerate().map(|(i, ty)| (format!("c{i}"), *ty)).collect();
-                return (TableRef::Derived { query: Box::new(query), alias: alias.clone() }, Source { alias, columns, rows });
+                return (
+                    TableRef::Derived { query: Box::new(query), alias: alias.clone() },
+                    Source { alias, columns, rows, derived: true },
+                );
             }
             _ => {}
         }
@@ -611,13 +621,21 @@ impl<'a> Generator<'a> {
         match self.schema.tables.get(index) {
             Some(table) => (
                 TableRef::Table { name: table.name.clone(), alias: alias.clone() },
-                Source { alias, columns: table.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(), rows: table.rows.len() as u64 },
+                Source {
+                    alias,
+                    columns: table.columns.iter().map(|c| (c.name.clone(), c.ty)).collect(),
+                    rows: table.rows.len() as u64,
+                    derived: false,
+                },
             ),
             // An empty schema: a one-row derived table.
             None => {
                 let select = Select { items: vec![Expr::literal(SqlType::Integer, "1")], ..Select::default() };
                 let columns = vec![("c0".to_string(), SqlType::Integer)];
-                (TableRef::Derived { query: Box::new(Query::select(select)), alias: alias.clone() }, Source { alias, columns, rows: 1 })
+                (
+                    TableRef::Derived { query: Box::new(Query::select(select)), alias: alias.clone() },
+                    Source { alias, columns, rows: 1, derived: true },
+                )
             }
         }
     }
@@ -1379,7 +1397,13 @@ impl<'a> Generator<'a> {
     /// is on.
     fn inner_scope(&self, scope: &Scope, sources: Vec<Source>) -> Scope {
         let outer = if self.features.correlated_subquery && scope.group.is_none() {
-            scope.local.iter().chain(scope.outer.iter()).cloned().collect()
+            scope
+                .local
+                .iter()
+                .chain(scope.outer.iter())
+                .filter(|s| self.features.correlated_derived_columns || !s.derived)
+                .cloned()
+                .collect()
         } else {
             Vec::new()
         };

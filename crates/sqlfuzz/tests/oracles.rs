@@ -22,33 +22,20 @@ const SCHEMAS: usize = 8;
 const CASES_PER_SCHEMA: usize = 120;
 
 /// The feature classes this test generates. Each one switched off here hides a known bug;
-/// switch it back on when the bug is fixed (the test then covers it).
+/// switch it back on when the bug is fixed (the test then covers it). Switched back on after
+/// main's fixes of the bugs the net found: outer_reference_items (issue 10 item 8),
+/// huge_decimals, date_trunc, interval_untyped_null, greatest_least, constraints and
+/// constant_items (see FINDINGS of the `net` branch).
 fn features() -> Features {
     Features {
-        // Issue 10 item 8: a subquery whose select list names only outer columns fails with
-        // "column X (#N) is not in the input" (`'a' IN (SELECT outer.c FROM t)`).
-        outer_reference_items: false,
-        // Storing a DECIMAL(38,s) column with three or more distinct values, one beyond 64
-        // bits, panics in the dictionary encoder (encoding.rs `write_code`): the
-        // database-file configurations cannot load such data.
-        huge_decimals: false,
-        // date_trunc(unit, TIMESTAMP) is a DATE (PostgreSQL: TIMESTAMP), so
-        // `TIMESTAMP - date_trunc('day', TIMESTAMP ...)` is a type error.
-        date_trunc: false,
-        // `NULL <= INTERVAL '1 day'`: "operator <= cannot compare NULL with INTERVAL".
-        interval_untyped_null: false,
+        // `SELECT 1 FROM (SELECT a AS x, a + 1 AS y FROM t) AS d WHERE (SELECT count(*) FROM
+        // u WHERE u.b = d.y) > 0`: "internal error: column a (#7) is not in the input" when a
+        // subquery correlates on a derived table's column computed from another of its
+        // columns.
+        correlated_derived_columns: false,
         // `x IN ((SELECT ...), 1)`: a parenthesised subquery as the first IN-list item is a
         // syntax error ("expected ), found ,").
         in_list_subquery_first: false,
-        // greatest/least count as NULL-rejecting: `x LEFT JOIN y ... WHERE least(y.b, 19) IS
-        // NOT NULL` drops x's unmatched rows (least ignores NULL arguments).
-        greatest_least: false,
-        // Columns of the NULL-supplying side of an outer join keep NOT NULL: `x LEFT JOIN y
-        // ... GROUP BY y.b` (b NOT NULL) puts the NULLs into b's first group, DISTINCT drops
-        // them, `y.b NOT IN (...)` keeps them. Also hidden: constant columns of derived
-        // tables (`constant_items`) under outer joins.
-        constraints: false,
-        constant_items: false,
         // NaN, infinities and -0 (NaN = NaN, issue 10 item 5, is fixed).
         special_floats: true,
         ..Features::default()
