@@ -24,17 +24,13 @@ const CASES_PER_SCHEMA: usize = 120;
 /// The feature classes this test generates. Each one switched off here hides a known bug;
 /// switch it back on when the bug is fixed (the test then covers it). Switched back on after
 /// main's fixes of the bugs the net found: outer_reference_items (issue 10 item 8),
-/// huge_decimals, date_trunc, interval_untyped_null, greatest_least, constraints and
-/// constant_items (see FINDINGS of the `net` branch).
+/// huge_decimals, date_trunc, interval_untyped_null, greatest_least, constraints,
+/// constant_items and correlated_derived_columns (see FINDINGS of the `net` branch).
 fn features() -> Features {
     Features {
-        // `SELECT 1 FROM (SELECT a AS x, a + 1 AS y FROM t) AS d WHERE (SELECT count(*) FROM
-        // u WHERE u.b = d.y) > 0`: "internal error: column a (#7) is not in the input" when a
-        // subquery correlates on a derived table's column computed from another of its
-        // columns.
-        correlated_derived_columns: false,
         // `x IN ((SELECT ...), 1)`: a parenthesised subquery as the first IN-list item is a
-        // syntax error ("expected ), found ,").
+        // syntax error ("expected ), found ,") in the sqlparser crate, which reads `IN ((`
+        // as a subquery.
         in_list_subquery_first: false,
         // NaN, infinities and -0 (NaN = NaN, issue 10 item 5, is fixed).
         special_floats: true,
