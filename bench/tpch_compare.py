@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""TPC-H side by side: Apiary and DuckDB on the same .tbl data, in the same run.
+"""TPC-H side by side: Apiary, DuckDB and Tableau Hyper on the same .tbl data, in the same run.
 
     bench/tpch_compare.py --sf 1 --threads 2 --runs 5 [--queries 1,6] [--data DIR]
 
 Builds Apiary (release), writes the TPC-H .tbl files once (bench/data/sf<SF>/, with
 `apiary tpch-gen`), loads them into both engines with the same DDL, runs every query once
-to warm up and --runs times more, and prints the median times, the ratio Apiary/DuckDB per
-query and the geometric means. Answers are checked against tpch/answers where the
-repository has them, else (SF10) Apiary's and DuckDB's answers are compared. Needs the duckdb Python package (bench/setup.sh installs it
-into bench/.venv).
+to warm up and --runs times more, and prints the median times, the ratios Apiary/DuckDB and
+Apiary/Hyper per query and the geometric means. Hyper runs in its own process (hyperd); with
+--threads below the machine's cores it is pinned to that many cores (Hyper has no thread
+setting), so all engines get the same cores. Answers are checked against tpch/answers where the
+repository has them, else (SF10) Apiary's and DuckDB's answers are compared. Needs the duckdb
+and tableauhyperapi Python packages (bench/setup.sh installs them into bench/.venv).
 """
 
 import argparse
@@ -119,6 +121,62 @@ def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
     return results
 
 
+def hyper_pids():
+    """Process ids of running hyperd processes (to pin them to cores)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    if f.read().strip() == "hyperd":
+                        pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+def run_hyper(sf, threads, runs, data_dir, queries, apiary_results):
+    """Times Tableau Hyper like DuckDB above (same DDL, same .tbl files, same checks)."""
+    from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
+    workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
+    results = {}
+    with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU,
+                      parameters={"log_dir": workdir}) as hyper:
+        if threads < os.cpu_count():
+            for pid in hyper_pids():
+                os.sched_setaffinity(pid, set(range(threads)))
+        with Connection(hyper.endpoint, os.path.join(workdir, "tpch.hyper"), CreateMode.CREATE_AND_REPLACE) as con:
+            started = time.perf_counter()
+            for statement in schema_sql().split(";"):
+                if statement.strip():
+                    con.execute_command(statement)
+            for t in TABLES:
+                # .tbl lines end with the delimiter: a throw-away column takes the empty last field.
+                path = os.path.join(data_dir, t + ".tbl")
+                con.execute_command(f"ALTER TABLE {t} ADD COLUMN trailing_delimiter TEXT")
+                con.execute_command(f"COPY {t} FROM '{path}' WITH (FORMAT csv, DELIMITER '|')")
+                con.execute_command(f"ALTER TABLE {t} DROP COLUMN trailing_delimiter")
+            print(f"hyper loaded SF{sf:g} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+            for q in queries:
+                sql = query_text(q)
+                rows = con.execute_list_query(sql)
+                times = []
+                for _ in range(max(runs, 1)):
+                    t = time.perf_counter()
+                    con.execute_list_query(sql)
+                    times.append(time.perf_counter() - t)
+                expected = answer_rows(sf, q)
+                result = {"engine": "hyper", "sf": sf, "threads": threads, "q": q, "median_s": statistics.median(times),
+                          "min_s": min(times), "rows": len(rows),
+                          "correct": None if expected is None else same(expected, rows)}
+                ours = answer_rows(sf, q, apiary_results)
+                if expected is None and ours is not None:
+                    result["agree"] = same(ours, rows)
+                results[q] = result
+    shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
 def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
@@ -147,6 +205,7 @@ def main():
     parser = benchmark_arguments(__doc__)
     parser.add_argument("--set", action="append", default=[], help="extra SET statement for Apiary")
     parser.add_argument("--no-duckdb", action="store_true")
+    parser.add_argument("--no-hyper", action="store_true")
     parser.add_argument("--json", help="also write all results as JSON lines to this file")
     args = parser.parse_args()
     queries = [int(q) for q in args.queries.split(",")]
@@ -155,31 +214,33 @@ def main():
     results_dir = tempfile.mkdtemp(prefix="apiary-answers-")
     ours = run_apiary(apiary, args.sf, args.threads, args.runs, data_dir, queries, args.set, results_dir)
     theirs = {} if args.no_duckdb else run_duckdb(args.sf, args.threads, args.runs, data_dir, queries, results_dir)
+    hypers = {} if args.no_hyper else run_hyper(args.sf, args.threads, args.runs, data_dir, queries, results_dir)
     shutil.rmtree(results_dir, ignore_errors=True)
 
-    print(f"TPC-H SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs (ms)")
-    print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'ratio':>7}  correct")
-    ratios, a_times, d_times = [], [], []
+    print(f"TPC-H SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs (ms); ratio = Apiary / other")
+    print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'hyper':>10} {'/duckdb':>8} {'/hyper':>8}  correct (apiary/duckdb/hyper)")
+    times = {"apiary": [], "duckdb": [], "hyper": []}
+    ratios = {"duckdb": [], "hyper": []}
     for q in queries:
-        a = ours.get(q)
-        d = theirs.get(q)
-        a_ms = a["median_s"] * 1e3 if a else float("nan")
-        d_ms = d["median_s"] * 1e3 if d else float("nan")
-        ratio = a_ms / d_ms if a and d else float("nan")
-        if a:
-            a_times.append(a["median_s"])
-        if d:
-            d_times.append(d["median_s"])
-        if a and d:
-            ratios.append(ratio)
-        correct = f"{a['correct'] if a else 'ERROR'}/{d['correct'] if d else '-'}"
-        if d and "agree" in d:
-            correct = "answers agree" if d["agree"] else "ANSWERS DIFFER"
-        print(f"{'Q%02d' % q:>5} {a_ms:10.1f} {d_ms:10.1f} {ratio:7.2f}  {correct}")
-    print(f"{'geo':>5} {geomean(a_times) * 1e3:10.1f} {geomean(d_times) * 1e3:10.1f} {geomean(ratios):7.2f}")
+        a, d, h = ours.get(q), theirs.get(q), hypers.get(q)
+        ms = lambda r: r["median_s"] * 1e3 if r else float("nan")
+        for name, r in (("apiary", a), ("duckdb", d), ("hyper", h)):
+            if r:
+                times[name].append(r["median_s"])
+        row_ratios = {}
+        for name, r in (("duckdb", d), ("hyper", h)):
+            row_ratios[name] = ms(a) / ms(r) if a and r else float("nan")
+            if a and r:
+                ratios[name].append(row_ratios[name])
+        verdict = lambda r: ("ERROR" if r is None else ("agree" if r.get("agree") else "DIFFER") if "agree" in r else str(r["correct"]))
+        correct = f"{verdict(a) if a else 'ERROR'}/{verdict(d) if d else '-'}/{verdict(h) if h else '-'}"
+        print(f"{'Q%02d' % q:>5} {ms(a):10.1f} {ms(d):10.1f} {ms(h):10.1f} {row_ratios['duckdb']:8.2f} {row_ratios['hyper']:8.2f}  {correct}")
+    g = lambda v: geomean(v) * 1e3
+    print(f"{'geo':>5} {g(times['apiary']):10.1f} {g(times['duckdb']):10.1f} {g(times['hyper']):10.1f} "
+          f"{geomean(ratios['duckdb']):8.2f} {geomean(ratios['hyper']):8.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            for r in list(ours.values()) + list(theirs.values()):
+            for r in list(ours.values()) + list(theirs.values()) + list(hypers.values()):
                 f.write(json.dumps(r) + "\n")
 
 
