@@ -23,22 +23,41 @@ fn is_numeric(t: &DataType) -> bool {
     t.is_numeric()
 }
 
-/// Renders a result in `format`. Statements without rows render as nothing in CSV and
-/// JSON, and as a short confirmation in table mode.
-pub fn render(result: &QueryResult, format: Format) -> String {
+/// Rows rendered between two calls of the output callback (so a long result can be
+/// stopped while it prints).
+const ROWS_PER_PIECE: usize = 1000;
+
+/// Renders a result in `format`, piece by piece into `emit`, which returns false to stop (Ctrl-C while
+/// a long result prints); returns whether the whole result was rendered. Statements
+/// without rows render as nothing in CSV and JSON, and as a short confirmation in table
+/// mode.
+pub fn render_into(result: &QueryResult, format: Format, emit: &mut dyn FnMut(&str) -> bool) -> bool {
     if !result.has_rows() {
         if format == Format::Table {
             if let apiary::ResultKind::Statement { rows_affected: Some(n) } = result.kind {
-                return format!("{n} row{} affected\n", if n == 1 { "" } else { "s" });
+                return emit(&format!("{n} row{} affected\n", if n == 1 { "" } else { "s" }));
             }
         }
-        return String::new();
+        return true;
     }
-    match format {
+    let text = match format {
         Format::Table => render_table(result),
         Format::Csv => render_csv(result),
         Format::Json => render_json(result),
+    };
+    // Pieces of whole lines.
+    let mut lines = 0;
+    let mut start = 0;
+    for (at, _) in text.match_indices('\n') {
+        lines += 1;
+        if lines % ROWS_PER_PIECE == 0 {
+            if !emit(&text[start..=at]) {
+                return false;
+            }
+            start = at + 1;
+        }
     }
+    start >= text.len() || emit(&text[start..])
 }
 
 fn render_table(result: &QueryResult) -> String {

@@ -12,10 +12,11 @@
 mod bench;
 mod format;
 mod fuzz;
+mod progress;
 mod shell;
 mod split;
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -23,7 +24,7 @@ use std::time::Instant;
 use apiary::{Connection, Database};
 use clap::{Parser, Subcommand};
 
-use crate::format::{render, Format};
+use crate::format::{render_into, Format};
 
 /// mimalloc keeps freed memory for reuse; the system allocator returns large blocks to the
 /// kernel and pays page faults to get them back on the next query.
@@ -320,18 +321,32 @@ pub fn run_script(conn: &mut Connection, sql: &str, format: Format, timer: bool)
     true
 }
 
-/// Runs one statement; prints its result or the error. Returns success.
+/// Runs one statement; prints its result or the error. Returns success. A statement that
+/// runs longer than [`progress::PROGRESS_AFTER`] shows a progress bar on a terminal's stderr; Ctrl-C
+/// cancels the statement, or stops printing its result.
 pub fn run_one(conn: &mut Connection, sql: &str, format: Format, timer: bool) -> bool {
     let started = Instant::now();
+    let progress = progress::ProgressBar::start(conn);
     let outcome = conn.execute(sql);
+    drop(progress);
     let elapsed = started.elapsed();
+    let interrupted = conn.interrupt_flag();
     let ok = match outcome {
         Ok(results) => {
-            let mut out = String::new();
+            let mut stdout = std::io::stdout().lock();
+            let mut complete = true;
             for result in &results {
-                out.push_str(&render(result, format));
+                complete = render_into(result, format, &mut |piece| {
+                    !interrupted.load(std::sync::atomic::Ordering::Relaxed) && stdout.write_all(piece.as_bytes()).is_ok()
+                });
+                if !complete {
+                    break;
+                }
             }
-            print!("{out}");
+            let _ = stdout.flush();
+            if !complete && interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+                eprintln!("\n(output stopped)");
+            }
             true
         }
         Err(e) => {

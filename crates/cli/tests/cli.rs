@@ -268,3 +268,26 @@ fn bench_fuzz_summary_and_workload_replay() {
     assert!(lines.iter().all(|l| l.get("rows").is_some() || l.get("error").is_some()));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Ctrl-C (SIGINT) cancels the running statement; the script goes on with the next
+/// statement only in the interactive shell, so here the program reports the cancel and
+/// stops with a failure, promptly.
+#[test]
+fn ctrl_c_cancels_the_running_statement() {
+    let mut child = apiary()
+        .args(["--tpch", "0.01", "-c", "SELECT count(*) FROM lineitem a, orders b WHERE a.l_orderkey + b.o_orderkey < 0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough to generate the data and start the query (which runs for many seconds).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let signalled = std::time::Instant::now();
+    // SAFETY: sends a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = child.wait_with_output().unwrap();
+    let waited = signalled.elapsed();
+    assert!(stderr(&output).contains("query interrupted"), "stderr: {}", stderr(&output));
+    assert!(!output.status.success());
+    assert!(waited < std::time::Duration::from_secs(30), "the cancel took {waited:?}");
+}

@@ -61,6 +61,11 @@ pub enum ApiaryError {
     #[error("out of memory: {0}")]
     Resource(String),
 
+    /// The query could not be admitted in time (too many running queries, or memory
+    /// other queries held): names the limit.
+    #[error("{0}")]
+    Admission(String),
+
     /// Stored data is damaged (checksum mismatch, truncated file, ...).
     #[error("corrupt database: {0}")]
     Corruption(String),
@@ -95,6 +100,7 @@ impl ApiaryError {
             ApiaryError::Load { .. } => "22P04",
             ApiaryError::Io(_) => "58030",
             ApiaryError::Resource(_) => "53200",
+            ApiaryError::Admission(_) => "53000",
             ApiaryError::Corruption(_) => "XX001",
             ApiaryError::NotImplemented(_) => "0A000",
             ApiaryError::TooComplex(_) => "54001",

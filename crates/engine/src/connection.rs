@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
-use apiary_execution::{execute, plan_physical, KernelEvaluator};
+use apiary_execution::{execute, plan_physical, KernelEvaluator, QueryMeta, SchedulingPolicy};
 use apiary_optimizer::{optimize, OptimizerContext, RuleReport};
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::parse_sql;
@@ -26,6 +26,12 @@ pub struct Connection {
     pub(crate) db: Arc<DatabaseInner>,
     pub(crate) settings: Settings,
     interrupted: Arc<AtomicBool>,
+    /// Identifies the session in `apiary_queries()`.
+    id: u64,
+    /// Who is connected (`apiary_queries()`); the wire server sets it.
+    user: String,
+    /// The statement being run, as `apiary_queries()` shows it.
+    current_sql: String,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -36,7 +42,91 @@ const LARGE_STATEMENT_STACK: usize = 1 << 30;
 
 impl Connection {
     pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
-        Connection { db, settings: Settings::default(), interrupted: Arc::new(AtomicBool::new(false)) }
+        let id = db.next_connection_id.fetch_add(1, Ordering::Relaxed);
+        Connection {
+            db,
+            settings: Settings::default(),
+            interrupted: Arc::new(AtomicBool::new(false)),
+            id,
+            user: std::env::var("USER").unwrap_or_else(|_| "apiary".to_string()),
+            current_sql: String::new(),
+        }
+    }
+
+    /// This session's id (the `connection` column of `apiary_queries()`).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Sets the user name `apiary_queries()` shows for this session's queries.
+    pub fn set_user(&mut self, user: impl Into<String>) {
+        self.user = user.into();
+    }
+
+    /// A handle that reports the progress of this session's running query from another
+    /// thread (the shell's progress bar).
+    pub fn progress_handle(&self) -> crate::ProgressHandle {
+        crate::ProgressHandle { db: Arc::clone(&self.db), connection: self.id }
+    }
+
+    /// A new statement starts: a Ctrl-C from before does not cancel it.
+    pub(crate) fn begin_statement(&mut self, statement: &ast::Statement) {
+        self.interrupted.store(false, Ordering::Relaxed);
+        self.current_sql = statement.to_string();
+    }
+
+    /// Runs a physical plan (a prepared query's) and returns its result chunks.
+    pub(crate) fn run_physical(&self, physical: Arc<apiary_execution::PhysicalPlan>) -> Result<Vec<DataChunk>> {
+        let meta = self.query_meta_base();
+        let state = self.db.scheduler.run(Arc::clone(&physical), self.settings.execution.clone(), Arc::clone(&self.interrupted), meta)?;
+        Ok(physical.result.result(&state)?.as_ref().clone())
+    }
+
+    fn query_meta_base(&self) -> QueryMeta {
+        QueryMeta {
+            connection: self.id,
+            user: self.user.clone(),
+            sql: self.current_sql.clone(),
+            priority: self.settings.priority,
+            queue_timeout: self.settings.queue_timeout,
+            bypass_admission: false,
+        }
+    }
+
+    /// What the scheduler is told about `plan`, which this session runs now.
+    fn query_meta(&self, plan: &LogicalPlan) -> QueryMeta {
+        QueryMeta { bypass_admission: self.reads_only_small_engine_tables(plan), ..self.query_meta_base() }
+    }
+
+    /// Whether every table `plan` scans is in the catalog (none is the result of a table
+    /// function, which is read when the statement is bound).
+    pub(crate) fn reads_only_catalog_tables(&self, plan: &LogicalPlan) -> bool {
+        let mut pending = vec![plan];
+        while let Some(node) = pending.pop() {
+            if let LogicalPlan::Scan(scan) = node {
+                if !self.db.catalog.get_table(&scan.table.name).is_some_and(|t| Arc::ptr_eq(&t, &scan.table)) {
+                    return false;
+                }
+            }
+            pending.extend(node.children());
+        }
+        true
+    }
+
+    /// Whether `plan` reads no catalog table and only small temporary ones (the engine's
+    /// own tables such as `apiary_queries()`): such a query skips the admission queue.
+    fn reads_only_small_engine_tables(&self, plan: &LogicalPlan) -> bool {
+        const SMALL_ROWS: usize = 100_000;
+        let mut small = true;
+        let mut pending = vec![plan];
+        while let Some(node) = pending.pop() {
+            if let LogicalPlan::Scan(scan) = node {
+                let in_catalog = self.db.catalog.get_table(&scan.table.name).is_some_and(|t| Arc::ptr_eq(&t, &scan.table));
+                small &= !in_catalog && scan.table.snapshot().row_count() <= SMALL_ROWS;
+            }
+            pending.extend(node.children());
+        }
+        small
     }
 
     pub fn settings(&self) -> &Settings {
@@ -86,7 +176,7 @@ impl Connection {
 
     /// Runs one parsed statement.
     pub fn execute_statement(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
-        self.interrupted.store(false, Ordering::Relaxed);
+        self.begin_statement(statement);
         // A panic is a bug; report it as an error instead of taking the caller down.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(statement))) {
             Ok(result) => result,
@@ -127,6 +217,7 @@ impl Connection {
             pool: &self.db.pool,
             block_rows: self.settings.block_rows,
             catalog: &self.db.catalog,
+            scheduler: &self.db.scheduler,
         }
     }
 
@@ -158,7 +249,8 @@ impl Connection {
 
     /// Runs an optimized plan; returns its result chunks.
     pub(crate) fn run_plan(&self, plan: &LogicalPlan) -> Result<Vec<DataChunk>> {
-        let (chunks, _) = execute(&self.db.scheduler, plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
+        let (chunks, _, _) =
+            execute(&self.db.scheduler, plan, &self.settings.execution, Arc::clone(&self.interrupted), self.query_meta(plan))?;
         Ok(chunks)
     }
 
@@ -190,14 +282,15 @@ impl Connection {
         }
         if analyze {
             let started = std::time::Instant::now();
-            let (_, executed) = execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted))?;
+            let (_, executed, state) =
+                execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted), self.query_meta(&plan))?;
             let elapsed = started.elapsed();
             lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
             let last_feeder = |sink: usize| executed.pipelines.iter().rposition(|p| p.sink_id == sink);
             for (idx, pipeline) in executed.pipelines.iter().enumerate() {
-                lines.extend(pipeline.analyze(idx, self.settings.execution.staging));
+                lines.extend(pipeline.analyze(idx, self.settings.execution.staging, &state));
                 if last_feeder(pipeline.sink_id) == Some(idx) {
-                    lines.extend(executed.sink_stats[pipeline.sink_id].analyze());
+                    lines.extend(state.sink_stats[pipeline.sink_id].analyze());
                 }
             }
         } else {
@@ -390,6 +483,19 @@ impl Connection {
                 return Err(bind_err!("threads must be between 1 and {MAX_THREADS}"));
             }
             self.db.scheduler.set_threads(threads);
+        } else if name == "max_concurrent_queries" {
+            let limit: usize = value.parse().map_err(|_| bind_err!("max_concurrent_queries must be an integer, not '{value}'"))?;
+            if limit == 0 || limit > 1 << 20 {
+                return Err(bind_err!("max_concurrent_queries must be between 1 and {}", 1 << 20));
+            }
+            self.db.scheduler.set_max_concurrent_queries(Some(limit));
+        } else if name == "scheduler_policy" {
+            let policy = match value.to_ascii_lowercase().as_str() {
+                "fair" => SchedulingPolicy::FairShare,
+                "fifo" => SchedulingPolicy::Fifo,
+                _ => return Err(bind_err!("scheduler_policy must be 'fair' or 'fifo', not '{value}'")),
+            };
+            self.db.scheduler.set_policy(policy);
         } else if name == "memory_limit" {
             let limit = crate::settings::parse_byte_size(&name, &value)?;
             let tables = self.db.pool.table_bytes();
@@ -413,6 +519,8 @@ impl Connection {
             ast::Reset::ALL => {
                 self.settings = Settings::default();
                 self.db.scheduler.set_threads(crate::database::default_threads());
+                self.db.scheduler.set_max_concurrent_queries(None);
+                self.db.scheduler.set_policy(SchedulingPolicy::FairShare);
                 self.db.pool.set_limit(apiary_storage::pool::default_memory_limit());
                 Ok(QueryResult::statement(None))
             }
@@ -427,6 +535,10 @@ impl Connection {
     fn reset_setting(&mut self, name: &str) -> Result<QueryResult> {
         if name == "threads" {
             self.db.scheduler.set_threads(crate::database::default_threads());
+        } else if name == "max_concurrent_queries" {
+            self.db.scheduler.set_max_concurrent_queries(None);
+        } else if name == "scheduler_policy" {
+            self.db.scheduler.set_policy(SchedulingPolicy::FairShare);
         } else if name == "memory_limit" {
             self.db.pool.set_limit(apiary_storage::pool::default_memory_limit());
         } else {
@@ -439,6 +551,10 @@ impl Connection {
         let name = variable.iter().map(normalize_ident).collect::<Vec<_>>().join(".");
         let value = if name == "threads" {
             self.db.scheduler.threads().to_string()
+        } else if name == "max_concurrent_queries" {
+            self.db.scheduler.max_concurrent_queries().to_string()
+        } else if name == "scheduler_policy" {
+            self.db.scheduler.policy().name().to_string()
         } else if name == "memory_limit" {
             apiary_storage::pool::format_bytes(self.db.pool.limit())
         } else {

@@ -20,6 +20,7 @@ pub(crate) struct DatabaseInner {
     pub pool: Arc<BufferPool>,
     /// `None` for an in-memory database.
     pub store: Option<Arc<DurableStore>>,
+    pub next_connection_id: std::sync::atomic::AtomicU64,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -37,8 +38,13 @@ impl Database {
     /// A new, empty database that lives in memory.
     pub fn open_in_memory() -> Result<Database> {
         let pool = BufferPool::new(default_memory_limit());
-        let inner =
-            DatabaseInner { catalog: Catalog::new(), scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)), pool, store: None };
+        let inner = DatabaseInner {
+            catalog: Catalog::new(),
+            scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)),
+            pool,
+            store: None,
+            next_connection_id: 1.into(),
+        };
         Ok(Database { inner: Arc::new(inner) })
     }
 
@@ -55,12 +61,28 @@ impl Database {
         for table in tables {
             catalog.create_table(table)?;
         }
-        let inner = DatabaseInner { catalog, scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)), pool, store: Some(store) };
+        let inner = DatabaseInner {
+            catalog,
+            scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)),
+            pool,
+            store: Some(store),
+            next_connection_id: 1.into(),
+        };
         Ok(Database { inner: Arc::new(inner) })
     }
 
     pub fn connect(&self) -> Connection {
         Connection::new(Arc::clone(&self.inner))
+    }
+
+    /// Running and queued queries of all sessions (what `apiary_queries()` lists).
+    pub fn queries(&self) -> Vec<apiary_execution::QueryProgress> {
+        self.inner.scheduler.queries()
+    }
+
+    /// Cancels a running or queued query by id (`apiary_cancel`); false if none has it.
+    pub fn cancel_query(&self, id: u64) -> bool {
+        self.inner.scheduler.cancel(id)
     }
 
     /// Number of worker threads (`SET threads`).
@@ -188,5 +210,19 @@ impl Drop for DatabaseInner {
                 let _ = guard.checkpoint(&self.committed_state(&[]), self.scheduler.threads());
             }
         }
+    }
+}
+
+/// Reports the progress of one session's running query from another thread.
+#[derive(Clone)]
+pub struct ProgressHandle {
+    pub(crate) db: Arc<DatabaseInner>,
+    pub(crate) connection: u64,
+}
+
+impl ProgressHandle {
+    /// The session's query now running or queued, if any.
+    pub fn current(&self) -> Option<apiary_execution::QueryProgress> {
+        self.db.scheduler.queries().into_iter().find(|q| q.connection == self.connection)
     }
 }

@@ -31,14 +31,17 @@ mod copy;
 mod csv;
 mod database;
 mod parquet_io;
+mod prepared;
 mod result;
 mod settings;
 mod table_functions;
 pub mod tpch;
 
 pub use apiary_common::{ApiaryError, Result};
+pub use apiary_execution::{QueryProgress, SchedulingPolicy};
 pub use apiary_types::{DataType, ScalarValue};
 pub use connection::Connection;
-pub use database::Database;
+pub use database::{Database, ProgressHandle};
+pub use prepared::PreparedStatement;
 pub use result::{QueryResult, ResultKind};
 pub use settings::Settings;

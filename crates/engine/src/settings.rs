@@ -2,8 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use std::time::Duration;
+
 use apiary_common::{bind_err, Result};
 use apiary_execution::config::{ExecutionConfig, MAX_VECTOR_SIZE, MIN_VECTOR_SIZE};
+use apiary_execution::scheduler::{DEFAULT_PRIORITY, DEFAULT_QUEUE_TIMEOUT, MAX_PRIORITY};
 use apiary_storage::BLOCK_ROWS;
 
 #[derive(Debug, Clone)]
@@ -13,17 +16,71 @@ pub struct Settings {
     pub block_rows: usize,
     /// Optimizer rules switched off.
     pub disabled_optimizers: BTreeSet<String>,
+    /// This session's share of the workers relative to others (1..=10, fair share).
+    pub priority: u32,
+    /// How long a query may wait for admission (`max_concurrent_queries`, memory).
+    pub queue_timeout: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { execution: ExecutionConfig::default(), block_rows: BLOCK_ROWS, disabled_optimizers: BTreeSet::new() }
+        Settings {
+            execution: ExecutionConfig::default(),
+            block_rows: BLOCK_ROWS,
+            disabled_optimizers: BTreeSet::new(),
+            priority: DEFAULT_PRIORITY,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+        }
     }
 }
 
-/// Names accepted by SET (threads is handled by the database).
-pub const SETTING_NAMES: &[&str] =
-    &["threads", "memory_limit", "vector_size", "prefetch_group", "simd", "staging", "block_size", "disabled_optimizers"];
+/// Names accepted by SET (threads, memory_limit, max_concurrent_queries and
+/// scheduler_policy are handled by the database: they apply to every session).
+pub const SETTING_NAMES: &[&str] = &[
+    "threads",
+    "memory_limit",
+    "max_concurrent_queries",
+    "scheduler_policy",
+    "priority",
+    "queue_timeout",
+    "vector_size",
+    "prefetch_group",
+    "simd",
+    "staging",
+    "block_size",
+    "disabled_optimizers",
+];
+
+/// A duration: a number of seconds, or a number with a unit (`ms`, `s`, `min`, `h`),
+/// as PostgreSQL's time settings accept.
+pub fn parse_duration(name: &str, value: &str) -> Result<Duration> {
+    let text = value.trim().to_ascii_lowercase();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let invalid = || bind_err!("{name} must be a duration such as 60s, 500ms or 2min, not '{value}'");
+    let number: f64 = number.parse().map_err(|_| invalid())?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "second" | "seconds" => number,
+        "ms" | "millisecond" | "milliseconds" => number / 1e3,
+        "min" | "minute" | "minutes" => number * 60.0,
+        "h" | "hour" | "hours" => number * 3600.0,
+        _ => return Err(invalid()),
+    };
+    if !seconds.is_finite() || !(0.0..=1e7).contains(&seconds) {
+        return Err(invalid());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// `60s`, `500ms`: how SHOW prints a duration.
+pub fn format_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
 
 fn parse_bool(name: &str, value: &str) -> Result<bool> {
     match value.to_ascii_lowercase().as_str() {
@@ -83,6 +140,8 @@ impl Settings {
             "simd" => self.execution.simd = parse_bool(name, value)?,
             "staging" => self.execution.staging = parse_bool(name, value)?,
             "block_size" => self.block_rows = parse_usize(name, value, 64, 1 << 24)?,
+            "priority" => self.priority = parse_usize(name, value, 1, MAX_PRIORITY as usize)? as u32,
+            "queue_timeout" => self.queue_timeout = parse_duration(name, value)?,
             "disabled_optimizers" => {
                 let known = apiary_optimizer::rule_names();
                 let mut disabled = BTreeSet::new();
@@ -116,6 +175,8 @@ impl Settings {
             "simd" => self.execution.simd = defaults.execution.simd,
             "staging" => self.execution.staging = defaults.execution.staging,
             "block_size" => self.block_rows = defaults.block_rows,
+            "priority" => self.priority = defaults.priority,
+            "queue_timeout" => self.queue_timeout = defaults.queue_timeout,
             "disabled_optimizers" => self.disabled_optimizers = defaults.disabled_optimizers,
             other => {
                 // Reuse SET's error (with its spelling hint) for unknown names.
@@ -133,6 +194,8 @@ impl Settings {
             "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
             "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),
             "block_size" => self.block_rows.to_string(),
+            "priority" => self.priority.to_string(),
+            "queue_timeout" => format_duration(self.queue_timeout),
             "disabled_optimizers" => self.disabled_optimizers.iter().cloned().collect::<Vec<_>>().join(","),
             _ => return None,
         })

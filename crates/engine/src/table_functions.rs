@@ -1,6 +1,9 @@
-//! Table functions: `read_csv('file', ...)` and `read_parquet('file')`.
+//! Table functions: `read_csv('file', ...)`, `read_parquet('file')`, and the engine's
+//! own `apiary_storage_info()` and `apiary_queries()`; and the engine function
+//! `apiary_cancel(id)`.
 //!
-//! The file is read into a temporary table (not in the catalog) that the query scans.
+//! A file (or the engine's state) is read into a temporary table (not in the catalog)
+//! that the query scans.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,6 +12,7 @@ use apiary_common::{bind_err, Result};
 use apiary_sql::TableFunctionProvider;
 use std::collections::BTreeMap;
 
+use apiary_execution::Scheduler;
 use apiary_storage::{BufferPool, Catalog, Table};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, Vector, VectorBuilder};
 
@@ -21,6 +25,8 @@ pub struct EngineTableFunctions<'a> {
     pub pool: &'a BufferPool,
     pub block_rows: usize,
     pub catalog: &'a Catalog,
+    /// Running queries (`apiary_queries()`, `apiary_cancel`).
+    pub scheduler: &'a Scheduler,
 }
 
 fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
@@ -72,6 +78,24 @@ fn looks_like_header(path: &Path, options: &CsvOptions) -> Result<bool> {
 }
 
 impl TableFunctionProvider for EngineTableFunctions<'_> {
+    fn has_engine_function(&self, name: &str) -> bool {
+        name == "apiary_cancel"
+    }
+
+    fn call_engine_function(&self, name: &str, args: &[ScalarValue]) -> Result<ScalarValue> {
+        match (name, args) {
+            ("apiary_cancel", [ScalarValue::Null]) => Ok(ScalarValue::Null),
+            ("apiary_cancel", [id]) => match *id {
+                ScalarValue::Int16(v) if v > 0 => Ok(ScalarValue::Boolean(self.scheduler.cancel(v as u64))),
+                ScalarValue::Int32(v) if v > 0 => Ok(ScalarValue::Boolean(self.scheduler.cancel(v as u64))),
+                ScalarValue::Int64(v) if v > 0 => Ok(ScalarValue::Boolean(self.scheduler.cancel(v as u64))),
+                _ => Err(bind_err!("apiary_cancel needs a query id (the id column of apiary_queries()), not {id}")),
+            },
+            ("apiary_cancel", _) => Err(bind_err!("apiary_cancel takes one argument, the query id")),
+            _ => Err(bind_err!("function {name} does not exist")),
+        }
+    }
+
     fn call(&self, name: &str, args: &[ScalarValue], named: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
         match name {
             "read_csv" | "read_csv_auto" => {
@@ -134,6 +158,12 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                 }
                 Ok(Some(storage_info(self.catalog, self.block_rows)?))
             }
+            "apiary_queries" => {
+                if !args.is_empty() || !named.is_empty() {
+                    return Err(bind_err!("{name} takes no arguments"));
+                }
+                Ok(Some(running_queries(self.scheduler, self.block_rows)?))
+            }
             _ => Ok(None),
         }
     }
@@ -189,4 +219,53 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
     }
     let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
     temporary_table("apiary_storage_info", fields, vec![columns], block_rows)
+}
+
+/// `apiary_queries()`: one row per running or queued query (of every session), with its
+/// progress (Quickstep §4.4): work orders done and in total (per pipeline and overall;
+/// pipelines that have not started count what is known ahead), rows produced, memory
+/// held, and the time left extrapolated from the work done.
+fn running_queries(scheduler: &Scheduler, block_rows: usize) -> Result<Arc<Table>> {
+    let text = DataType::Varchar(None);
+    let fields = vec![
+        Field::new("id", DataType::BigInt, false),
+        Field::new("connection", DataType::BigInt, false),
+        Field::new("user_name", text, false),
+        Field::new("state", text, false),
+        Field::new("query", text, false),
+        Field::new("priority", DataType::Integer, false),
+        Field::new("elapsed_s", DataType::Double, false),
+        Field::new("work_orders_done", DataType::BigInt, false),
+        Field::new("work_orders_total", DataType::BigInt, false),
+        Field::new("progress", DataType::Double, false),
+        Field::new("pipelines", text, false),
+        Field::new("rows_produced", DataType::BigInt, false),
+        Field::new("memory_bytes", DataType::BigInt, false),
+        Field::new("estimated_left_s", DataType::Double, true),
+    ];
+    let mut builders: Vec<VectorBuilder> = fields.iter().map(|f| VectorBuilder::new(f.data_type)).collect();
+    for query in scheduler.queries() {
+        let pipelines: Vec<String> = query.pipelines.iter().map(|(done, total)| format!("{done}/{total}")).collect();
+        let values = [
+            ScalarValue::Int64(query.id as i64),
+            ScalarValue::Int64(query.connection as i64),
+            ScalarValue::Utf8(query.user.clone()),
+            ScalarValue::Utf8(query.state.to_string()),
+            ScalarValue::Utf8(query.sql.clone()),
+            ScalarValue::Int32(query.priority as i32),
+            ScalarValue::Float64(query.elapsed.as_secs_f64()),
+            ScalarValue::Int64(query.work_orders_done as i64),
+            ScalarValue::Int64(query.work_orders_total as i64),
+            ScalarValue::Float64(query.fraction()),
+            ScalarValue::Utf8(pipelines.join(" ")),
+            ScalarValue::Int64(query.rows as i64),
+            ScalarValue::Int64(query.memory_bytes as i64),
+            query.estimated_left.map_or(ScalarValue::Null, |d| ScalarValue::Float64(d.as_secs_f64())),
+        ];
+        for (builder, value) in builders.iter_mut().zip(&values) {
+            builder.push_scalar(value);
+        }
+    }
+    let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+    temporary_table("apiary_queries", fields, vec![columns], block_rows)
 }

@@ -1,7 +1,7 @@
 //! Execution settings (`SET threads`, `SET vector_size`, ...).
 
 /// Settings that shape how one query runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionConfig {
     /// Rows per vector handed between operators.
     pub vector_size: usize,

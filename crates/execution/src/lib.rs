@@ -36,8 +36,9 @@ use apiary_types::DataChunk;
 
 pub use config::ExecutionConfig;
 pub use expr::KernelEvaluator;
+pub use operators::ExecutionState;
 pub use pipeline::PhysicalPlan;
-pub use scheduler::Scheduler;
+pub use scheduler::{QueryMeta, QueryProgress, Scheduler, SchedulingPolicy};
 
 /// Plans and runs `plan` on `scheduler`; returns the result chunks and the executed plan
 /// (with its statistics).
@@ -46,11 +47,12 @@ pub fn execute(
     plan: &LogicalPlan,
     config: &ExecutionConfig,
     interrupted: Arc<AtomicBool>,
-) -> Result<(Vec<DataChunk>, Arc<PhysicalPlan>)> {
-    let physical = planner::PhysicalPlanner::new(config, scheduler.threads()).plan(plan)?;
-    let executed = scheduler.run(physical, config.clone(), interrupted)?;
-    let chunks = executed.result.result().as_ref().clone();
-    Ok((chunks, executed))
+    meta: QueryMeta,
+) -> Result<(Vec<DataChunk>, Arc<PhysicalPlan>, Arc<ExecutionState>)> {
+    let physical = Arc::new(planner::PhysicalPlanner::new(config, scheduler.threads()).plan(plan)?);
+    let executed = scheduler.run(Arc::clone(&physical), config.clone(), interrupted, meta)?;
+    let chunks = physical.result.result(&executed)?.as_ref().clone();
+    Ok((chunks, physical, executed))
 }
 
 /// Plans without running (for EXPLAIN).

@@ -41,6 +41,11 @@ impl QueryMemory {
         Ok(())
     }
 
+    /// The budget all queries share.
+    pub fn pool(&self) -> &BufferPool {
+        &self.pool
+    }
+
     /// Bytes this query holds in the budget.
     pub fn reserved(&self) -> usize {
         *self.reserved.lock().unwrap_or_else(|e| e.into_inner())

@@ -13,9 +13,9 @@ use apiary_common::Result;
 use apiary_types::DataChunk;
 
 use crate::operators::collect::CollectSink;
-use crate::operators::{order_key, Control, ExecContext, LocalState, Operator, Sink, Source};
+use crate::operators::{order_key, Control, ExecContext, ExecutionState, LocalState, Operator, Sink, Source, StatefulParts};
 
-/// Counters for EXPLAIN ANALYZE.
+/// Counters of one execution of a pipeline, for EXPLAIN ANALYZE and progress reports.
 #[derive(Default, Debug)]
 pub struct PipelineStats {
     pub morsels: AtomicU64,
@@ -31,6 +31,16 @@ pub struct PipelineStats {
     pub busy_nanos: AtomicU64,
     /// Time spent combining the workers' local states into the sink (one worker).
     pub combine_nanos: AtomicU64,
+}
+
+impl PipelineStats {
+    pub fn new(operators: usize) -> PipelineStats {
+        PipelineStats {
+            operator_rows: (0..operators).map(|_| AtomicU64::new(0)).collect(),
+            operator_nanos: (0..operators).map(|_| AtomicU64::new(0)).collect(),
+            ..PipelineStats::default()
+        }
+    }
 }
 
 /// Counters for EXPLAIN ANALYZE of a sink's finalize phase (after its last feeder).
@@ -70,7 +80,8 @@ pub struct Pipeline {
     pub after_pipelines: Vec<usize>,
     /// Sinks that must have finished before this one starts.
     pub after_sinks: Vec<usize>,
-    pub stats: PipelineStats,
+    /// Position in the plan (indexes the execution's [`PipelineStats`]).
+    pub index: usize,
 }
 
 /// A worker's state for one pipeline.
@@ -98,7 +109,7 @@ impl Pipeline {
         let order = order_key(self.feeder, morsel);
         let mut finished = false;
         let PipelineLocal { source, operators, sink, reported_memory } = local;
-        let stats = &self.stats;
+        let stats = &ctx.state.pipeline_stats[self.index];
         self.source.produce(morsel, source, ctx, &mut |chunk| {
             stats.source_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
             let control = push(chunk, &self.operators, operators, (&self.sink, sink, reported_memory), order, ctx, stats, 0)?;
@@ -125,9 +136,9 @@ impl Pipeline {
             }
             finished = control == Control::Finished;
         }
-        self.sink.morsel_done(order);
-        self.stats.morsels.fetch_add(1, Ordering::Relaxed);
-        self.stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.sink.morsel_done(order, ctx)?;
+        stats.morsels.fetch_add(1, Ordering::Relaxed);
+        stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(if finished { Control::Finished } else { Control::Continue })
     }
 }
@@ -177,8 +188,8 @@ impl Pipeline {
     /// EXPLAIN ANALYZE text: work orders, then the pipeline's stages (ROF §4: a new stage
     /// after a scan whose survivors are staged, and at each stage boundary operator), each
     /// operator with its rows and its own time (summed over workers).
-    pub fn analyze(&self, index: usize, staging: bool) -> Vec<String> {
-        let stats = &self.stats;
+    pub fn analyze(&self, index: usize, staging: bool, state: &ExecutionState) -> Vec<String> {
+        let stats = &state.pipeline_stats[self.index];
         let ms = |nanos: u64| nanos as f64 / 1e6;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let busy = load(&stats.busy_nanos);
@@ -199,7 +210,7 @@ impl Pipeline {
             load(&stats.source_rows),
             ms(busy.saturating_sub(downstream(0)))
         ));
-        if let Some(details) = self.source.analyze_details() {
+        if let Some(details) = self.source.analyze_details(state) {
             lines.push(format!("       ({details})"));
         }
         if self.source.ends_stage(staging) {
@@ -229,8 +240,8 @@ pub struct PhysicalPlan {
     /// Number of sinks (sink ids are `0..sink_count`).
     pub sink_count: usize,
     pub result: Arc<CollectSink>,
-    /// Finalize-phase counters per sink id.
-    pub sink_stats: Vec<SinkStats>,
+    /// The parts with state per execution, by [`crate::operators::StateSlot`].
+    pub stateful: StatefulParts,
     /// Indented plan description for EXPLAIN.
     pub explain: String,
 }

@@ -35,8 +35,8 @@ use crate::operators::scan::{ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
-use crate::operators::{Operator, Sink, Source};
-use crate::pipeline::{PhysicalPlan, Pipeline, PipelineStats, SinkStats};
+use crate::operators::{Operator, Sink, Source, StateSlot, Stateful, StatefulParts};
+use crate::pipeline::{PhysicalPlan, Pipeline};
 
 /// Expected groups above which hash aggregation partitions its tables for a parallel merge.
 const PARTITIONED_AGGREGATION_GROUPS: f64 = 20_000.0;
@@ -72,11 +72,21 @@ pub struct PhysicalPlanner<'a> {
     sink_count: usize,
     pending: Vec<PendingPipeline>,
     explain: Vec<String>,
+    /// Parts with state per execution, by slot.
+    stateful: StatefulParts,
 }
 
 impl<'a> PhysicalPlanner<'a> {
     pub fn new(config: &'a ExecutionConfig, threads: usize) -> Self {
-        PhysicalPlanner { config, threads: threads.max(1), next_branch: 0, sink_count: 0, pending: Vec::new(), explain: Vec::new() }
+        PhysicalPlanner {
+            config,
+            threads: threads.max(1),
+            next_branch: 0,
+            sink_count: 0,
+            pending: Vec::new(),
+            explain: Vec::new(),
+            stateful: Vec::new(),
+        }
     }
 
     /// Plans `plan`; its output columns, in order, form the result.
@@ -88,7 +98,7 @@ impl<'a> PhysicalPlanner<'a> {
             self.reorder_to(branch, &output)?;
         }
         let types: Vec<DataType> = output.iter().map(|c| c.data_type).collect();
-        let result = Arc::new(CollectSink::new(types, None, 0));
+        let result = self.stateful(|slot| Arc::new(CollectSink::new(types, None, 0, slot)));
         self.close(branches, result.clone() as Arc<dyn Sink>, "Result".to_string());
         // Resolve branch dependencies to pipeline indices.
         let branch_to_pipeline: std::collections::HashMap<usize, usize> =
@@ -99,8 +109,14 @@ impl<'a> PhysicalPlanner<'a> {
             pipeline.after_pipelines = pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
             pipelines.push(pipeline);
         }
-        let sink_stats = (0..self.sink_count).map(|_| SinkStats::default()).collect();
-        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, sink_stats, explain: self.explain.join("\n") })
+        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, stateful: self.stateful, explain: self.explain.join("\n") })
+    }
+
+    /// Creates a part with state per execution, giving it the next slot.
+    fn stateful<T: Stateful + 'static>(&mut self, make: impl FnOnce(StateSlot) -> Arc<T>) -> Arc<T> {
+        let part = make(StateSlot(self.stateful.len()));
+        self.stateful.push(Arc::clone(&part) as Arc<dyn Stateful>);
+        part
     }
 
     /// Compiles an expression with this session's options (`SET simd`).
@@ -133,11 +149,6 @@ impl<'a> PhysicalPlanner<'a> {
             }
             text.push_str(&format!("    -> {sink_label} [sink #{sink_id}]"));
             self.explain.push(text);
-            let stats = PipelineStats {
-                operator_rows: branch.operators.iter().map(|_| Default::default()).collect(),
-                operator_nanos: branch.operators.iter().map(|_| Default::default()).collect(),
-                ..Default::default()
-            };
             let pipeline = Pipeline {
                 source: branch.source,
                 operators: branch.operators,
@@ -146,7 +157,7 @@ impl<'a> PhysicalPlanner<'a> {
                 feeder,
                 after_pipelines: Vec::new(),
                 after_sinks: branch.after_sinks,
-                stats,
+                index,
             };
             self.pending.push(PendingPipeline { branch_id: branch.id, pipeline, after_branches: branch.after_branches });
         }
@@ -222,7 +233,7 @@ impl<'a> PhysicalPlanner<'a> {
                     self.reorder_to(branch, &layout)?;
                 }
                 let types = layout.iter().map(|c| c.data_type).collect();
-                let sink = Arc::new(CollectSink::new(types, *limit, *offset));
+                let sink = self.stateful(|slot| Arc::new(CollectSink::new(types, *limit, *offset, slot)));
                 let label = sink.name();
                 let sink_id = self.close(aligned, sink.clone(), label);
                 let mut branch = self.new_branch(Arc::new(CollectedSource(sink)), layout, format!("CollectedScan [sink #{sink_id}]"));
@@ -255,7 +266,6 @@ impl<'a> PhysicalPlanner<'a> {
     }
 
     fn plan_scan(&mut self, scan: &Scan, required: &BTreeSet<ColumnId>) -> Result<Branch> {
-        let data = scan.table.snapshot();
         let read_columns: Vec<usize> = scan.columns.iter().map(|(idx, _)| *idx).collect();
         let read_ids: Vec<ColumnId> = scan.columns.iter().map(|(_, c)| c.id).collect();
         let filter = match Expr::conjunction(scan.filters.iter().cloned()) {
@@ -292,7 +302,10 @@ impl<'a> PhysicalPlanner<'a> {
             };
             step.push_str(&format!(" filter: {}", scan.filters.iter().map(conjunct).collect::<Vec<_>>().join(" AND ")));
         }
-        let source = Arc::new(TableScan::new(scan.label.clone(), data, read_columns, filter, conjuncts, zone_predicates, output));
+        let table = Arc::clone(&scan.table);
+        let source = self.stateful(|slot| {
+            Arc::new(TableScan::new(scan.label.clone(), table, read_columns, filter, conjuncts, zone_predicates, output, slot))
+        });
         Ok(self.new_branch(source, layout, step))
     }
 
@@ -349,15 +362,10 @@ impl<'a> PhysicalPlanner<'a> {
             groups.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>().join(", "),
             aggregates.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(", ")
         );
-        let aggregate = HashAggregate::new(
-            group_exprs,
-            group_nullable,
-            inputs,
-            partition_bits,
-            expected_groups,
-            self.config.vector_size,
-            description.clone(),
-        );
+        let vector_size = self.config.vector_size;
+        let aggregate = self.stateful(|slot| {
+            HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, expected_groups, vector_size, description.clone(), slot)
+        });
         let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
         let output: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect();
@@ -382,15 +390,19 @@ impl<'a> PhysicalPlanner<'a> {
         let orders = keys.iter().map(|k| SortOrder { ascending: k.ascending, nulls_first: k.nulls_first }).collect();
         let types = layout.iter().map(|c| c.data_type).collect();
         let description = keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
-        let sort = Sort::new(
-            compiled,
-            orders,
-            types,
-            limit.map(|l| l.min(usize::MAX as u64) as usize),
-            offset as usize,
-            self.config.vector_size,
-            description,
-        );
+        let vector_size = self.config.vector_size;
+        let sort = self.stateful(|slot| {
+            Sort::new(
+                compiled,
+                orders,
+                types,
+                limit.map(|l| l.min(usize::MAX as u64) as usize),
+                offset as usize,
+                vector_size,
+                description,
+                slot,
+            )
+        });
         let sink = SortSink(Arc::clone(&sort));
         let label = sink.name();
         let sink_id = self.close(aligned, Arc::new(sink), label);
@@ -552,7 +564,7 @@ impl<'a> PhysicalPlanner<'a> {
             description.push_str(&format!(" WHERE {r}"));
         }
         let probe_output_types: Vec<DataType> = probe_output.iter().map(|&i| probe_layout[i].data_type).collect();
-        let join = HashJoin::new(HashJoinSpec {
+        let spec = HashJoinSpec {
             mode,
             build_keys: compiled_build_keys,
             probe_keys: compiled_probe_keys,
@@ -568,7 +580,8 @@ impl<'a> PhysicalPlanner<'a> {
             parallelism: self.threads,
             prefetch_group: self.config.prefetch_group,
             description: description.clone(),
-        });
+        };
+        let join = self.stateful(|slot| HashJoin::new(spec, slot));
         let output_rows = apiary_optimizer::cardinality::join_estimate(kind, &estimate(left), &estimate(right), condition, None).rows;
         let estimate_note = format!(
             "(build ~{:.0} rows, probe ~{:.0} rows, output ~{output_rows:.0} rows)",

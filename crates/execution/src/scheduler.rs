@@ -9,21 +9,41 @@
 //!                         per sink      Open ─▶ Finalizing(tasks) ─▶ Finished
 //! ```
 //!
+//! Which query's work order a free worker takes next is the scheduling policy:
+//! * **fair share** (default): stride scheduling on worker time. Each query has a virtual
+//!   time (its `pass`) that grows by the worker time its work orders take divided by its
+//!   priority (`SET priority = 1..10`); a worker serves the query with the smallest pass
+//!   that has ready work. A query that arrives starts at the smallest pass of those
+//!   running, so it gets its share at once (not a backlog of credit); a query of priority
+//!   p gets worker time in proportion to p.
+//! * **FIFO** (`SET scheduler_policy = 'fifo'`): the oldest query with ready work, the
+//!   baseline the fair-share benchmark compares with.
+//!
+//! Admission control: at most `max_concurrent_queries` run at once; the others wait in a
+//! queue (up to their `queue_timeout`). A query that fails for memory while other
+//! queries held memory does not fail: it releases what it had, waits until it can run
+//! alone, and runs again from the start (the plan is immutable, so a rerun is a new
+//! [`ExecutionState`]); only if it does not fit alone is the memory error the answer.
+//!
+//! `SET threads` changes the pool while queries run: worker states are created per
+//! worker on demand, so new workers join running queries at their next work order.
+//!
 //! A work order is either one morsel of a running pipeline or one finalize task of a
 //! sink. The worker that completes a pipeline's last morsel combines the workers' local
 //! states into the sink; the worker completing a sink's last feeder prepares its finalize
 //! tasks, which then run on all workers. All of this happens outside the scheduler lock.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use apiary_common::{internal_err, ApiaryError, Result};
 
 use crate::config::ExecutionConfig;
 use crate::memory::QueryMemory;
-use crate::operators::{Control, ExecContext};
+use crate::operators::{Control, ExecContext, ExecutionState};
 use crate::pipeline::{PhysicalPlan, PipelineLocal};
 use apiary_storage::BufferPool;
 
@@ -60,8 +80,12 @@ enum SinkPhase {
 
 struct RunState {
     pipelines: Vec<PipelinePhase>,
+    /// Work orders of each pipeline, known once it started.
+    totals: Vec<Option<usize>>,
     sinks: Vec<SinkPhase>,
     error: Option<ApiaryError>,
+    /// The error was the memory budget while other queries held memory.
+    memory_contended: bool,
     in_flight: usize,
 }
 
@@ -85,14 +109,31 @@ struct QueryRun {
     state: Mutex<RunState>,
     finished: Condvar,
     interrupted: Arc<AtomicBool>,
-    /// `locals[pipeline][worker]`.
-    locals: Vec<Vec<Mutex<Option<PipelineLocal>>>>,
+    /// Set when this execution failed, so the other workers stop (not the user's flag:
+    /// an execution crowded out of memory runs again).
+    halted: AtomicBool,
+    /// `locals[pipeline][worker]`, grown when a worker joins (`SET threads`).
+    locals: Vec<Mutex<Vec<Option<PipelineLocal>>>>,
     memory: QueryMemory,
+    /// Scheduling weight (1..=10).
+    priority: u32,
+    /// The operators' state and the counters of this execution.
+    execution: Arc<ExecutionState>,
 }
 
 impl QueryRun {
     fn lock(&self) -> std::sync::MutexGuard<'_, RunState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn context(&self) -> ExecContext<'_> {
+        ExecContext {
+            config: &self.config,
+            interrupted: &self.interrupted,
+            halted: &self.halted,
+            memory: &self.memory,
+            state: &self.execution,
+        }
     }
 
     /// Starts every waiting pipeline whose dependencies are met (caller holds the lock).
@@ -106,8 +147,15 @@ impl QueryRun {
                 let ready = pipeline.after_pipelines.iter().all(|&p| state.pipelines[p] == PipelinePhase::Complete)
                     && pipeline.after_sinks.iter().all(|&s| state.sinks[s] == SinkPhase::Finished);
                 if ready {
-                    let total = pipeline.source.morsels();
+                    let total = match pipeline.source.morsels(&self.context()) {
+                        Ok(total) => total,
+                        Err(error) => {
+                            self.fail(state, error);
+                            return;
+                        }
+                    };
                     state.pipelines[idx] = PipelinePhase::Running { next: 0, total, completed: 0, stopped: false };
+                    state.totals[idx] = Some(total);
                     started = true;
                 }
             }
@@ -120,8 +168,8 @@ impl QueryRun {
     }
 
     /// The next work order, if any is ready (caller holds the lock).
-    fn next_work(&self, state: &mut RunState, worker: usize) -> Option<WorkOrder> {
-        if state.error.is_some() || worker >= self.locals.first().map_or(usize::MAX, |l| l.len()) {
+    fn next_work(&self, state: &mut RunState) -> Option<WorkOrder> {
+        if state.error.is_some() {
             return None;
         }
         for (idx, phase) in state.pipelines.iter_mut().enumerate() {
@@ -162,9 +210,11 @@ impl QueryRun {
 
     fn fail(&self, state: &mut RunState, error: ApiaryError) {
         if state.error.is_none() {
+            // Measured now, while the others still hold what crowded this query out.
+            state.memory_contended = matches!(error, ApiaryError::Resource(_)) && self.memory.pool().query_bytes() > self.memory.reserved();
             state.error = Some(error);
         }
-        self.interrupted.store(true, Ordering::Relaxed);
+        self.halted.store(true, Ordering::Relaxed);
     }
 
     /// Runs one work order and everything its completion triggers.
@@ -196,17 +246,14 @@ impl QueryRun {
 
     fn run_morsel(&self, pipeline: usize, morsel: usize, worker: usize) -> Result<()> {
         let plan_pipeline = &self.plan.pipelines[pipeline];
-        let slot = &self.locals[pipeline][worker];
-        let mut local = slot.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| plan_pipeline.local_state());
-        let ctx = ExecContext { config: &self.config, interrupted: &self.interrupted, memory: &self.memory };
-        let outcome = if self.interrupted.load(Ordering::Relaxed) {
-            Err(ApiaryError::Interrupted)
-        } else {
-            plan_pipeline.run_morsel(morsel, &mut local, &ctx)
-        };
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(local);
+        let mut local = self.take_local(pipeline, worker).unwrap_or_else(|| plan_pipeline.local_state());
+        let ctx = self.context();
+        let outcome = if ctx.stopped() { Err(ApiaryError::Interrupted) } else { plan_pipeline.run_morsel(morsel, &mut local, &ctx) };
+        let now = plan_pipeline.sink.local_memory(&local.sink);
+        let charged = self.memory.charge(&mut local.reported_memory, now);
+        self.put_local(pipeline, worker, local);
         let control = outcome?;
-        self.account_memory(pipeline, worker)?;
+        charged?;
         let mut state = self.lock();
         if let PipelinePhase::Running { completed, next, total, stopped } = &mut state.pipelines[pipeline] {
             *completed += 1;
@@ -218,21 +265,24 @@ impl QueryRun {
         Ok(())
     }
 
-    /// Reserves what a worker's sink state grew by since its last report (the pipeline
-    /// also does after every chunk; this catches growth in `flush`).
-    fn account_memory(&self, pipeline: usize, worker: usize) -> Result<()> {
-        let plan_pipeline = &self.plan.pipelines[pipeline];
-        let mut slot = self.locals[pipeline][worker].lock().unwrap_or_else(|e| e.into_inner());
-        let Some(local) = slot.as_mut() else { return Ok(()) };
-        let now = plan_pipeline.sink.local_memory(&local.sink);
-        self.memory.charge(&mut local.reported_memory, now)
+    /// A worker's state of a pipeline, if it ran one of its work orders before.
+    fn take_local(&self, pipeline: usize, worker: usize) -> Option<PipelineLocal> {
+        self.locals[pipeline].lock().unwrap_or_else(|e| e.into_inner()).get_mut(worker).and_then(Option::take)
+    }
+
+    fn put_local(&self, pipeline: usize, worker: usize, local: PipelineLocal) {
+        let mut locals = self.locals[pipeline].lock().unwrap_or_else(|e| e.into_inner());
+        if locals.len() <= worker {
+            locals.resize_with(worker + 1, || None);
+        }
+        locals[worker] = Some(local);
     }
 
     fn run_finalize_task(&self, sink: usize, task: usize) -> Result<()> {
         let sink_ref = self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}"))?;
         let started = Instant::now();
-        sink_ref.finalize_task(task)?;
-        let stats = &self.plan.sink_stats[sink];
+        sink_ref.finalize_task(task, &self.context())?;
+        let stats = &self.execution.sink_stats[sink];
         stats.tasks.fetch_add(1, Ordering::Relaxed);
         stats.task_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
         let mut state = self.lock();
@@ -275,8 +325,9 @@ impl QueryRun {
             }
             for sink in to_finish {
                 let started = Instant::now();
-                let result = self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}")).and_then(|s| s.finish());
-                self.plan.sink_stats[sink].finish_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
+                let result =
+                    self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}")).and_then(|s| s.finish(&self.context()));
+                self.execution.sink_stats[sink].finish_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
                 let mut state = self.lock();
                 match result {
                     Ok(()) => state.sinks[sink] = SinkPhase::Finished,
@@ -293,13 +344,13 @@ impl QueryRun {
     fn complete_pipeline(&self, pipeline: usize) -> Result<()> {
         let plan_pipeline = &self.plan.pipelines[pipeline];
         let started = Instant::now();
-        for slot in &self.locals[pipeline] {
-            let local = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(local) = local {
-                plan_pipeline.sink.combine(local.sink)?;
-            }
+        // (The sink charged each worker state's growth; combining moves it, so what the
+        // query holds stays reserved until the query ends.)
+        let locals = std::mem::take(&mut *self.locals[pipeline].lock().unwrap_or_else(|e| e.into_inner()));
+        for local in locals.into_iter().flatten() {
+            plan_pipeline.sink.combine(local.sink, &self.context())?;
         }
-        plan_pipeline.stats.combine_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
+        self.execution.pipeline_stats[pipeline].combine_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
         let sink_id = plan_pipeline.sink_id;
         let prepare = {
             let mut state = self.lock();
@@ -319,8 +370,8 @@ impl QueryRun {
         };
         if prepare {
             let started = Instant::now();
-            let tasks = plan_pipeline.sink.prepare_finalize()?;
-            self.plan.sink_stats[sink_id].prepare_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
+            let tasks = plan_pipeline.sink.prepare_finalize(&self.context())?;
+            self.execution.sink_stats[sink_id].prepare_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
             let mut state = self.lock();
             state.sinks[sink_id] = SinkPhase::Finalizing { next: 0, total: tasks, completed: 0 };
         }
@@ -340,18 +391,147 @@ fn catch_panic(f: impl FnOnce() -> Result<()>) -> Result<()> {
     }
 }
 
+/// What the scheduler knows about a query besides its plan: who sent it and how to treat it.
+#[derive(Debug, Clone)]
+pub struct QueryMeta {
+    /// The connection (session) that runs it.
+    pub connection: u64,
+    pub user: String,
+    /// The statement's text, as shown by `apiary_queries()`.
+    pub sql: String,
+    /// 1..=10: its share of the workers relative to other queries (fair share).
+    pub priority: u32,
+    /// How long it may wait for admission.
+    pub queue_timeout: Duration,
+    /// Runs without admission control: a query over nothing but the engine's own small
+    /// tables (`apiary_queries()`, `pg_catalog`, `SELECT 1`), so monitoring and health
+    /// checks answer while the queue is full.
+    pub bypass_admission: bool,
+}
+
+impl Default for QueryMeta {
+    fn default() -> Self {
+        QueryMeta {
+            connection: 0,
+            user: String::new(),
+            sql: String::new(),
+            priority: DEFAULT_PRIORITY,
+            queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            bypass_admission: false,
+        }
+    }
+}
+
+pub const DEFAULT_PRIORITY: u32 = 5;
+pub const MAX_PRIORITY: u32 = 10;
+pub const DEFAULT_QUEUE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How free workers choose between running queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulingPolicy {
+    /// Worker time in proportion to priority (stride scheduling).
+    FairShare,
+    /// The oldest query with ready work first.
+    Fifo,
+}
+
+impl SchedulingPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulingPolicy::FairShare => "fair",
+            SchedulingPolicy::Fifo => "fifo",
+        }
+    }
+}
+
+/// A running or queued query as `apiary_queries()` reports it.
+#[derive(Debug, Clone)]
+pub struct QueryProgress {
+    pub id: u64,
+    pub connection: u64,
+    pub user: String,
+    /// `queued`, `running`, or `waiting for memory`.
+    pub state: &'static str,
+    pub sql: String,
+    pub priority: u32,
+    pub elapsed: Duration,
+    /// Per pipeline: work orders done and (once known, else estimated) in total.
+    pub pipelines: Vec<(usize, usize)>,
+    pub work_orders_done: usize,
+    pub work_orders_total: usize,
+    /// Rows that reached the query's result so far.
+    pub rows: u64,
+    pub memory_bytes: usize,
+    /// Time left, extrapolated from the work orders done (none before the first).
+    pub estimated_left: Option<Duration>,
+}
+
+impl QueryProgress {
+    /// Done fraction in 0..=1.
+    pub fn fraction(&self) -> f64 {
+        if self.work_orders_total == 0 {
+            0.0
+        } else {
+            (self.work_orders_done as f64 / self.work_orders_total as f64).min(1.0)
+        }
+    }
+}
+
+impl QueryRun {
+    /// Work orders done and total per pipeline. A pipeline that has not started counts
+    /// what its source can tell ahead (a scan's blocks), else one.
+    fn progress_counts(&self) -> Vec<(usize, usize)> {
+        let state = self.lock();
+        let ctx = self.context();
+        state
+            .pipelines
+            .iter()
+            .enumerate()
+            .map(|(idx, phase)| match *phase {
+                PipelinePhase::Waiting => (0, self.plan.pipelines[idx].source.morsels_ahead(&ctx).unwrap_or(1).max(1)),
+                PipelinePhase::Running { completed, total, .. } => (completed, total.max(completed)),
+                PipelinePhase::Combining | PipelinePhase::Complete => {
+                    let total = state.totals[idx].unwrap_or(0);
+                    (total, total)
+                }
+            })
+            .collect()
+    }
+
+    /// Rows that reached the result sink (the last sink the planner closed).
+    fn result_rows(&self) -> u64 {
+        let result_sink = self.plan.sink_count.saturating_sub(1);
+        self.plan
+            .pipelines
+            .iter()
+            .filter(|p| p.sink_id == result_sink)
+            .map(|p| self.execution.pipeline_stats[p.index].sink_rows.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+/// A query known to the scheduler (queued or running), for `apiary_queries()` and
+/// `apiary_cancel()`.
+struct Registered {
+    meta: QueryMeta,
+    submitted: Instant,
+    interrupted: Arc<AtomicBool>,
+    phase: &'static str,
+    run: Option<Arc<QueryRun>>,
+}
+
 struct Shared {
     queue: Mutex<Queue>,
     work_available: Condvar,
     /// Bumped whenever work may have become available: idle workers spin on it briefly
     /// before sleeping on the condvar (see [`IDLE_SPIN`]).
-    epoch: std::sync::atomic::AtomicU64,
+    epoch: AtomicU64,
 }
 
 /// How long a worker that ran out of work watches for new work before it sleeps. Between
 /// the pipelines of one query (a build finishes, its probe starts) new work follows within
 /// microseconds; waking a sleeping thread costs tens to hundreds of microseconds on a VM.
-const IDLE_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 impl Shared {
     /// Tells idle workers that work may be available.
@@ -361,13 +541,94 @@ impl Shared {
     }
 }
 
+/// A running query as the workers see it.
+struct Scheduled {
+    run: Arc<QueryRun>,
+    /// Virtual time: worker nanoseconds used, divided by priority.
+    pass: f64,
+    /// Running average of its work orders' worker time (the charge made when one is
+    /// handed out; corrected when it completes).
+    average_nanos: f64,
+    /// Admission order (FIFO).
+    sequence: u64,
+}
+
 struct Queue {
-    queries: Vec<Arc<QueryRun>>,
-    round_robin: usize,
+    queries: Vec<Scheduled>,
+    policy: SchedulingPolicy,
     /// Workers with an id at or above this exit.
     threads: usize,
     shutdown: bool,
 }
+
+impl Queue {
+    /// The next work order for a free worker under the policy.
+    fn pick(&mut self) -> Option<(usize, Arc<QueryRun>, WorkOrder)> {
+        let mut order: Vec<usize> = (0..self.queries.len()).collect();
+        match self.policy {
+            SchedulingPolicy::FairShare => order.sort_by(|&a, &b| self.queries[a].pass.total_cmp(&self.queries[b].pass)),
+            SchedulingPolicy::Fifo => order.sort_by_key(|&i| self.queries[i].sequence),
+        }
+        for index in order {
+            let scheduled = &mut self.queries[index];
+            let run = Arc::clone(&scheduled.run);
+            let mut state = run.lock();
+            if let Some(work) = run.next_work(&mut state) {
+                state.in_flight += 1;
+                drop(state);
+                scheduled.pass += scheduled.average_nanos / scheduled.run.priority as f64;
+                return Some((index, run, work));
+            }
+        }
+        None
+    }
+
+    /// A work order of `run` took `nanos`: corrects the charge made when it was handed out.
+    fn charge(&mut self, run: &Arc<QueryRun>, nanos: f64) {
+        if let Some(scheduled) = self.queries.iter_mut().find(|s| Arc::ptr_eq(&s.run, run)) {
+            let priority = scheduled.run.priority as f64;
+            scheduled.pass += (nanos - scheduled.average_nanos) / priority;
+            scheduled.average_nanos = 0.8 * scheduled.average_nanos + 0.2 * nanos;
+        }
+    }
+
+    /// The pass a new query starts at: that of the least served running query.
+    fn entry_pass(&self) -> f64 {
+        self.queries.iter().map(|s| s.pass).min_by(f64::total_cmp).unwrap_or(0.0)
+    }
+}
+
+/// Admission control state.
+struct Admission {
+    /// Queries admitted and not finished.
+    running: usize,
+    max_concurrent: usize,
+    /// Queries waiting to rerun alone after a memory failure; while any waits, no new
+    /// query is admitted (or they could wait forever).
+    exclusive_waiting: usize,
+    /// A query runs alone.
+    exclusive: bool,
+}
+
+impl Admission {
+    fn can_admit(&self) -> bool {
+        !self.exclusive && self.exclusive_waiting == 0 && self.running < self.max_concurrent
+    }
+}
+
+/// `60 s`, `250 ms`.
+fn describe_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+/// Initial work-order cost estimate of a new query (1 ms).
+const INITIAL_WORK_ORDER_NANOS: f64 = 1e6;
+/// How often a queued query checks for cancellation.
+const QUEUE_POLL: Duration = Duration::from_millis(20);
 
 /// The pool of workers shared by all queries of a database.
 /// Stack reserved for each worker thread.
@@ -378,17 +639,32 @@ pub struct Scheduler {
     handles: Mutex<Vec<JoinHandle<()>>>,
     /// The memory budget queries reserve their hash tables and intermediate results in.
     memory: Arc<BufferPool>,
+    admission: Mutex<Admission>,
+    admission_changed: Condvar,
+    registry: Mutex<BTreeMap<u64, Registered>>,
+    next_id: AtomicU64,
+    next_sequence: AtomicU64,
 }
 
 impl Scheduler {
     pub fn new(threads: usize, memory: Arc<BufferPool>) -> Scheduler {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue { queries: Vec::new(), round_robin: 0, threads: 0, shutdown: false }),
+            queue: Mutex::new(Queue { queries: Vec::new(), policy: SchedulingPolicy::FairShare, threads: 0, shutdown: false }),
             work_available: Condvar::new(),
-            epoch: std::sync::atomic::AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         });
-        let scheduler = Scheduler { shared, handles: Mutex::new(Vec::new()), memory };
+        let scheduler = Scheduler {
+            shared,
+            handles: Mutex::new(Vec::new()),
+            memory,
+            admission: Mutex::new(Admission { running: 0, max_concurrent: 0, exclusive_waiting: 0, exclusive: false }),
+            admission_changed: Condvar::new(),
+            registry: Mutex::new(BTreeMap::new()),
+            next_id: AtomicU64::new(1),
+            next_sequence: AtomicU64::new(0),
+        };
         scheduler.set_threads(threads);
+        scheduler.set_max_concurrent_queries(None);
         scheduler
     }
 
@@ -396,7 +672,8 @@ impl Scheduler {
         self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).threads
     }
 
-    /// Grows or shrinks the pool (at least one worker).
+    /// Grows or shrinks the pool (at least one worker). Running queries keep running: new
+    /// workers join them, surplus workers leave after their current work order.
     pub fn set_threads(&self, threads: usize) {
         let threads = threads.max(1);
         let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
@@ -426,32 +703,260 @@ impl Scheduler {
                 .expect("spawning a worker thread");
             handles.push(handle);
         }
+        drop(handles);
+        // The default concurrency follows the pool.
+        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        if admission.max_concurrent == 0 || admission.max_concurrent == current * 2 {
+            admission.max_concurrent = threads * 2;
+        }
+        self.admission_changed.notify_all();
     }
 
-    /// Runs a plan to completion on the pool; blocks the caller.
-    pub fn run(&self, plan: PhysicalPlan, config: ExecutionConfig, interrupted: Arc<AtomicBool>) -> Result<Arc<PhysicalPlan>> {
-        let workers = self.threads();
+    pub fn policy(&self) -> SchedulingPolicy {
+        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).policy
+    }
+
+    pub fn set_policy(&self, policy: SchedulingPolicy) {
+        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()).policy = policy;
+    }
+
+    pub fn max_concurrent_queries(&self) -> usize {
+        self.admission.lock().unwrap_or_else(|e| e.into_inner()).max_concurrent
+    }
+
+    /// At most `limit` queries run at once (`None`: twice the threads).
+    pub fn set_max_concurrent_queries(&self, limit: Option<usize>) {
+        let threads = self.threads();
+        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        admission.max_concurrent = limit.unwrap_or(threads * 2).max(1);
+        self.admission_changed.notify_all();
+    }
+
+    /// Running and queued queries, oldest first.
+    pub fn queries(&self) -> Vec<QueryProgress> {
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        registry
+            .iter()
+            .map(|(&id, entry)| {
+                let elapsed = entry.submitted.elapsed();
+                let (pipelines, rows, memory_bytes) = match &entry.run {
+                    Some(run) => (run.progress_counts(), run.result_rows(), run.memory.reserved()),
+                    None => (Vec::new(), 0, 0),
+                };
+                let done: usize = pipelines.iter().map(|p| p.0).sum();
+                let total: usize = pipelines.iter().map(|p| p.1).sum();
+                let estimated_left = (done > 0 && entry.run.is_some()).then(|| {
+                    let fraction = done as f64 / total.max(done) as f64;
+                    Duration::from_secs_f64(elapsed.as_secs_f64() * (1.0 - fraction) / fraction)
+                });
+                QueryProgress {
+                    id,
+                    connection: entry.meta.connection,
+                    user: entry.meta.user.clone(),
+                    state: entry.phase,
+                    sql: entry.meta.sql.clone(),
+                    priority: entry.meta.priority,
+                    elapsed,
+                    pipelines,
+                    work_orders_done: done,
+                    work_orders_total: total,
+                    rows,
+                    memory_bytes,
+                    estimated_left,
+                }
+            })
+            .collect()
+    }
+
+    /// Cancels a running or queued query; false if there is none with this id.
+    pub fn cancel(&self, id: u64) -> bool {
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = registry.get(&id) else { return false };
+        entry.interrupted.store(true, Ordering::Relaxed);
+        drop(registry);
+        // A queued query notices at once.
+        self.admission_changed.notify_all();
+        true
+    }
+
+    fn set_phase(&self, id: u64, phase: &'static str, run: Option<Arc<QueryRun>>) {
+        if let Some(entry) = self.registry.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
+            entry.phase = phase;
+            entry.run = run;
+        }
+    }
+
+    /// Waits until `ready` allows the query in (then takes its place), it is cancelled, or
+    /// its queue time-out passes.
+    fn admit(
+        &self,
+        interrupted: &AtomicBool,
+        deadline: Instant,
+        ready: impl Fn(&Admission) -> bool,
+        enter: impl Fn(&mut Admission),
+        timeout_error: impl Fn(&Admission) -> ApiaryError,
+    ) -> Result<()> {
+        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if interrupted.load(Ordering::Relaxed) {
+                return Err(ApiaryError::Interrupted);
+            }
+            if ready(&admission) {
+                enter(&mut admission);
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(timeout_error(&admission));
+            }
+            let wait = (deadline - now).min(QUEUE_POLL);
+            admission = self.admission_changed.wait_timeout(admission, wait).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    fn leave(&self, exclusive: bool) {
+        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+        admission.running = admission.running.saturating_sub(1);
+        if exclusive {
+            admission.exclusive = false;
+        }
+        self.admission_changed.notify_all();
+    }
+
+    /// Runs a plan to completion on the pool; blocks the caller. Returns the execution's
+    /// state (its result, its counters); the plan is left as it was and may run again.
+    pub fn run(
+        &self,
+        plan: Arc<PhysicalPlan>,
+        config: ExecutionConfig,
+        interrupted: Arc<AtomicBool>,
+        meta: QueryMeta,
+    ) -> Result<Arc<ExecutionState>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let submitted = Instant::now();
+        let deadline = submitted + meta.queue_timeout;
+        self.registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, Registered { meta: meta.clone(), submitted, interrupted: Arc::clone(&interrupted), phase: "queued", run: None });
+        let outcome = self.admit_and_run(id, &plan, &config, &interrupted, &meta, deadline);
+        self.registry.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        outcome
+    }
+
+    fn admit_and_run(
+        &self,
+        id: u64,
+        plan: &Arc<PhysicalPlan>,
+        config: &ExecutionConfig,
+        interrupted: &Arc<AtomicBool>,
+        meta: &QueryMeta,
+        deadline: Instant,
+    ) -> Result<Arc<ExecutionState>> {
+        let bypass = meta.bypass_admission;
+        self.admit(
+            interrupted,
+            deadline,
+            |a| bypass || a.can_admit(),
+            |a| a.running += 1,
+            |a| {
+                ApiaryError::Admission(format!(
+                    "the query waited {} (queue_timeout) for one of the max_concurrent_queries = {} running queries to end; \
+                     raise SET queue_timeout or SET max_concurrent_queries",
+                    describe_duration(meta.queue_timeout),
+                    a.max_concurrent
+                ))
+            },
+        )?;
+        let mut exclusive = false;
+        loop {
+            self.set_phase(id, "running", None);
+            let outcome = self.execute_admitted(id, plan, config, interrupted, meta);
+            match outcome {
+                Err((error, true)) if !exclusive => {
+                    // Crowded out of memory by other queries: wait to run alone, then again.
+                    {
+                        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+                        admission.running = admission.running.saturating_sub(1);
+                        admission.exclusive_waiting += 1;
+                        self.admission_changed.notify_all();
+                    }
+                    self.set_phase(id, "waiting for memory", None);
+                    let admitted = self.admit(
+                        interrupted,
+                        deadline.max(Instant::now() + meta.queue_timeout),
+                        |a| a.running == 0 && !a.exclusive,
+                        |a| {
+                            a.exclusive_waiting -= 1;
+                            a.exclusive = true;
+                            a.running += 1;
+                        },
+                        |_| {
+                            ApiaryError::Admission(format!(
+                                "the query waited {} (queue_timeout) for memory other queries held: {error}",
+                                describe_duration(meta.queue_timeout)
+                            ))
+                        },
+                    );
+                    if let Err(e) = admitted {
+                        let mut admission = self.admission.lock().unwrap_or_else(|e| e.into_inner());
+                        admission.exclusive_waiting -= 1;
+                        self.admission_changed.notify_all();
+                        return Err(e);
+                    }
+                    exclusive = true;
+                }
+                Err((error, _)) => {
+                    self.leave(exclusive);
+                    return Err(error);
+                }
+                Ok(state) => {
+                    self.leave(exclusive);
+                    return Ok(state);
+                }
+            }
+        }
+    }
+
+    /// One execution of an admitted query. On error, also whether the error was the
+    /// memory budget while other queries held memory.
+    fn execute_admitted(
+        &self,
+        id: u64,
+        plan: &Arc<PhysicalPlan>,
+        config: &ExecutionConfig,
+        interrupted: &Arc<AtomicBool>,
+        meta: &QueryMeta,
+    ) -> std::result::Result<Arc<ExecutionState>, (ApiaryError, bool)> {
         let feeders = plan.feeders();
         let pipelines = plan.pipelines.len();
-        let locals = (0..pipelines).map(|_| (0..workers).map(|_| Mutex::new(None)).collect()).collect();
+        let execution = Arc::new(ExecutionState::new(plan).map_err(|e| (e, false))?);
         let run = Arc::new(QueryRun {
             state: Mutex::new(RunState {
                 pipelines: vec![PipelinePhase::Waiting; pipelines],
+                totals: vec![None; pipelines],
                 sinks: feeders.iter().map(|&f| SinkPhase::Open { feeders_left: f }).collect(),
                 error: None,
+                memory_contended: false,
                 in_flight: 0,
             }),
-            plan: Arc::new(plan),
-            config,
+            plan: Arc::clone(plan),
+            config: config.clone(),
             finished: Condvar::new(),
-            interrupted,
-            locals,
+            interrupted: Arc::clone(interrupted),
+            halted: AtomicBool::new(false),
+            locals: (0..pipelines).map(|_| Mutex::new(Vec::new())).collect(),
             memory: QueryMemory::new(Arc::clone(&self.memory)),
+            priority: meta.priority.clamp(1, MAX_PRIORITY),
+            execution,
         });
         run.progress();
+        self.set_phase(id, "running", Some(Arc::clone(&run)));
         {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.queries.push(Arc::clone(&run));
+            let pass = queue.entry_pass();
+            let sequence = self.next_sequence.fetch_add(1, Ordering::Relaxed);
+            queue.queries.push(Scheduled { run: Arc::clone(&run), pass, average_nanos: INITIAL_WORK_ORDER_NANOS, sequence });
         }
         self.shared.signal();
         let outcome = {
@@ -459,17 +964,18 @@ impl Scheduler {
             while !state.done() {
                 state = run.finished.wait(state).unwrap_or_else(|e| e.into_inner());
             }
-            state.error.take()
+            state.error.take().map(|e| (e, state.memory_contended))
         };
         {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            queue.queries.retain(|q| !Arc::ptr_eq(q, &run));
+            queue.queries.retain(|q| !Arc::ptr_eq(&q.run, &run));
         }
+        self.set_phase(id, "running", None);
         run.memory.release();
-        if let Some(error) = outcome {
-            return Err(error);
+        match outcome {
+            Some(failure) => Err(failure),
+            None => Ok(Arc::clone(&run.execution)),
         }
-        Ok(Arc::clone(&run.plan))
     }
 }
 
@@ -494,21 +1000,7 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                 if queue.shutdown || id >= queue.threads {
                     return;
                 }
-                let mut found = None;
-                let count = queue.queries.len();
-                for offset in 0..count {
-                    let index = (queue.round_robin + offset) % count;
-                    let run = Arc::clone(&queue.queries[index]);
-                    let mut state = run.lock();
-                    if let Some(work) = run.next_work(&mut state, id) {
-                        state.in_flight += 1;
-                        drop(state);
-                        found = Some((run, work, index));
-                        break;
-                    }
-                }
-                if let Some((run, work, index)) = found {
-                    queue.round_robin = index + 1;
+                if let Some((_, run, work)) = queue.pick() {
                     break (run, work);
                 }
                 if may_spin {
@@ -526,10 +1018,12 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
             }
         };
         may_spin = true;
+        let started = Instant::now();
         run.execute(work, id);
+        let nanos = started.elapsed().as_nanos() as f64;
         // Completing work may have made more work available. Taking the queue lock
         // before notifying orders this with a worker that is about to wait.
-        drop(shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        shared.queue.lock().unwrap_or_else(|e| e.into_inner()).charge(&run, nanos);
         shared.signal();
     }
 }

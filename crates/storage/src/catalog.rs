@@ -4,6 +4,7 @@
 //! identifier through unchanged; the binder normalises before calling in here.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use apiary_common::error::closest_name;
@@ -14,6 +15,9 @@ use crate::table::Table;
 #[derive(Debug, Default)]
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    /// Bumped by every CREATE and DROP: a plan made at an older version may name tables
+    /// that are gone or miss new ones (prepared statements plan again).
+    version: AtomicU64,
 }
 
 impl Catalog {
@@ -43,12 +47,20 @@ impl Catalog {
             return Err(ApiaryError::Catalog(format!("table \"{}\" already exists", table.name)));
         }
         tables.insert(table.name.clone(), table);
+        self.version.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
     /// Removes a table; returns it, or `None` when it did not exist.
     pub fn drop_table(&self, name: &str) -> Option<Arc<Table>> {
-        self.tables.write().unwrap_or_else(|e| e.into_inner()).remove(name)
+        let dropped = self.tables.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        dropped
+    }
+
+    /// Changes with every CREATE and DROP.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
     }
 
     pub fn table_names(&self) -> Vec<String> {

@@ -17,7 +17,7 @@ use apiary_common::{internal_err, Result};
 use apiary_types::{DataChunk, DataType, Vector, VectorBuilder};
 
 use super::aggregate_functions::{AggregateSpec, AggregateState};
-use super::{local, Control, Emit, ExecContext, LocalState, Sink, Source};
+use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
 use crate::hash::keys::{KeyPacker, KeyWidth};
@@ -38,11 +38,16 @@ pub struct HashAggregate {
     /// Groups each worker's partition table is sized for (from the planner's estimate).
     expected_partition_groups: usize,
     pub description: String,
+    vector_size: usize,
+    slot: StateSlot,
+}
+
+/// One execution's groups.
+struct AggregateGlobal {
     /// Per partition: the tables combined from all workers.
     combined: Mutex<Vec<Vec<PartitionTable>>>,
     /// Per partition: the finished output.
     results: Mutex<Vec<Option<DataChunk>>>,
-    vector_size: usize,
 }
 
 struct PartitionTable {
@@ -60,6 +65,7 @@ impl HashAggregate {
         expected_groups: f64,
         vector_size: usize,
         description: String,
+        slot: StateSlot,
     ) -> Arc<HashAggregate> {
         let group_types: Vec<DataType> = group_exprs.iter().map(|e| e.data_type()).collect();
         let packer = KeyPacker::new(&group_types, &group_nullable, true);
@@ -73,10 +79,13 @@ impl HashAggregate {
             partition_bits,
             expected_partition_groups: (expected_groups.max(0.0) / partitions as f64).min(usize::MAX as f64) as usize,
             description,
-            combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
-            results: Mutex::new(vec![None; partitions]),
             vector_size,
+            slot,
         })
+    }
+
+    fn global<'a>(&self, ctx: &'a ExecContext) -> Result<&'a AggregateGlobal> {
+        ctx.global::<AggregateGlobal>(self.slot)
     }
 
     fn partitions(&self) -> usize {
@@ -89,6 +98,16 @@ impl HashAggregate {
             keys: self.group_types.iter().map(|t| VectorBuilder::new(*t)).collect(),
             states: self.aggregates.iter().map(|a| a.spec.new_state()).collect::<Result<_>>()?,
         })
+    }
+}
+
+impl Stateful for HashAggregate {
+    fn new_state(&self) -> Result<GlobalState> {
+        let partitions = self.partitions();
+        Ok(Box::new(AggregateGlobal {
+            combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
+            results: Mutex::new(vec![None; partitions]),
+        }))
     }
 }
 
@@ -219,9 +238,9 @@ impl Sink for AggregateSink {
             .map_or(0, |s| s.tables.iter().map(|t| t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group).sum())
     }
 
-    fn combine(&self, state: LocalState) -> Result<()> {
+    fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<AggregateLocal>().expect("aggregate local state");
-        let mut combined = self.0.combined.lock().unwrap_or_else(|e| e.into_inner());
+        let mut combined = self.0.global(ctx)?.combined.lock().unwrap_or_else(|e| e.into_inner());
         for (p, table) in state.tables.into_iter().enumerate() {
             if table.groups.group_count() > 0 {
                 combined[p].push(table);
@@ -230,13 +249,14 @@ impl Sink for AggregateSink {
         Ok(())
     }
 
-    fn prepare_finalize(&self) -> Result<usize> {
+    fn prepare_finalize(&self, _ctx: &ExecContext) -> Result<usize> {
         Ok(self.0.partitions())
     }
 
-    fn finalize_task(&self, p: usize) -> Result<()> {
+    fn finalize_task(&self, p: usize, ctx: &ExecContext) -> Result<()> {
         let agg = &self.0;
-        let tables = std::mem::take(&mut agg.combined.lock().unwrap_or_else(|e| e.into_inner())[p]);
+        let global = agg.global(ctx)?;
+        let tables = std::mem::take(&mut global.combined.lock().unwrap_or_else(|e| e.into_inner())[p]);
         let mut tables = tables.into_iter();
         let mut target = match tables.next() {
             Some(t) => t,
@@ -270,7 +290,7 @@ impl Sink for AggregateSink {
             columns.push(state.finalize()?);
         }
         let chunk = if columns.is_empty() { DataChunk::empty_columns(count) } else { DataChunk::new(columns, count) };
-        agg.results.lock().unwrap_or_else(|e| e.into_inner())[p] = Some(chunk);
+        global.results.lock().unwrap_or_else(|e| e.into_inner())[p] = Some(chunk);
         Ok(())
     }
 }
@@ -336,12 +356,16 @@ impl Source for AggregateSource {
         format!("HashAggregateScan {}", self.0.description)
     }
 
-    fn morsels(&self) -> usize {
-        self.0.partitions()
+    fn morsels(&self, _ctx: &ExecContext) -> Result<usize> {
+        Ok(self.0.partitions())
     }
 
-    fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
-        let chunk = self.0.results.lock().unwrap_or_else(|e| e.into_inner())[morsel].take();
+    fn morsels_ahead(&self, _ctx: &ExecContext) -> Option<usize> {
+        Some(self.0.partitions())
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let chunk = self.0.global(ctx)?.results.lock().unwrap_or_else(|e| e.into_inner())[morsel].take();
         let Some(chunk) = chunk else { return Ok(()) };
         emit_in_slices(chunk, self.0.vector_size, emit)
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use apiary_common::Result;
 use apiary_types::{DataChunk, DataType};
 
-use super::{local, Control, ExecContext, LocalState, Sink};
+use super::{local, Control, ExecContext, GlobalState, LocalState, Sink, StateSlot, Stateful};
 
 type Tagged = (u64, u64, DataChunk);
 
@@ -22,6 +22,12 @@ pub struct CollectSink {
     pub types: Vec<DataType>,
     limit: Option<u64>,
     offset: u64,
+    slot: StateSlot,
+}
+
+/// One execution's rows.
+#[derive(Default)]
+struct CollectGlobal {
     /// Under a LIMIT: rows of the completed morsels at the front of the order.
     prefix: Mutex<Prefix>,
     collected: Mutex<Vec<Tagged>>,
@@ -48,13 +54,20 @@ struct CollectLocal {
 }
 
 impl CollectSink {
-    pub fn new(types: Vec<DataType>, limit: Option<u64>, offset: u64) -> Self {
-        CollectSink { types, limit, offset, prefix: Mutex::default(), collected: Mutex::new(Vec::new()), result: Mutex::new(None) }
+    pub fn new(types: Vec<DataType>, limit: Option<u64>, offset: u64, slot: StateSlot) -> Self {
+        CollectSink { types, limit, offset, slot }
     }
 
-    /// The collected chunks (after `finish`).
-    pub fn result(&self) -> Arc<Vec<DataChunk>> {
-        self.result.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default()
+    /// The chunks an execution collected (after `finish`).
+    pub fn result(&self, state: &super::ExecutionState) -> Result<Arc<Vec<DataChunk>>> {
+        let global = state.get::<CollectGlobal>(self.slot)?;
+        Ok(global.result.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default())
+    }
+}
+
+impl Stateful for CollectSink {
+    fn new_state(&self) -> Result<GlobalState> {
+        Ok(Box::new(CollectGlobal::default()))
     }
 }
 
@@ -70,7 +83,7 @@ impl Sink for CollectSink {
         Box::new(CollectLocal { chunks: Vec::new(), sequence: 0, bytes: 0 })
     }
 
-    fn consume(&self, chunk: DataChunk, order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
+    fn consume(&self, chunk: DataChunk, order: u64, state: &mut LocalState, ctx: &ExecContext) -> Result<Control> {
         let chunk = chunk.compact();
         let rows = chunk.row_count() as u64;
         if rows == 0 {
@@ -81,18 +94,18 @@ impl Sink for CollectSink {
         state.chunks.push((order, state.sequence, chunk));
         state.sequence += 1;
         let Some(limit) = self.limit else { return Ok(Control::Continue) };
-        let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        let mut prefix = ctx.global::<CollectGlobal>(self.slot)?.prefix.lock().unwrap_or_else(|e| e.into_inner());
         if order >= prefix.next {
             *prefix.pending.entry(order).or_default() += rows;
         }
         Ok(if prefix.rows >= limit.saturating_add(self.offset) { Control::Finished } else { Control::Continue })
     }
 
-    fn morsel_done(&self, order: u64) {
+    fn morsel_done(&self, order: u64, ctx: &ExecContext) -> Result<()> {
         if self.limit.is_none() {
-            return;
+            return Ok(());
         }
-        let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        let mut prefix = ctx.global::<CollectGlobal>(self.slot)?.prefix.lock().unwrap_or_else(|e| e.into_inner());
         prefix.done.insert(order);
         loop {
             let next = prefix.next;
@@ -103,20 +116,22 @@ impl Sink for CollectSink {
             prefix.rows += rows;
             prefix.next += 1;
         }
+        Ok(())
     }
 
     fn local_memory(&self, state: &LocalState) -> usize {
         state.downcast_ref::<CollectLocal>().map_or(0, |s| s.bytes)
     }
 
-    fn combine(&self, state: LocalState) -> Result<()> {
+    fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<CollectLocal>().expect("collect local state");
-        self.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        ctx.global::<CollectGlobal>(self.slot)?.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
         Ok(())
     }
 
-    fn finish(&self) -> Result<()> {
-        let mut tagged = std::mem::take(&mut *self.collected.lock().unwrap_or_else(|e| e.into_inner()));
+    fn finish(&self, ctx: &ExecContext) -> Result<()> {
+        let global = ctx.global::<CollectGlobal>(self.slot)?;
+        let mut tagged = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
         tagged.sort_by_key(|(order, sequence, _)| (*order, *sequence));
         let mut skip = self.offset;
         let mut remaining = self.limit.unwrap_or(u64::MAX);
@@ -141,7 +156,7 @@ impl Sink for CollectSink {
             remaining -= take;
             chunks.push(chunk);
         }
-        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(chunks));
+        *global.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(chunks));
         Ok(())
     }
 }
@@ -154,12 +169,12 @@ impl super::Source for CollectedSource {
         "CollectedScan".to_string()
     }
 
-    fn morsels(&self) -> usize {
-        self.0.result().len()
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
+        Ok(self.0.result(ctx.state)?.len())
     }
 
-    fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut super::Emit) -> Result<()> {
-        let chunks = self.0.result();
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut super::Emit) -> Result<()> {
+        let chunks = self.0.result(ctx.state)?;
         if let Some(chunk) = chunks.get(morsel) {
             emit(chunk.clone())?;
         }
@@ -184,7 +199,7 @@ impl Sink for DiscardSink {
         Ok(Control::Continue)
     }
 
-    fn combine(&self, _state: LocalState) -> Result<()> {
+    fn combine(&self, _state: LocalState, _ctx: &ExecContext) -> Result<()> {
         Ok(())
     }
 }

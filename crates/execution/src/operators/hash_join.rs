@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use apiary_common::{exec_err, internal_err, Bitmap, Result};
 use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
-use super::{local, Control, Emit, ExecContext, LocalState, Operator, Sink, Source};
+use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Operator, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::join_table::{BuildPiece, JoinTable, JoinTableBuilder, FINE_PARTITION_BITS, NONE, PREFETCH_MIN_DIRECTORY_BYTES};
 use crate::hash::keys::{KeyPacker, PackedKeys};
@@ -92,6 +92,12 @@ pub struct HashJoin {
     parallelism: usize,
     prefetch_group: usize,
     pub description: String,
+    slot: StateSlot,
+}
+
+/// One execution's build side.
+#[derive(Default)]
+struct JoinGlobal {
     /// Each worker's build rows (payload columns) and their keys.
     collected: Mutex<Vec<(DataChunk, BuildPiece)>>,
     builder: RwLock<Option<(JoinTableBuilder, Vec<Vector>)>>,
@@ -128,7 +134,7 @@ pub struct HashJoinSpec {
 }
 
 impl HashJoin {
-    pub fn new(spec: HashJoinSpec) -> Arc<HashJoin> {
+    pub fn new(spec: HashJoinSpec, slot: StateSlot) -> Arc<HashJoin> {
         let key_types: Vec<DataType> = spec.build_keys.iter().map(|k| k.data_type()).collect();
         let nullable = vec![true; key_types.len()];
         let packer = KeyPacker::new(&key_types, &nullable, spec.null_safe);
@@ -148,19 +154,21 @@ impl HashJoin {
             parallelism: spec.parallelism.max(1),
             prefetch_group: spec.prefetch_group,
             description: spec.description,
-            collected: Mutex::new(Vec::new()),
-            builder: RwLock::new(None),
-            built: OnceLock::new(),
+            slot,
         })
     }
 
-    /// Size of the finished table's directory in bytes (0 before the build finished).
-    pub fn table_bytes(&self) -> usize {
-        self.built.get().map_or(0, |b| b.table.directory_bytes())
+    fn global<'a>(&self, ctx: &'a ExecContext) -> Result<&'a JoinGlobal> {
+        ctx.global::<JoinGlobal>(self.slot)
     }
 
-    fn built(&self) -> Result<&BuiltTable> {
-        self.built.get().ok_or_else(|| internal_err!("hash join probed before its build finished"))
+    /// Size of the finished table's directory in bytes (0 before the build finished).
+    pub fn table_bytes(&self, ctx: &ExecContext) -> usize {
+        self.global(ctx).ok().and_then(|g| g.built.get()).map_or(0, |b| b.table.directory_bytes())
+    }
+
+    fn built<'a>(&self, ctx: &'a ExecContext) -> Result<&'a BuiltTable> {
+        self.global(ctx)?.built.get().ok_or_else(|| internal_err!("hash join probed before its build finished"))
     }
 
     /// Rows of build column `position` (in payload order) at `rows`; [`NONE`] gives NULL.
@@ -187,6 +195,12 @@ fn gather_or_null(column: &Vector, rows: &[u32]) -> Vector {
         }
     }
     gathered.with_validity(Some(validity))
+}
+
+impl Stateful for HashJoin {
+    fn new_state(&self) -> Result<GlobalState> {
+        Ok(Box::new(JoinGlobal::default()))
+    }
 }
 
 // ---------------------------------------------------------------------------------- Build
@@ -229,17 +243,18 @@ impl Sink for HashJoinBuild {
         state.downcast_ref::<BuildLocal>().map_or(0, |s| s.rows.rows() * row_bytes)
     }
 
-    fn combine(&self, state: LocalState) -> Result<()> {
+    fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<BuildLocal>().expect("build local state");
         if state.rows.rows() > 0 {
-            self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).push((state.rows.finish(), state.keys));
+            self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).push((state.rows.finish(), state.keys));
         }
         Ok(())
     }
 
-    fn prepare_finalize(&self) -> Result<usize> {
+    fn prepare_finalize(&self, ctx: &ExecContext) -> Result<usize> {
         let join = &self.0;
-        let pieces = std::mem::take(&mut *join.collected.lock().unwrap_or_else(|e| e.into_inner()));
+        let global = join.global(ctx)?;
+        let pieces = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
         let rows: usize = pieces.iter().map(|(chunk, _)| chunk.row_count()).sum();
         let mut all = ChunkBuilder::with_types(&join.build_payload_types, rows);
         let mut keys = Vec::with_capacity(pieces.len());
@@ -250,25 +265,26 @@ impl Sink for HashJoinBuild {
         let columns = all.finish().columns;
         let builder = JoinTableBuilder::from_pieces(keys, build_partition_bits(rows, join.parallelism), join.prefetch_group);
         let partitions = builder.partitions();
-        *join.builder.write().unwrap_or_else(|e| e.into_inner()) = Some((builder, columns));
+        *global.builder.write().unwrap_or_else(|e| e.into_inner()) = Some((builder, columns));
         Ok(partitions)
     }
 
-    fn finalize_task(&self, task: usize) -> Result<()> {
+    fn finalize_task(&self, task: usize, ctx: &ExecContext) -> Result<()> {
         // Tasks share the builder read-only; each fills its own region.
-        let guard = self.0.builder.read().unwrap_or_else(|e| e.into_inner());
+        let guard = self.0.global(ctx)?.builder.read().unwrap_or_else(|e| e.into_inner());
         let (builder, _) = guard.as_ref().ok_or_else(|| internal_err!("hash join builder missing"))?;
         builder.build_partition(task);
         Ok(())
     }
 
-    fn finish(&self) -> Result<()> {
+    fn finish(&self, ctx: &ExecContext) -> Result<()> {
         let join = &self.0;
+        let global = join.global(ctx)?;
         let (builder, columns) =
-            join.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
+            global.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
         let table = builder.finish();
         let matched = if join.mode.tracks_build_matches() { (0..table.rows).map(|_| AtomicBool::new(false)).collect() } else { Vec::new() };
-        join.built.set(BuiltTable { table, columns, matched }).map_err(|_| internal_err!("hash join built twice"))?;
+        global.built.set(BuiltTable { table, columns, matched }).map_err(|_| internal_err!("hash join built twice"))?;
         Ok(())
     }
 }
@@ -310,7 +326,7 @@ impl Operator for HashJoinProbe {
 
     fn execute(&self, chunk: DataChunk, local_state: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
         let join = &self.0;
-        let built = join.built()?;
+        let built = join.built(ctx)?;
         let rows = selected_rows(&chunk);
         if rows.is_empty() {
             return Ok(Control::Continue);
@@ -512,7 +528,7 @@ impl HashJoinProbe {
             pair_probe.clear();
             pair_j.clear();
             pair_build.clear();
-            if ctx.interrupted.load(Ordering::Relaxed) {
+            if ctx.stopped() {
                 return Err(apiary_common::ApiaryError::Interrupted);
             }
         }
@@ -608,13 +624,13 @@ impl Source for HashJoinUnmatched {
         format!("HashJoinUnmatched {}", self.0.description)
     }
 
-    fn morsels(&self) -> usize {
-        self.0.built.get().map_or(0, |b| b.table.rows.div_ceil(UNMATCHED_MORSEL_ROWS))
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
+        Ok(self.0.built(ctx)?.table.rows.div_ceil(UNMATCHED_MORSEL_ROWS))
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let join = &self.0;
-        let built = join.built()?;
+        let built = join.built(ctx)?;
         let start = morsel * UNMATCHED_MORSEL_ROWS;
         let end = (start + UNMATCHED_MORSEL_ROWS).min(built.table.rows);
         // Outer and anti joins emit the build rows never matched; a build-side semi join

@@ -11,9 +11,19 @@
 //!                                                                            collect)
 //! ```
 //!
+//! Plan and state (DuckDB's operator / global state / local state split):
+//! * Operator objects are immutable and shared by all workers (`Send + Sync`), and by all
+//!   executions of the plan: a prepared statement's plan runs many times, and (issue 12)
+//!   several queries may attach to one operator.
+//! * State that lives for one execution and is shared by its workers (a sink's tables, the
+//!   built hash table, a scan's snapshot of its table) is a [`GlobalState`] in the
+//!   execution's [`ExecutionState`], in the [`StateSlot`] the planner gave the operator;
+//!   the operator creates it with [`Stateful::new_state`] when the execution starts and
+//!   reaches it through [`ExecContext::global`].
+//! * Per-worker mutable state lives in the `LocalState` each worker creates with
+//!   `local_state()`, for one execution too.
+//!
 //! Concurrency contract (who calls what, on how many threads):
-//! * Operator objects are immutable and shared by all workers (`Send + Sync`); per-worker
-//!   mutable state lives in the `LocalState` each worker creates with `local_state()`.
 //! * `Source::produce`, `Operator::execute` and `Sink::consume` are called concurrently by
 //!   all workers, each with its own local state. After a work order's last chunk,
 //!   `Operator::flush` runs on each operator in order, so buffering operators (stage
@@ -39,14 +49,58 @@ pub mod values;
 
 use std::any::Any;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-use apiary_common::Result;
+use apiary_common::{internal_err, Result};
 use apiary_types::DataChunk;
 
 use crate::config::ExecutionConfig;
+use crate::pipeline::{PipelineStats, SinkStats};
 
 /// Per-worker mutable state of an operator.
 pub type LocalState = Box<dyn Any + Send>;
+
+/// State of one execution shared by its workers (behind locks where it changes).
+pub type GlobalState = Box<dyn Any + Send + Sync>;
+
+/// Where an operator's [`GlobalState`] is in an [`ExecutionState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateSlot(pub usize);
+
+/// A part of a plan with state per execution.
+pub trait Stateful: Send + Sync {
+    /// The state of a new execution (empty tables, a fresh snapshot of a table).
+    fn new_state(&self) -> Result<GlobalState>;
+}
+
+/// Everything one execution of a physical plan changes: the operators' global states and
+/// the counters EXPLAIN ANALYZE and progress reports read. The plan itself stays untouched.
+pub struct ExecutionState {
+    states: Vec<GlobalState>,
+    pub pipeline_stats: Vec<PipelineStats>,
+    pub sink_stats: Vec<SinkStats>,
+}
+
+impl ExecutionState {
+    pub fn new(plan: &crate::pipeline::PhysicalPlan) -> Result<ExecutionState> {
+        Ok(ExecutionState {
+            states: plan.stateful.iter().map(|s| s.new_state()).collect::<Result<_>>()?,
+            pipeline_stats: plan.pipelines.iter().map(|p| PipelineStats::new(p.operators.len())).collect(),
+            sink_stats: (0..plan.sink_count).map(|_| SinkStats::default()).collect(),
+        })
+    }
+
+    /// The global state in `slot`, created by the operator that reads it.
+    pub fn get<T: 'static>(&self, slot: StateSlot) -> Result<&T> {
+        self.states
+            .get(slot.0)
+            .and_then(|s| s.downcast_ref::<T>())
+            .ok_or_else(|| internal_err!("execution state slot {} missing or of another operator", slot.0))
+    }
+}
+
+/// The parts of a plan with state per execution, in slot order (the planner's registry).
+pub type StatefulParts = Vec<Arc<dyn Stateful>>;
 
 /// Whether the producer should keep going.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,10 +113,26 @@ pub enum Control {
 /// What a worker knows while it runs a work order.
 pub struct ExecContext<'a> {
     pub config: &'a ExecutionConfig,
-    /// Set when the query is cancelled or failed; long loops check it.
+    /// Set when the user cancels the query; long loops check [`Self::stopped`].
     pub interrupted: &'a AtomicBool,
+    /// Set when the execution failed (another worker's error): stop as well.
+    pub halted: &'a AtomicBool,
     /// The query's share of the memory budget.
     pub memory: &'a crate::memory::QueryMemory,
+    /// This execution's operator states and counters.
+    pub state: &'a ExecutionState,
+}
+
+impl ExecContext<'_> {
+    /// Whether the work should stop: the query was cancelled or failed.
+    pub fn stopped(&self) -> bool {
+        self.interrupted.load(std::sync::atomic::Ordering::Relaxed) || self.halted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The global state of the operator with `slot` in this execution.
+    pub fn global<T: 'static>(&self, slot: StateSlot) -> Result<&T> {
+        self.state.get(slot)
+    }
 }
 
 /// The callback a producer pushes chunks into.
@@ -71,7 +141,12 @@ pub type Emit<'a> = dyn FnMut(DataChunk) -> Result<Control> + 'a;
 pub trait Source: Send + Sync {
     fn name(&self) -> String;
     /// Number of work orders (morsels). Called once, when the pipeline starts.
-    fn morsels(&self) -> usize;
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize>;
+    /// The number of morsels before the pipeline starts, where the source knows it
+    /// (a scan's blocks), for progress reports.
+    fn morsels_ahead(&self, _ctx: &ExecContext) -> Option<usize> {
+        None
+    }
     fn local_state(&self) -> LocalState {
         Box::new(())
     }
@@ -82,7 +157,7 @@ pub trait Source: Send + Sync {
         false
     }
     /// What EXPLAIN ANALYZE reports about the source after a run, if anything.
-    fn analyze_details(&self) -> Option<String> {
+    fn analyze_details(&self, _state: &ExecutionState) -> Option<String> {
         None
     }
 }
@@ -111,22 +186,24 @@ pub trait Sink: Send + Sync {
     /// pipeline and morsel) for sinks that preserve input order.
     fn consume(&self, chunk: DataChunk, order: u64, local: &mut LocalState, ctx: &ExecContext) -> Result<Control>;
     /// Merges a worker's local state into the shared state.
-    fn combine(&self, local: LocalState) -> Result<()>;
+    fn combine(&self, local: LocalState, ctx: &ExecContext) -> Result<()>;
     /// Morsel `order` (see [`order_key`]) has been completely pushed into the sink.
-    fn morsel_done(&self, _order: u64) {}
+    fn morsel_done(&self, _order: u64, _ctx: &ExecContext) -> Result<()> {
+        Ok(())
+    }
     /// Approximate bytes a worker's local state holds (for the memory budget; must be
     /// cheap: it is asked after every work order).
     fn local_memory(&self, _local: &LocalState) -> usize {
         0
     }
     /// Number of parallel finalize tasks to run.
-    fn prepare_finalize(&self) -> Result<usize> {
+    fn prepare_finalize(&self, _ctx: &ExecContext) -> Result<usize> {
         Ok(0)
     }
-    fn finalize_task(&self, _task: usize) -> Result<()> {
+    fn finalize_task(&self, _task: usize, _ctx: &ExecContext) -> Result<()> {
         Ok(())
     }
-    fn finish(&self) -> Result<()> {
+    fn finish(&self, _ctx: &ExecContext) -> Result<()> {
         Ok(())
     }
 }

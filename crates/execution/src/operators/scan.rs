@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use apiary_common::Result;
 use apiary_storage::encoding::Dictionary;
-use apiary_storage::TableData;
+use apiary_storage::{Table, TableData};
 use apiary_types::{DataChunk, ScalarValue, Vector};
 
-use super::{Control, Emit, ExecContext, LocalState, Source};
+use super::{Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
 
 /// A range condition on one column that zone maps can check.
@@ -36,7 +36,8 @@ pub struct ScanConjunct {
 
 pub struct TableScan {
     pub label: String,
-    data: Arc<TableData>,
+    /// The table; each execution reads the snapshot it took when it started.
+    table: Arc<Table>,
     /// Table column index of each column read; chunks have them in this order.
     read_columns: Vec<usize>,
     /// The conjunction of `conjuncts` (blocks without dictionary codes use it).
@@ -45,9 +46,21 @@ pub struct TableScan {
     zone_predicates: Vec<ZonePredicate>,
     /// Positions (in `read_columns`) of the columns passed on.
     output: Vec<usize>,
-    pub blocks_skipped: AtomicU64,
+    slot: StateSlot,
+}
+
+/// One execution's view of the table and its counters.
+struct ScanGlobal {
+    data: Arc<TableData>,
+    blocks_skipped: AtomicU64,
     /// Blocks filtered through dictionary codes.
-    pub blocks_on_codes: AtomicU64,
+    blocks_on_codes: AtomicU64,
+}
+
+impl Stateful for TableScan {
+    fn new_state(&self) -> Result<GlobalState> {
+        Ok(Box::new(ScanGlobal { data: self.table.snapshot(), blocks_skipped: AtomicU64::new(0), blocks_on_codes: AtomicU64::new(0) }))
+    }
 }
 
 /// A conjunct evaluated on a block's dictionary: the codes whose value passes.
@@ -69,32 +82,24 @@ enum BlockFilter<'a> {
 }
 
 impl TableScan {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         label: String,
-        data: Arc<TableData>,
+        table: Arc<Table>,
         read_columns: Vec<usize>,
         filter: Option<ExprRef>,
         conjuncts: Vec<ScanConjunct>,
         zone_predicates: Vec<ZonePredicate>,
         output: Vec<usize>,
+        slot: StateSlot,
     ) -> Self {
-        TableScan {
-            label,
-            data,
-            read_columns,
-            filter,
-            conjuncts,
-            zone_predicates,
-            output,
-            blocks_skipped: AtomicU64::new(0),
-            blocks_on_codes: AtomicU64::new(0),
-        }
+        TableScan { label, table, read_columns, filter, conjuncts, zone_predicates, output, slot }
     }
 
     /// Chooses how to filter a block: conjuncts on a dictionary-coded column are evaluated
     /// once per distinct value (micro-specialisation to the block's values). `None` when
     /// no row of the block can pass.
-    fn block_filter<'a>(&'a self, dictionaries: &[Option<Arc<Dictionary>>]) -> Result<Option<BlockFilter<'a>>> {
+    fn block_filter<'a>(&'a self, dictionaries: &[Option<Arc<Dictionary>>], global: &ScanGlobal) -> Result<Option<BlockFilter<'a>>> {
         let Some(filter) = &self.filter else { return Ok(Some(BlockFilter::None)) };
         let coded = |c: &ScanConjunct| c.dictionary.as_ref().is_some_and(|(position, _)| dictionaries[*position].is_some());
         if !self.conjuncts.iter().any(coded) {
@@ -126,16 +131,8 @@ impl TableScan {
                 codes.push(CodeFilter { dictionary, keep });
             }
         }
-        self.blocks_on_codes.fetch_add(1, Ordering::Relaxed);
+        global.blocks_on_codes.fetch_add(1, Ordering::Relaxed);
         Ok(Some(BlockFilter::Codes { codes, rest }))
-    }
-
-    pub fn has_filter(&self) -> bool {
-        self.filter.is_some()
-    }
-
-    pub fn row_count(&self) -> usize {
-        self.data.row_count()
     }
 }
 
@@ -162,29 +159,35 @@ impl Source for TableScan {
         format!("Scan {}", self.label)
     }
 
-    fn morsels(&self) -> usize {
-        self.data.blocks.len()
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
+        Ok(ctx.global::<ScanGlobal>(self.slot)?.data.blocks.len())
+    }
+
+    fn morsels_ahead(&self, ctx: &ExecContext) -> Option<usize> {
+        self.morsels(ctx).ok()
     }
 
     fn ends_stage(&self, staging: bool) -> bool {
         staging && self.filter.is_some()
     }
 
-    fn analyze_details(&self) -> Option<String> {
-        let skipped = self.blocks_skipped.load(Ordering::Relaxed);
-        let on_codes = self.blocks_on_codes.load(Ordering::Relaxed);
+    fn analyze_details(&self, state: &ExecutionState) -> Option<String> {
+        let global = state.get::<ScanGlobal>(self.slot).ok()?;
+        let skipped = global.blocks_skipped.load(Ordering::Relaxed);
+        let on_codes = global.blocks_on_codes.load(Ordering::Relaxed);
         (skipped + on_codes > 0)
-            .then(|| format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", self.data.blocks.len()))
+            .then(|| format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", global.data.blocks.len()))
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
-        let block = &self.data.blocks[morsel];
+        let global = ctx.global::<ScanGlobal>(self.slot)?;
+        let Some(block) = global.data.blocks.get(morsel) else { return Ok(()) };
         for p in &self.zone_predicates {
             let zone = &block.column(p.column).zone_map;
             let lower = p.lower.as_ref().map(|(v, inclusive)| (v, *inclusive));
             let upper = p.upper.as_ref().map(|(v, inclusive)| (v, *inclusive));
             if !zone.may_contain_range(lower, upper) {
-                self.blocks_skipped.fetch_add(1, Ordering::Relaxed);
+                global.blocks_skipped.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
         }
@@ -202,8 +205,8 @@ impl Source for TableScan {
                 dictionaries[*position] = block.column(self.read_columns[*position]).dictionary()?;
             }
         }
-        let Some(block_filter) = self.block_filter(&dictionaries)? else {
-            self.blocks_skipped.fetch_add(1, Ordering::Relaxed);
+        let Some(block_filter) = self.block_filter(&dictionaries, global)? else {
+            global.blocks_skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         };
         let mut stage: Vec<u32> = Vec::new();

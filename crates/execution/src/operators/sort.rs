@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use apiary_common::Result;
 use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
-use super::{local, Control, Emit, ExecContext, LocalState, Sink, Source};
+use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
 
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +30,12 @@ pub struct Sort {
     offset: usize,
     vector_size: usize,
     pub description: String,
+    slot: StateSlot,
+}
+
+/// One execution's rows.
+#[derive(Default)]
+struct SortGlobal {
     collected: Mutex<Vec<DataChunk>>,
     result: Mutex<Vec<DataChunk>>,
 }
@@ -43,18 +49,13 @@ impl Sort {
         offset: usize,
         vector_size: usize,
         description: String,
+        slot: StateSlot,
     ) -> Arc<Sort> {
-        Arc::new(Sort {
-            keys,
-            orders,
-            types,
-            limit,
-            offset,
-            vector_size,
-            description,
-            collected: Mutex::new(Vec::new()),
-            result: Mutex::new(Vec::new()),
-        })
+        Arc::new(Sort { keys, orders, types, limit, offset, vector_size, description, slot })
+    }
+
+    fn global<'a>(&self, ctx: &'a ExecContext) -> Result<&'a SortGlobal> {
+        ctx.global::<SortGlobal>(self.slot)
     }
 
     /// Rows a top-k must keep.
@@ -90,6 +91,12 @@ impl Sort {
             _ => order.sort_unstable_by(compare),
         }
         (columns, order)
+    }
+}
+
+impl Stateful for Sort {
+    fn new_state(&self) -> Result<GlobalState> {
+        Ok(Box::new(SortGlobal::default()))
     }
 }
 
@@ -284,15 +291,16 @@ impl Sink for SortSink {
             .map_or(0, |s| s.chunks.first().map_or(0, |c| s.rows * super::estimated_bytes(c) / c.row_count().max(1)))
     }
 
-    fn combine(&self, state: LocalState) -> Result<()> {
+    fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<SortLocal>().expect("sort local state");
-        self.0.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
         Ok(())
     }
 
-    fn finish(&self) -> Result<()> {
+    fn finish(&self, ctx: &ExecContext) -> Result<()> {
         let sort = &self.0;
-        let chunks = std::mem::take(&mut *sort.collected.lock().unwrap_or_else(|e| e.into_inner()));
+        let global = sort.global(ctx)?;
+        let chunks = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
         let (columns, order) = sort.sort_rows(chunks, sort.keep());
         let order: Vec<u32> = order.into_iter().skip(sort.offset).collect();
         let mut result = Vec::new();
@@ -300,7 +308,7 @@ impl Sink for SortSink {
             let out: Vec<Vector> = columns[..sort.types.len()].iter().map(|c| c.gather(rows)).collect();
             result.push(if out.is_empty() { DataChunk::empty_columns(rows.len()) } else { DataChunk::new(out, rows.len()) });
         }
-        *sort.result.lock().unwrap_or_else(|e| e.into_inner()) = result;
+        *global.result.lock().unwrap_or_else(|e| e.into_inner()) = result;
         Ok(())
     }
 }
@@ -313,13 +321,15 @@ impl Source for SortSource {
         format!("SortScan {}", self.0.description)
     }
 
-    fn morsels(&self) -> usize {
-        self.0.result.lock().unwrap_or_else(|e| e.into_inner()).len()
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
+        Ok(self.0.global(ctx)?.result.lock().unwrap_or_else(|e| e.into_inner()).len())
     }
 
-    fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
-        let chunk = self.0.result.lock().unwrap_or_else(|e| e.into_inner())[morsel].clone();
-        emit(chunk)?;
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let chunk = self.0.global(ctx)?.result.lock().unwrap_or_else(|e| e.into_inner()).get(morsel).cloned();
+        if let Some(chunk) = chunk {
+            emit(chunk)?;
+        }
         Ok(())
     }
 }

@@ -69,7 +69,7 @@ impl Operator for StageBoundary {
 
     fn execute(&self, chunk: DataChunk, state: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<Control> {
         let state = local::<StageLocal>(state);
-        let active = *state.active.get_or_insert_with(|| ctx.config.staging && self.join.table_bytes() >= STAGE_MIN_TABLE_BYTES);
+        let active = *state.active.get_or_insert_with(|| ctx.config.staging && self.join.table_bytes(ctx) >= STAGE_MIN_TABLE_BYTES);
         let vector_size = ctx.config.vector_size.max(1);
         let rows = chunk.row_count();
         if !active || chunk.column_count() == 0 || rows * 2 >= vector_size {

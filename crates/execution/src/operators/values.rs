@@ -23,8 +23,8 @@ impl Source for ValuesSource {
         format!("Values ({} rows)", self.rows.len())
     }
 
-    fn morsels(&self) -> usize {
-        1
+    fn morsels(&self, _ctx: &ExecContext) -> Result<usize> {
+        Ok(1)
     }
 
     fn produce(&self, _morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
@@ -53,8 +53,8 @@ impl Source for ChunksSource {
         self.label.clone()
     }
 
-    fn morsels(&self) -> usize {
-        self.chunks.len()
+    fn morsels(&self, _ctx: &ExecContext) -> Result<usize> {
+        Ok(self.chunks.len())
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, _ctx: &ExecContext, emit: &mut Emit) -> Result<()> {

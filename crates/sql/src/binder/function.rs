@@ -320,6 +320,20 @@ impl Binder<'_> {
                 let data_type = value.data_type();
                 Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type })
             }
+            other if self.table_functions.has_engine_function(other) => {
+                // Engine functions with an effect (apiary_cancel) run once, here: their
+                // arguments must be constants.
+                let mut values = Vec::with_capacity(args.len());
+                for arg in &args {
+                    match arg {
+                        Expr::Literal(value, _) => values.push(value.clone()),
+                        _ => return Err(bind_err!("the arguments of {other} must be constants")),
+                    }
+                }
+                let value = self.table_functions.call_engine_function(other, &values)?;
+                let data_type = value.data_type();
+                Ok(Expr::Literal(value, data_type))
+            }
             other => {
                 let hint = apiary_common::error::closest_name(other, KNOWN_SCALAR_FUNCTIONS.iter().copied())
                     .map(|c| format!(" (did you mean {c}?)"))

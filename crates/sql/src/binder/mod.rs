@@ -38,6 +38,17 @@ pub const MAX_EXPRESSION_DEPTH: usize = 1000;
 /// Resolves table functions (`read_csv('f')`, `read_parquet('f')`, system views) to a
 /// table the binder can scan. Implemented by the engine, which owns the file readers.
 pub trait TableFunctionProvider {
+    /// Whether `name` is a scalar function the engine evaluates at bind time, with
+    /// constant arguments (functions with an effect, such as `apiary_cancel(id)`).
+    fn has_engine_function(&self, _name: &str) -> bool {
+        false
+    }
+
+    /// Evaluates an engine function (see [`Self::has_engine_function`]).
+    fn call_engine_function(&self, name: &str, _args: &[ScalarValue]) -> Result<ScalarValue> {
+        Err(apiary_common::bind_err!("function {name} does not exist"))
+    }
+
     /// `Ok(None)` when no function has that name.
     fn call(&self, name: &str, args: &[ScalarValue], named_args: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>>;
 }

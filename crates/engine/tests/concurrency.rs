@@ -1,0 +1,290 @@
+//! Many sessions at once: queries of several connections sharing the worker pool,
+//! `apiary_queries()`, `apiary_cancel(id)`, admission control (`max_concurrent_queries`,
+//! `queue_timeout`), `SET priority`, `SET threads` while queries run, and plans that run
+//! many times. No test here depends on timing for its verdict: where a query must still
+//! be running when another session looks at it, the test waits until it is seen.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use apiary::{ApiaryError, Connection, Database, QueryResult, ScalarValue};
+
+/// A database with TPC-H SF0.01 (orders: 15,000 rows).
+fn tpch_database() -> Database {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    apiary::tpch::load(&mut conn, 0.01).unwrap();
+    db
+}
+
+/// A query that runs for seconds: 900 million pairs through a filter no pair passes.
+const LONG_QUERY: &str = "SELECT count(*) FROM lineitem a, orders b WHERE a.l_orderkey + b.o_orderkey < 0";
+const LONG_QUERY_TEXT: &str = "a.l_orderkey + b.o_orderkey";
+
+fn scalar(conn: &mut Connection, sql: &str) -> ScalarValue {
+    let result = conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    result.value(0, 0).unwrap()
+}
+
+fn int(value: ScalarValue) -> i64 {
+    match value {
+        ScalarValue::Int64(v) => v,
+        ScalarValue::Int32(v) => v as i64,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+/// Waits (up to a minute) until `apiary_queries()` shows a query whose text contains
+/// `needle` in `state`; returns its id.
+fn wait_for_query(conn: &mut Connection, needle: &str, state: &str) -> i64 {
+    let started = Instant::now();
+    loop {
+        let result = conn.query("SELECT id, query, state FROM apiary_queries()").unwrap();
+        for row in result.rows() {
+            let text = format!("{}", row[1]);
+            let row_state = format!("{}", row[2]);
+            if text.contains(needle) && row_state == state {
+                return int(row[0].clone());
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no {state} query like {needle:?} appeared in apiary_queries()");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn run_in_thread(db: &Database, setup: &[&str], sql: &'static str) -> thread::JoinHandle<apiary::Result<QueryResult>> {
+    let mut conn = db.connect();
+    for statement in setup {
+        conn.execute(statement).unwrap();
+    }
+    thread::spawn(move || conn.query(sql))
+}
+
+#[test]
+fn sessions_run_queries_at_once_with_correct_answers() {
+    let db = tpch_database();
+    let mut conn = db.connect();
+    let queries = [
+        "SELECT count(*), sum(o_totalprice) FROM orders",
+        "SELECT o_orderstatus, count(*) FROM orders GROUP BY o_orderstatus ORDER BY 1",
+        "SELECT count(*) FROM orders JOIN customer ON o_custkey = c_custkey WHERE c_mktsegment = 'BUILDING'",
+        "SELECT c_nationkey, max(c_acctbal) FROM customer GROUP BY c_nationkey ORDER BY 1 LIMIT 5",
+    ];
+    let expected: Vec<Vec<Vec<ScalarValue>>> = queries.iter().map(|q| conn.query(q).unwrap().rows().collect()).collect();
+    let db = Arc::new(db);
+    let handles: Vec<_> = (0..8)
+        .map(|client| {
+            let db = Arc::clone(&db);
+            let expected = expected.clone();
+            thread::spawn(move || {
+                let mut conn = db.connect();
+                for round in 0..10 {
+                    let i = (client + round) % queries.len();
+                    let rows: Vec<Vec<ScalarValue>> = conn.query(queries[i]).unwrap().rows().collect();
+                    assert_eq!(rows, expected[i], "client {client} round {round}: {}", queries[i]);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(db.query_memory_bytes(), 0, "every query released its memory");
+}
+
+#[test]
+fn apiary_queries_lists_a_running_query_and_apiary_cancel_stops_it() {
+    let db = tpch_database();
+    let long = run_in_thread(&db, &["SET priority = 3"], LONG_QUERY);
+    let mut observer = db.connect();
+    let id = wait_for_query(&mut observer, LONG_QUERY_TEXT, "running");
+    let row: Vec<ScalarValue> = observer
+        .query(&format!(
+            "SELECT connection, priority, work_orders_total, progress, pipelines, elapsed_s FROM apiary_queries() WHERE id = {id}"
+        ))
+        .unwrap()
+        .rows()
+        .next()
+        .expect("the running query is listed");
+    assert_ne!(int(row[0].clone()), observer.id() as i64, "the query belongs to the other session");
+    assert_eq!(int(row[1].clone()), 3, "its session's priority");
+    assert!(int(row[2].clone()) > 0, "work orders are counted: {row:?}");
+    assert_eq!(scalar(&mut observer, &format!("SELECT apiary_cancel({id})")), ScalarValue::Boolean(true));
+    let outcome = long.join().unwrap();
+    assert!(matches!(outcome, Err(ApiaryError::Interrupted)), "cancelled: {outcome:?}");
+    assert_eq!(db.query_memory_bytes(), 0, "the cancelled query's memory was released");
+    // Gone from the list; cancelling it again finds nothing.
+    assert_eq!(int(scalar(&mut observer, &format!("SELECT count(*) FROM apiary_queries() WHERE id = {id}"))), 0);
+    assert_eq!(scalar(&mut observer, &format!("SELECT apiary_cancel({id})")), ScalarValue::Boolean(false));
+    // The session that ran it is usable again.
+    let mut again = db.connect();
+    assert_eq!(int(scalar(&mut again, "SELECT count(*) FROM orders")), 15_000);
+}
+
+#[test]
+fn apiary_cancel_rejects_what_is_not_a_query_id() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    for (sql, message) in [
+        ("SELECT apiary_cancel('x')", "query id"),
+        ("SELECT apiary_cancel(0)", "query id"),
+        ("SELECT apiary_cancel(1, 2)", "one argument"),
+        ("CREATE TABLE t(a INTEGER); SELECT apiary_cancel(a) FROM t", "constants"),
+    ] {
+        let error = conn.execute(sql).unwrap_err();
+        assert!(error.to_string().contains(message), "{sql}: {error}");
+    }
+    assert_eq!(scalar(&mut conn, "SELECT apiary_cancel(NULL)"), ScalarValue::Null);
+    assert_eq!(scalar(&mut conn, "SELECT apiary_cancel(12345)"), ScalarValue::Boolean(false));
+}
+
+#[test]
+fn queries_beyond_max_concurrent_queries_wait_in_the_queue() {
+    let db = tpch_database();
+    let mut admin = db.connect();
+    admin.execute("SET max_concurrent_queries = 1").unwrap();
+    assert_eq!(format!("{}", scalar(&mut admin, "SHOW max_concurrent_queries")), "1");
+    let long = run_in_thread(&db, &[], LONG_QUERY);
+    wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
+
+    // With a short time-out the second query gives up, naming the limit.
+    let mut impatient = db.connect();
+    impatient.execute("SET queue_timeout = '50ms'").unwrap();
+    let error = impatient.query("SELECT count(*) FROM customer WHERE c_custkey > 3").unwrap_err();
+    assert_eq!(error.sqlstate(), "53000", "{error}");
+    assert!(error.to_string().contains("max_concurrent_queries = 1"), "{error}");
+
+    // A patient one waits, listed as queued, and can be cancelled while it waits.
+    let queued = run_in_thread(&db, &["SET queue_timeout = '10min'"], "SELECT count(*) FROM customer WHERE c_custkey > 7");
+    let id = wait_for_query(&mut admin, "c_custkey > 7", "queued");
+    assert_eq!(scalar(&mut admin, &format!("SELECT apiary_cancel({id})")), ScalarValue::Boolean(true));
+    assert!(matches!(queued.join().unwrap(), Err(ApiaryError::Interrupted)));
+
+    // Another waits until the running query ends, then runs.
+    let waiting = run_in_thread(&db, &[], "SELECT count(*) FROM customer WHERE c_custkey > 1000");
+    wait_for_query(&mut admin, "c_custkey > 1000", "queued");
+    let long_id = wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
+    admin.query(&format!("SELECT apiary_cancel({long_id})")).unwrap();
+    assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
+    let result = waiting.join().unwrap().unwrap();
+    assert_eq!(result.value(0, 0), Some(ScalarValue::Int64(500)));
+
+    admin.execute("RESET max_concurrent_queries").unwrap();
+    assert_eq!(format!("{}", scalar(&mut admin, "SHOW max_concurrent_queries")), (db.threads() * 2).to_string());
+}
+
+#[test]
+fn scheduling_settings_are_checked() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    for (sql, message) in [
+        ("SET priority = 0", "priority must be between 1 and 10"),
+        ("SET priority = 11", "priority must be between 1 and 10"),
+        ("SET queue_timeout = 'soon'", "queue_timeout must be a duration"),
+        ("SET max_concurrent_queries = 0", "max_concurrent_queries must be between"),
+        ("SET scheduler_policy = 'lottery'", "'fair' or 'fifo'"),
+    ] {
+        let error = conn.execute(sql).unwrap_err();
+        assert!(error.to_string().contains(message), "{sql}: {error}");
+    }
+    for (set, show, value) in [
+        ("SET priority = 10", "SHOW priority", "10"),
+        ("SET queue_timeout = '1.5s'", "SHOW queue_timeout", "1500ms"),
+        ("SET queue_timeout = '2min'", "SHOW queue_timeout", "120s"),
+        ("SET queue_timeout = 30", "SHOW queue_timeout", "30s"),
+        ("SET scheduler_policy = 'fifo'", "SHOW scheduler_policy", "fifo"),
+        ("RESET scheduler_policy", "SHOW scheduler_policy", "fair"),
+        ("RESET priority", "SHOW priority", "5"),
+    ] {
+        conn.execute(set).unwrap();
+        assert_eq!(format!("{}", scalar(&mut conn, show)), value, "{set}");
+    }
+}
+
+#[test]
+fn set_threads_changes_the_pool_while_queries_run() {
+    let db = tpch_database();
+    let mut admin = db.connect();
+    admin.execute("SET threads = 1").unwrap();
+    let expected = int(scalar(&mut admin, "SELECT count(*) FROM orders a, customer b WHERE a.o_custkey + b.c_custkey > 1000"));
+    for threads in [3, 1, 2] {
+        let query = run_in_thread(&db, &[], "SELECT count(*) FROM orders a, customer b WHERE a.o_custkey + b.c_custkey > 1000");
+        wait_for_query(&mut admin, "a.o_custkey + b.c_custkey", "running");
+        admin.execute(&format!("SET threads = {threads}")).unwrap();
+        let result = query.join().unwrap().unwrap();
+        assert_eq!(result.value(0, 0), Some(ScalarValue::Int64(expected)), "after SET threads = {threads}");
+    }
+    assert_eq!(db.threads(), 2);
+}
+
+#[test]
+fn a_query_crowded_out_of_memory_waits_and_runs_alone() {
+    // The first query holds a group-by's table while it runs long; the second needs more
+    // memory than is left but fits alone: it must wait, then run and answer, not fail.
+    let db = tpch_database();
+    let mut admin = db.connect();
+    let group_by = "SELECT count(*) FROM (SELECT l_orderkey, l_comment, count(*) FROM lineitem GROUP BY 1, 2) x WHERE l_orderkey > 0";
+    let expected = int(scalar(&mut admin, group_by));
+    // The tables take about 15 MB; each group-by needs several more.
+    admin.execute("SET memory_limit = '25MB'").unwrap();
+    let holder = run_in_thread(
+        &db,
+        &[],
+        "SELECT count(*) FROM (SELECT l_orderkey, l_comment, count(*) FROM lineitem GROUP BY 1, 2) g, orders b \
+         WHERE g.l_orderkey + b.o_orderkey < 0",
+    );
+    let holder_id = wait_for_query(&mut admin, "g.l_orderkey + b.o_orderkey", "running");
+    // Its aggregate is done (and its memory held) once the cross join runs.
+    let started = Instant::now();
+    while db.query_memory_bytes() < 4 << 20 {
+        assert!(started.elapsed() < Duration::from_secs(60), "the first query never held memory");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let second = run_in_thread(&db, &[], group_by);
+    wait_for_query(&mut admin, "l_orderkey > 0", "waiting for memory");
+    admin.query(&format!("SELECT apiary_cancel({holder_id})")).unwrap();
+    assert!(matches!(holder.join().unwrap(), Err(ApiaryError::Interrupted)));
+    match second.join().unwrap() {
+        Ok(result) => assert_eq!(result.value(0, 0), Some(ScalarValue::Int64(expected))),
+        Err(error) => panic!("the second query failed instead of waiting: {error}"),
+    }
+    assert_eq!(db.query_memory_bytes(), 0);
+}
+
+#[test]
+fn a_prepared_query_plans_once_and_runs_on_the_data_of_each_execution() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE t(k INTEGER, v INTEGER); INSERT INTO t VALUES (1, 10), (2, 20)").unwrap();
+    let mut prepared = conn.prepare("SELECT k, sum(v) FROM t GROUP BY k ORDER BY k").unwrap();
+    assert!(prepared.is_planned());
+    let rows = |result: QueryResult| result.rows().collect::<Vec<_>>();
+    let first = rows(conn.execute_prepared(&mut prepared).unwrap());
+    assert_eq!(first, vec![vec![ScalarValue::Int32(1), ScalarValue::Int64(10)], vec![ScalarValue::Int32(2), ScalarValue::Int64(20)]]);
+    // Each execution scans the table as it is when the execution starts.
+    conn.execute("INSERT INTO t VALUES (1, 5), (3, 30)").unwrap();
+    let second = rows(conn.execute_prepared(&mut prepared).unwrap());
+    assert_eq!(second.len(), 3);
+    assert_eq!(second[0], vec![ScalarValue::Int32(1), ScalarValue::Int64(15)]);
+    // The same plan, many times, from the state of each run alone.
+    for _ in 0..20 {
+        assert_eq!(rows(conn.execute_prepared(&mut prepared).unwrap()), second);
+    }
+    // A setting that shapes plans, then a DROP and CREATE: planned again.
+    conn.execute("SET vector_size = 128").unwrap();
+    assert_eq!(rows(conn.execute_prepared(&mut prepared).unwrap()), second);
+    conn.execute("DROP TABLE t; CREATE TABLE t(k INTEGER, v INTEGER); INSERT INTO t VALUES (7, 1)").unwrap();
+    assert_eq!(rows(conn.execute_prepared(&mut prepared).unwrap()), vec![vec![ScalarValue::Int32(7), ScalarValue::Int64(1)]]);
+    conn.execute("DROP TABLE t").unwrap();
+    let error = conn.execute_prepared(&mut prepared).unwrap_err();
+    assert!(error.to_string().contains("does not exist"), "{error}");
+    // Statements other than queries, and queries over table functions, are not kept planned.
+    let mut create = conn.prepare("CREATE TABLE u(a INTEGER)").unwrap();
+    assert!(!create.is_planned());
+    conn.execute_prepared(&mut create).unwrap();
+    let mut monitor = conn.prepare("SELECT count(*) FROM apiary_queries()").unwrap();
+    assert!(!monitor.is_planned());
+    assert_eq!(conn.execute_prepared(&mut monitor).unwrap().value(0, 0), Some(ScalarValue::Int64(0)));
+    assert!(conn.prepare("SELECT 1; SELECT 2").is_err());
+}
