@@ -274,7 +274,7 @@ fn bench_fuzz_summary_and_workload_replay() {
 /// stops with a failure, promptly.
 #[test]
 fn ctrl_c_cancels_the_running_statement() {
-    let mut child = apiary()
+    let child = apiary()
         .args(["--tpch", "0.01", "-c", "SELECT count(*) FROM lineitem a, orders b WHERE a.l_orderkey + b.o_orderkey < 0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
