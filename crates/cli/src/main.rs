@@ -10,6 +10,7 @@
 //! ```
 
 mod bench;
+mod concurrency_bench;
 mod format;
 mod fuzz;
 mod progress;
@@ -151,6 +152,18 @@ enum BenchSuite {
         #[arg(long)]
         findings: Option<PathBuf>,
     },
+    /// The scheduler's targets: Q6 alone and while four clients run Q9, Q18, Q21, Q13
+    /// (FIFO, fair share, priority 10 vs 1), and how fast a cancelled Q18 returns; one
+    /// JSON line per measurement.
+    Concurrency {
+        #[arg(long, default_value_t = 1.0)]
+        sf: f64,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Q6 runs (and Q18 cancels) per measurement.
+        #[arg(long, default_value_t = 7)]
+        runs: usize,
+    },
     /// Run a workload written by `bench fuzz --emit` (in memory, one database per schema);
     /// prints one JSON line per query with its rows or its error.
     Replay {
@@ -223,6 +236,15 @@ fn main() -> ExitCode {
             return match fuzz::fuzz(options) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Bench { suite: BenchSuite::Concurrency { sf, threads, runs } }) => {
+            return match concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }) {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("Error: {e}");
                     ExitCode::FAILURE

@@ -44,6 +44,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "priority",
     "queue_timeout",
     "vector_size",
+    "morsel_size",
     "prefetch_group",
     "simd",
     "staging",
@@ -137,6 +138,7 @@ impl Settings {
                 self.execution.vector_size = size;
             }
             "prefetch_group" => self.execution.prefetch_group = parse_usize(name, value, 0, 256)?,
+            "morsel_size" => self.execution.morsel_size = parse_usize(name, value, MIN_VECTOR_SIZE, 1 << 24)?,
             "simd" => self.execution.simd = parse_bool(name, value)?,
             "staging" => self.execution.staging = parse_bool(name, value)?,
             "block_size" => self.block_rows = parse_usize(name, value, 64, 1 << 24)?,
@@ -172,6 +174,7 @@ impl Settings {
         match name {
             "vector_size" => self.execution.vector_size = defaults.execution.vector_size,
             "prefetch_group" => self.execution.prefetch_group = defaults.execution.prefetch_group,
+            "morsel_size" => self.execution.morsel_size = defaults.execution.morsel_size,
             "simd" => self.execution.simd = defaults.execution.simd,
             "staging" => self.execution.staging = defaults.execution.staging,
             "block_size" => self.block_rows = defaults.block_rows,
@@ -191,6 +194,7 @@ impl Settings {
         Some(match name {
             "vector_size" => self.execution.vector_size.to_string(),
             "prefetch_group" => self.execution.prefetch_group.to_string(),
+            "morsel_size" => self.execution.morsel_size.to_string(),
             "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
             "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),
             "block_size" => self.block_rows.to_string(),

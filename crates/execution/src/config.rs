@@ -11,7 +11,11 @@ pub struct ExecutionConfig {
     pub simd: bool,
     /// Materialise selection vectors between stages (relaxed operator fusion).
     pub staging: bool,
+    /// Most rows of a table scan's work order (a range of one block).
+    pub morsel_size: usize,
 }
+
+pub const DEFAULT_MORSEL_SIZE: usize = 16_384;
 
 pub const MIN_VECTOR_SIZE: usize = 64;
 pub const MAX_VECTOR_SIZE: usize = 16_384;
@@ -19,6 +23,12 @@ pub const DEFAULT_VECTOR_SIZE: usize = 2048;
 
 impl Default for ExecutionConfig {
     fn default() -> Self {
-        ExecutionConfig { vector_size: DEFAULT_VECTOR_SIZE, prefetch_group: 16, simd: true, staging: true }
+        ExecutionConfig {
+            vector_size: DEFAULT_VECTOR_SIZE,
+            prefetch_group: 16,
+            simd: true,
+            staging: true,
+            morsel_size: DEFAULT_MORSEL_SIZE,
+        }
     }
 }

@@ -117,6 +117,8 @@ struct QueryRun {
     memory: QueryMemory,
     /// Scheduling weight (1..=10).
     priority: u32,
+    /// Queries running on the pool (this one included).
+    concurrent: Arc<std::sync::atomic::AtomicUsize>,
     /// The operators' state and the counters of this execution.
     execution: Arc<ExecutionState>,
 }
@@ -133,6 +135,7 @@ impl QueryRun {
             halted: &self.halted,
             memory: &self.memory,
             state: &self.execution,
+            morsel_rows: if self.concurrent.load(Ordering::Relaxed) > 1 { self.config.morsel_size } else { usize::MAX },
         }
     }
 
@@ -583,6 +586,20 @@ impl Queue {
         None
     }
 
+    /// Whether a worker about to take a work order of `candidate` should wait briefly
+    /// instead: a query of at least twice its priority is running but has no ready work
+    /// right now (between its pipelines, or finishing its last work orders). Without the
+    /// wait both workers end up in long work orders of the low-priority query just when
+    /// the high-priority one's next pipeline becomes ready.
+    fn should_linger(&self, candidate: &Arc<QueryRun>) -> bool {
+        self.queries.iter().any(|s| {
+            s.run.priority >= candidate.priority.saturating_mul(2) && {
+                let state = s.run.lock();
+                state.in_flight > 0 && state.error.is_none()
+            }
+        })
+    }
+
     /// A work order of `run` took `nanos`: corrects the charge made when it was handed out.
     fn charge(&mut self, run: &Arc<QueryRun>, nanos: f64) {
         if let Some(scheduled) = self.queries.iter_mut().find(|s| Arc::ptr_eq(&s.run, run)) {
@@ -590,6 +607,34 @@ impl Queue {
             scheduled.pass += (nanos - scheduled.average_nanos) / priority;
             scheduled.average_nanos = 0.8 * scheduled.average_nanos + 0.2 * nanos;
         }
+    }
+
+    /// Returns a work order [`Queue::pick`] handed out and not started.
+    fn unpick(&mut self, index: usize, run: &Arc<QueryRun>, work: WorkOrder) {
+        let mut state = run.lock();
+        state.in_flight -= 1;
+        match work {
+            WorkOrder::Morsel { pipeline, morsel } => {
+                if let PipelinePhase::Running { next, .. } = &mut state.pipelines[pipeline] {
+                    if *next == morsel + 1 {
+                        *next = morsel;
+                    }
+                }
+            }
+            WorkOrder::FinalizeTask { sink, task } => {
+                if let SinkPhase::Finalizing { next, .. } = &mut state.sinks[sink] {
+                    if *next == task + 1 {
+                        *next = task;
+                    }
+                }
+            }
+        }
+        if state.done() {
+            run.finished.notify_all();
+        }
+        drop(state);
+        let scheduled = &mut self.queries[index];
+        scheduled.pass -= scheduled.average_nanos / scheduled.run.priority as f64;
     }
 
     /// The pass a new query starts at: that of the least served running query.
@@ -615,6 +660,11 @@ impl Admission {
         !self.exclusive && self.exclusive_waiting == 0 && self.running < self.max_concurrent
     }
 }
+
+/// How long a worker waits for a higher-priority query's next work order (see
+/// [`Queue::should_linger`]), and how many times per work order it may.
+const LINGER: Duration = Duration::from_micros(200);
+const LINGER_ROUNDS: usize = 10;
 
 /// `60 s`, `250 ms`.
 fn describe_duration(duration: Duration) -> String {
@@ -644,6 +694,8 @@ pub struct Scheduler {
     registry: Mutex<BTreeMap<u64, Registered>>,
     next_id: AtomicU64,
     next_sequence: AtomicU64,
+    /// Queries executing now (their work orders are shortened, see `ExecContext::morsel_rows`).
+    concurrent: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Scheduler {
@@ -662,6 +714,7 @@ impl Scheduler {
             registry: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             next_sequence: AtomicU64::new(0),
+            concurrent: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         };
         scheduler.set_threads(threads);
         scheduler.set_max_concurrent_queries(None);
@@ -948,8 +1001,14 @@ impl Scheduler {
             locals: (0..pipelines).map(|_| Mutex::new(Vec::new())).collect(),
             memory: QueryMemory::new(Arc::clone(&self.memory)),
             priority: meta.priority.clamp(1, MAX_PRIORITY),
+            concurrent: Arc::clone(&self.concurrent),
             execution,
         });
+        // Monitoring queries (admission bypassed) are too small to slice others' work for.
+        let counted = !meta.bypass_admission;
+        if counted {
+            self.concurrent.fetch_add(1, Ordering::Relaxed);
+        }
         run.progress();
         self.set_phase(id, "running", Some(Arc::clone(&run)));
         {
@@ -969,6 +1028,9 @@ impl Scheduler {
         {
             let mut queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             queue.queries.retain(|q| !Arc::ptr_eq(&q.run, &run));
+        }
+        if counted {
+            self.concurrent.fetch_sub(1, Ordering::Relaxed);
         }
         self.set_phase(id, "running", None);
         run.memory.release();
@@ -994,13 +1056,27 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
     // waking up with nothing to do, so an idle pool sleeps).
     let mut may_spin = false;
     loop {
+        let mut lingered = 0;
         let (run, work) = {
             let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if queue.shutdown || id >= queue.threads {
                     return;
                 }
-                if let Some((_, run, work)) = queue.pick() {
+                if let Some((index, run, work)) = queue.pick() {
+                    if lingered < LINGER_ROUNDS && queue.should_linger(&run) {
+                        // Give the work order back and wait for the higher-priority query.
+                        queue.unpick(index, &run, work);
+                        lingered += 1;
+                        let epoch = shared.epoch.load(Ordering::Acquire);
+                        drop(queue);
+                        let started = Instant::now();
+                        while shared.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < LINGER {
+                            std::hint::spin_loop();
+                        }
+                        queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+                        continue;
+                    }
                     break (run, work);
                 }
                 if may_spin {

@@ -121,6 +121,10 @@ pub struct ExecContext<'a> {
     pub memory: &'a crate::memory::QueryMemory,
     /// This execution's operator states and counters.
     pub state: &'a ExecutionState,
+    /// Most rows per table-scan work order for pipelines starting now: the whole block
+    /// when the query runs alone, `SET morsel_size` when others run too (so that a
+    /// newcomer waits for short work orders only).
+    pub morsel_rows: usize,
 }
 
 impl ExecContext<'_> {
