@@ -26,6 +26,8 @@ pub struct Connection {
     pub(crate) db: Arc<DatabaseInner>,
     pub(crate) settings: Settings,
     interrupted: Arc<AtomicBool>,
+    /// Who is connected (`current_user`, `pg_catalog`); set by the wire server.
+    pub(crate) session: crate::pg_catalog::SessionInfo,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -36,7 +38,12 @@ const LARGE_STATEMENT_STACK: usize = 1 << 30;
 
 impl Connection {
     pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
-        Connection { db, settings: Settings::default(), interrupted: Arc::new(AtomicBool::new(false)) }
+        Connection {
+            db,
+            settings: Settings::default(),
+            interrupted: Arc::new(AtomicBool::new(false)),
+            session: crate::pg_catalog::SessionInfo::default(),
+        }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -127,6 +134,7 @@ impl Connection {
             pool: &self.db.pool,
             block_rows: self.settings.block_rows,
             catalog: &self.db.catalog,
+            session: &self.session,
         }
     }
 

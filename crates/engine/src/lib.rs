@@ -23,6 +23,8 @@
 //!   ├─ parse (apiary-sql::parser)            statements
 //!   ├─ DDL / COPY / INSERT / SET             handled here (statement.rs, copy.rs)
 //!   └─ queries: bind ─▶ optimize ─▶ plan ─▶ run on the scheduler ─▶ QueryResult
+//! Connection::describe(statement)           bind only: result columns, `$n` types
+//! pg_catalog                                pg_class, pg_attribute, information_schema, ...
 //! ```
 
 mod arrow_convert;
@@ -30,7 +32,9 @@ mod connection;
 mod copy;
 mod csv;
 mod database;
+mod describe;
 mod parquet_io;
+pub mod pg_catalog;
 mod result;
 mod settings;
 mod table_functions;
@@ -40,5 +44,6 @@ pub use apiary_common::{ApiaryError, Result};
 pub use apiary_types::{DataType, ScalarValue};
 pub use connection::Connection;
 pub use database::Database;
+pub use describe::StatementDescription;
 pub use result::{QueryResult, ResultKind};
 pub use settings::Settings;

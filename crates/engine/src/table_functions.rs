@@ -21,6 +21,8 @@ pub struct EngineTableFunctions<'a> {
     pub pool: &'a BufferPool,
     pub block_rows: usize,
     pub catalog: &'a Catalog,
+    /// Who is connected, for the `pg_catalog` tables and session functions.
+    pub session: &'a crate::pg_catalog::SessionInfo,
 }
 
 fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
@@ -136,6 +138,14 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
             }
             _ => Ok(None),
         }
+    }
+
+    fn system_table(&self, schema: Option<&str>, name: &str) -> Result<Option<Arc<Table>>> {
+        crate::pg_catalog::system_table(self.catalog, self.session, schema, name, self.block_rows)
+    }
+
+    fn session_value(&self, name: &str) -> Option<ScalarValue> {
+        crate::pg_catalog::session_value(self.session, name)
     }
 }
 

@@ -5,7 +5,9 @@
 //!  ├─ query.rs   WITH, SELECT, set operations, VALUES, ORDER BY / LIMIT, FROM and joins
 //!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
-//!  └─ function.rs scalar and aggregate functions by name
+//!  ├─ function.rs scalar and aggregate functions by name
+//!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
+//!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
 //!
 //! Name resolution uses a [`Scope`] per FROM clause: a list of visible columns with their
@@ -15,7 +17,9 @@
 
 mod expr;
 mod function;
+pub mod parameter;
 mod query;
+mod system_function;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +44,18 @@ pub const MAX_EXPRESSION_DEPTH: usize = 1000;
 pub trait TableFunctionProvider {
     /// `Ok(None)` when no function has that name.
     fn call(&self, name: &str, args: &[ScalarValue], named_args: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>>;
+
+    /// A system table such as `pg_catalog.pg_class` or `information_schema.columns`;
+    /// `schema` is `None` for an unqualified name. `Ok(None)` when there is none.
+    fn system_table(&self, _schema: Option<&str>, _name: &str) -> Result<Option<Arc<Table>>> {
+        Ok(None)
+    }
+
+    /// The value of a session function (`current_user`, `current_database`,
+    /// `version`, ...); `None` when unknown.
+    fn session_value(&self, _name: &str) -> Option<ScalarValue> {
+        None
+    }
 }
 
 /// A provider that knows no table functions.
@@ -159,6 +175,9 @@ pub struct Binder<'a> {
     aggregate_stack: Vec<Option<AggregateCollector>>,
     /// Block size for temporary tables created by table functions.
     pub block_rows: usize,
+    /// The types of `$n` parameters while a statement is described (`None`: the
+    /// statement may not contain parameters). See `parameter.rs`.
+    parameters: Option<Vec<Option<DataType>>>,
 }
 
 impl<'a> Binder<'a> {
@@ -174,6 +193,7 @@ impl<'a> Binder<'a> {
             expression_depth: 0,
             aggregate_stack: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
+            parameters: None,
         }
     }
 

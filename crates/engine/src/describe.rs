@@ -1,0 +1,81 @@
+//! Describing a statement without running it: the columns it returns and the types of
+//! its `$n` parameters. The wire protocol's Parse/Describe need this before any value
+//! is known; statements are bound (not optimized, not run) with the parameters as typed
+//! NULLs (see `apiary_sql::binder::parameter`).
+
+use apiary_common::{bind_err, Result};
+use apiary_sql::binder::{normalize_ident, object_name_to_table};
+use apiary_sql::Binder;
+use apiary_types::DataType;
+use sqlparser::ast;
+
+use crate::connection::Connection;
+use crate::pg_catalog::SessionInfo;
+use crate::table_functions::EngineTableFunctions;
+
+/// What a statement returns and what its parameters are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatementDescription {
+    /// Result columns (name, type); empty for a statement that returns no rows.
+    pub columns: Vec<(String, DataType)>,
+    /// The type of each `$n` (declared by the caller, inferred from the statement, or
+    /// TEXT), at least as many as the caller declared.
+    pub parameter_types: Vec<DataType>,
+}
+
+impl Connection {
+    /// Binds `statement` without running it. `declared[i]` is the type of `$i+1` if the
+    /// caller knows it (`None`: infer it from the statement).
+    pub fn describe_statement(&self, statement: &ast::Statement, declared: &[Option<DataType>]) -> Result<StatementDescription> {
+        let functions = EngineTableFunctions {
+            threads: self.db.scheduler.threads(),
+            pool: &self.db.pool,
+            block_rows: self.settings.block_rows,
+            catalog: &self.db.catalog,
+            session: &self.session,
+        };
+        let mut binder = Binder::new(&self.db.catalog, &functions).with_parameters(declared.to_vec());
+        binder.block_rows = self.settings.block_rows;
+        let text = DataType::Varchar(None);
+        let columns = match statement {
+            ast::Statement::Query(query) => {
+                let bound = binder.bind_query(query)?;
+                bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect()
+            }
+            ast::Statement::Insert(insert) => {
+                let ast::TableObject::TableName(name) = &insert.table else {
+                    return Err(bind_err!("INSERT INTO a table function"));
+                };
+                let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+                if let Some(source) = &insert.source {
+                    let columns: Vec<ast::Ident> = insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();
+                    binder.bind_insert_source(&table, &columns, source)?;
+                }
+                Vec::new()
+            }
+            ast::Statement::Explain { .. } => vec![("explain".to_string(), text)],
+            ast::Statement::ShowVariable { variable } => {
+                vec![(variable.iter().map(normalize_ident).collect::<Vec<_>>().join("."), text)]
+            }
+            ast::Statement::ShowTables { .. } => vec![("name".to_string(), text)],
+            ast::Statement::ExplainTable { .. } => {
+                vec![("column_name".to_string(), text), ("column_type".to_string(), text), ("null".to_string(), text)]
+            }
+            _ => Vec::new(),
+        };
+        let mut parameter_types = binder.parameter_types();
+        for (idx, declared) in declared.iter().enumerate() {
+            if parameter_types.len() <= idx {
+                parameter_types.push(declared.unwrap_or(text));
+            }
+        }
+        Ok(StatementDescription { columns, parameter_types })
+    }
+
+    /// Sets who is connected (the wire server does, from the startup message):
+    /// `current_user`, `current_database()`, `pg_backend_pid()` and the owner columns of
+    /// the `pg_catalog` tables report it.
+    pub fn set_session_info(&mut self, session: SessionInfo) {
+        self.session = session;
+    }
+}

@@ -1,0 +1,161 @@
+//! PostgreSQL's session and catalog functions, and the `pg_catalog` / `information_schema`
+//! tables, as clients written for PostgreSQL use them: `version()`,
+//! `current_database()`, `current_user`, `pg_table_is_visible(oid)`,
+//! `format_type(oid, typmod)`, ... Values about the session come from the
+//! [`TableFunctionProvider`](super::TableFunctionProvider) (the engine knows who is
+//! connected); functions about objects Apiary does not have (comments, defaults,
+//! privileges) answer what is true for Apiary: no comment, no default, allowed.
+
+use std::sync::Arc;
+
+use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
+use apiary_storage::Table;
+use apiary_types::pg::ALL_TYPES;
+use apiary_types::{DataType, ScalarValue};
+use sqlparser::ast;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use super::{normalize_ident, Binder, Scope};
+use crate::expr::Expr;
+
+/// Schemas whose tables the engine provides.
+const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
+
+/// A function's name: `name` or `pg_catalog.name` (PostgreSQL clients qualify built-in
+/// functions to be safe from a user's search_path).
+pub(crate) fn function_name(name: &ast::ObjectName) -> Result<String> {
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+    if parts.len() != name.0.len() {
+        return Err(not_impl_err!("function name {name}"));
+    }
+    match parts.as_slice() {
+        [function] => Ok(function.clone()),
+        [schema, function] if schema == "pg_catalog" || schema == "main" || schema == "public" => Ok(function.clone()),
+        _ => Err(bind_err!("function {name} does not exist")),
+    }
+}
+
+impl Binder<'_> {
+    /// A system table named in FROM: `pg_catalog.x` / `information_schema.x`, or an
+    /// unqualified `pg_class` that is not a CTE or user table. With the name to label
+    /// its scan with.
+    pub(crate) fn system_table(&self, name: &ast::ObjectName) -> Result<Option<(Arc<Table>, String)>> {
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+        if parts.len() != name.0.len() {
+            return Ok(None);
+        }
+        match parts.as_slice() {
+            [schema, table] if SYSTEM_SCHEMAS.contains(&schema.as_str()) => match self.table_functions.system_table(Some(schema), table)? {
+                Some(found) => Ok(Some((found, table.clone()))),
+                None => Err(ApiaryError::Catalog(format!("relation \"{schema}.{table}\" does not exist"))),
+            },
+            [table] if self.lookup_cte(table).is_none() && self.catalog.get_table(table).is_none() => {
+                Ok(self.table_functions.system_table(None, table)?.map(|found| (found, table.clone())))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Binds a PostgreSQL session or catalog function; `None` if `name` is not one.
+    pub(crate) fn bind_system_function(&mut self, name: &str, function: &ast::Function, scope: &Scope) -> Result<Option<Expr>> {
+        let args: Vec<&ast::Expr> = match &function.args {
+            ast::FunctionArguments::None => Vec::new(),
+            ast::FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .map(|arg| match arg {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                    other => Err(bind_err!("unsupported argument {other} to function {name}")),
+                })
+                .collect::<Result<_>>()?,
+            ast::FunctionArguments::Subquery(_) => return Ok(None),
+        };
+        let text = DataType::Varchar(None);
+        let expr = match name {
+            "version" | "current_database" | "current_catalog" | "current_schema" | "current_user" | "session_user" | "user"
+            | "current_role" | "pg_backend_pid" => {
+                self.check_arity(name, &args, 0)?;
+                let value = self
+                    .table_functions
+                    .session_value(name)
+                    .ok_or_else(|| bind_err!("function {name}() is not available in this context"))?;
+                Expr::literal(value)
+            }
+            // Every Apiary table is in schema public, which is always visible, and every
+            // user may read everything.
+            "pg_table_is_visible" | "pg_type_is_visible" | "has_table_privilege" | "has_schema_privilege" | "has_database_privilege"
+            | "has_column_privilege" => {
+                self.bind_arguments(&args, scope)?;
+                Expr::boolean(true)
+            }
+            // Apiary tables have no owner but the one user a session has.
+            "pg_get_userbyid" => {
+                self.check_arity(name, &args, 1)?;
+                self.bind_arguments(&args, scope)?;
+                Expr::literal(self.table_functions.session_value("current_user").unwrap_or(ScalarValue::Utf8("apiary".to_string())))
+            }
+            // No comments, defaults or constraints definitions to show.
+            "obj_description" | "col_description" | "shobj_description" | "pg_get_expr" | "pg_get_constraintdef" | "pg_get_indexdef"
+            | "pg_get_viewdef" => {
+                self.bind_arguments(&args, scope)?;
+                Expr::Literal(ScalarValue::Null, text)
+            }
+            "pg_encoding_to_char" => {
+                self.check_arity(name, &args, 1)?;
+                self.bind_arguments(&args, scope)?;
+                Expr::literal(ScalarValue::Utf8("UTF8".to_string()))
+            }
+            "format_type" => {
+                self.check_arity(name, &args, 2)?;
+                let template = format_type_sql(&args[0].to_string(), &args[1].to_string());
+                let expr = Parser::new(&PostgreSqlDialect {})
+                    .try_with_sql(&template)
+                    .and_then(|mut p| p.parse_expr())
+                    .map_err(|e| ApiaryError::Internal(format!("format_type template does not parse: {e}")))?;
+                self.bind_expr(&expr, scope)?
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(expr))
+    }
+
+    fn check_arity(&self, name: &str, args: &[&ast::Expr], expected: usize) -> Result<()> {
+        if args.len() != expected {
+            return Err(bind_err!("function {name} takes {expected} arguments, got {}", args.len()));
+        }
+        Ok(())
+    }
+
+    /// Binds arguments whose values do not matter, so that errors in them still show.
+    fn bind_arguments(&mut self, args: &[&ast::Expr], scope: &Scope) -> Result<()> {
+        for arg in args {
+            self.bind_expr(arg, scope)?;
+        }
+        Ok(())
+    }
+}
+
+/// `format_type(oid, typmod)` as a CASE over the types Apiary has (`character
+/// varying(44)`, `numeric(15,2)`); the modifier encodings are PostgreSQL's.
+fn format_type_sql(oid: &str, typmod: &str) -> String {
+    let oid = format!("({oid})");
+    let typmod = format!("({typmod})");
+    let mut sql = format!("CASE {oid}");
+    for ty in ALL_TYPES {
+        let name = ty.sql_name;
+        let arm = match ty.name {
+            "varchar" | "bpchar" => format!(
+                "CASE WHEN {typmod} >= 4 THEN '{name}(' || CAST({typmod} - 4 AS VARCHAR) || ')' ELSE '{name}' END"
+            ),
+            "numeric" => format!(
+                "CASE WHEN {typmod} >= 4 THEN 'numeric(' || CAST(({typmod} - 4) / 65536 AS VARCHAR) || ',' || \
+                 CAST(({typmod} - 4) % 65536 AS VARCHAR) || ')' ELSE 'numeric' END"
+            ),
+            _ => format!("'{name}'"),
+        };
+        sql.push_str(&format!(" WHEN {} THEN {arm}", ty.oid));
+    }
+    sql.push_str(" ELSE '???' END");
+    sql
+}
