@@ -5,10 +5,13 @@
 //! apiary demo [--sf 0.1]                  generate TPC-H in memory, run the 22 queries
 //! apiary tpch-gen --sf 0.1 --dir DIR      write TPC-H .tbl files
 //! apiary bench tpch --sf 1 --threads 2 --runs 5 [--data DIR] [--queries 1,6]
+//! apiary bench fuzz --seed 1 --queries 100000 [--emit workload.jsonl]
+//! apiary bench replay workload.jsonl      run an emitted workload, JSON line per query
 //! ```
 
 mod bench;
 mod format;
+mod fuzz;
 mod shell;
 mod split;
 
@@ -110,6 +113,54 @@ enum BenchSuite {
         #[arg(long)]
         db: Option<PathBuf>,
     },
+    /// Random schemas and queries checked by the sqlfuzz oracles (TLP, NoREC, optimizer
+    /// on/off, every configuration of the matrix); prints one JSON summary line and the
+    /// reduced reproduction of each finding (standard error). With --emit, writes the
+    /// workload (schemas, data, queries) as JSON lines instead, for other engines.
+    Fuzz {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Oracle cases (each runs under every configuration).
+        #[arg(long, default_value_t = 10_000)]
+        queries: usize,
+        /// Schemas the cases are spread over (default: one per 200 cases).
+        #[arg(long)]
+        schemas: Option<usize>,
+        /// Run every configuration with this many threads.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Configurations of the matrix to run (default: all), e.g. --configs default,tiny.
+        #[arg(long, value_delimiter = ',')]
+        configs: Vec<String>,
+        /// Feature classes to switch on / off, e.g. --disable full_join,nullif.
+        #[arg(long, value_delimiter = ',')]
+        enable: Vec<String>,
+        #[arg(long, value_delimiter = ',')]
+        disable: Vec<String>,
+        /// Findings to reduce to a small reproduction.
+        #[arg(long, default_value_t = 20)]
+        reduce: usize,
+        /// Seconds before a query is cancelled (and reported).
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+        /// Write the workload to this file (JSON lines) instead of running the oracles.
+        #[arg(long)]
+        emit: Option<PathBuf>,
+        /// Also write the reproductions to this file.
+        #[arg(long)]
+        findings: Option<PathBuf>,
+    },
+    /// Run a workload written by `bench fuzz --emit` (in memory, one database per schema);
+    /// prints one JSON line per query with its rows or its error.
+    Replay {
+        workload: PathBuf,
+        /// Skip queries with a smaller id (resume after a crash).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// SET statements run on each new database, e.g. --set "SET threads = 1".
+        #[arg(long = "set")]
+        settings: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -146,6 +197,40 @@ fn main() -> ExitCode {
             return match bench::run(options) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Bench {
+            suite: BenchSuite::Fuzz { seed, queries, schemas, threads, configs, enable, disable, reduce, timeout, emit, findings },
+        }) => {
+            let options = fuzz::FuzzOptions {
+                seed,
+                queries,
+                schemas,
+                threads,
+                configs,
+                enable,
+                disable,
+                reduce,
+                timeout_s: timeout,
+                emit: emit.as_deref(),
+                findings: findings.as_deref(),
+            };
+            return match fuzz::fuzz(options) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Bench { suite: BenchSuite::Replay { workload, from, settings } }) => {
+            return match fuzz::replay(&workload, from, &settings) {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("Error: {e}");
                     ExitCode::FAILURE

@@ -241,3 +241,30 @@ fn bench_variants_and_results() {
     assert!(stderr(&bad).contains("expected NAME=SQL"), "{}", stderr(&bad));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bench_fuzz_summary_and_workload_replay() {
+    // A short campaign prints one JSON summary line (whatever it finds).
+    let fuzz = run(&["bench", "fuzz", "--seed", "3", "--queries", "12", "--configs", "default", "--reduce", "0"]);
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout(&fuzz).trim()).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&fuzz), stderr(&fuzz)));
+    assert_eq!(summary["seed"], 3);
+    assert!(summary["checks"].as_u64().unwrap_or(0) >= 12, "{summary}");
+
+    // The emitted workload replays as one JSON line per query.
+    let dir = temp_dir("fuzz");
+    let workload = dir.join("workload.jsonl");
+    let emit = run(&["bench", "fuzz", "--seed", "3", "--queries", "25", "--emit", workload.to_str().unwrap()]);
+    assert!(emit.status.success(), "{}", stderr(&emit));
+    let text = std::fs::read_to_string(&workload).expect("workload");
+    let queries = text.lines().filter(|l| l.contains("\"kind\":\"query\"")).count();
+    assert_eq!(queries, 25);
+    assert!(text.lines().any(|l| l.contains("CREATE TABLE")));
+    let replay = run(&["bench", "replay", workload.to_str().unwrap(), "--from", "5"]);
+    assert!(replay.status.success(), "{}", stderr(&replay));
+    let lines: Vec<serde_json::Value> = stdout(&replay).lines().map(|l| serde_json::from_str(l).expect("JSON line")).collect();
+    assert_eq!(lines.len(), 20);
+    assert_eq!(lines[0]["id"], 5);
+    assert!(lines.iter().all(|l| l.get("rows").is_some() || l.get("error").is_some()));
+    let _ = std::fs::remove_dir_all(dir);
+}

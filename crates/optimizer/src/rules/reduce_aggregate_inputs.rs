@@ -159,6 +159,13 @@ fn cheap_to_repeat(plan: &LogicalPlan) -> bool {
     }
 }
 
+fn plan_outputs(plan: &LogicalPlan) -> Vec<ColumnRef> {
+    match plan {
+        LogicalPlan::Project { exprs, .. } => exprs.iter().map(|(_, c)| c.clone()).collect(),
+        other => other.output(),
+    }
+}
+
 /// A copy of `plan` whose every produced column has a fresh id; `map` records old -> new.
 pub(crate) fn clone_fresh(plan: &LogicalPlan, ctx: &mut OptimizerContext, map: &mut HashMap<ColumnId, ColumnRef>) -> LogicalPlan {
     let fresh = |c: &ColumnRef, ctx: &mut OptimizerContext, map: &mut HashMap<ColumnId, ColumnRef>| {
@@ -182,7 +189,10 @@ pub(crate) fn clone_fresh(plan: &LogicalPlan, ctx: &mut OptimizerContext, map: &
         }
         LogicalPlan::Project { exprs, input } => {
             let input = clone_fresh(input, ctx, map);
-            let exprs = exprs.iter().map(|(e, c)| (remap(e, map), fresh(c, ctx, map))).collect();
+            // All expressions first: an output passed through under its input's id must
+            // not be renamed before the later expressions read that input.
+            let exprs: Vec<Expr> = exprs.iter().map(|(e, _)| remap(e, map)).collect();
+            let exprs = exprs.into_iter().zip(plan_outputs(plan)).map(|(e, c)| (e, fresh(&c, ctx, map))).collect();
             LogicalPlan::Project { exprs, input: Box::new(input) }
         }
         LogicalPlan::Join { kind, left, right, condition, mark } => {

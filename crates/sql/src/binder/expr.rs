@@ -18,6 +18,11 @@ impl Binder<'_> {
     /// of AND / OR, which generated SQL makes long, are flattened without recursion and
     /// rebuilt as balanced trees, so they have no length limit.
     pub(crate) fn bind_expr(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
+        // A GROUP BY key with a subquery, written again in the select list: the key's
+        // column (binding it again would give a different subquery that is not grouped).
+        if let Some((_, column)) = self.grouped_subquery_keys.iter().find(|(key, _)| key == expr) {
+            return Ok(column.expr());
+        }
         match expr {
             ast::Expr::BinaryOp { op: op @ (ast::BinaryOperator::And | ast::BinaryOperator::Or), .. } => {
                 return self.bind_boolean_chain(op, expr, scope);
@@ -104,11 +109,6 @@ impl Binder<'_> {
     fn bind_expr_node(&mut self, expr: &ast::Expr, scope: &Scope) -> Result<Expr> {
         use ast::Expr as E;
         let whole = expr;
-        // A GROUP BY key with a subquery, written again in the select list: the key's
-        // column (binding it again would give a different subquery that is not grouped).
-        if let Some((_, column)) = self.grouped_subquery_keys.iter().find(|(key, _)| key == expr) {
-            return Ok(column.expr());
-        }
         match expr {
             E::Identifier(ident) => Ok(self.resolve_column(std::slice::from_ref(ident), scope)?.expr()),
             E::CompoundIdentifier(parts) => Ok(self.resolve_column(parts, scope)?.expr()),
