@@ -28,6 +28,8 @@ pub struct Connection {
     interrupted: Arc<AtomicBool>,
     /// Who is connected (`current_user`, `pg_catalog`); set by the wire server.
     pub(crate) session: crate::pg_catalog::SessionInfo,
+    /// The `$n` values of the statement running under [`Connection::execute_with_parameters`].
+    pub(crate) parameter_values: Option<Vec<ScalarValue>>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -43,6 +45,7 @@ impl Connection {
             settings: Settings::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
             session: crate::pg_catalog::SessionInfo::default(),
+            parameter_values: None,
         }
     }
 
@@ -151,10 +154,20 @@ impl Connection {
         Ok(optimize(plan, &mut ctx)?.0)
     }
 
+    /// A binder for this connection's statement (with its `$n` values, if any).
+    fn binder<'a>(&'a self, functions: &'a EngineTableFunctions<'a>) -> Binder<'a> {
+        let mut binder = Binder::new(&self.db.catalog, functions);
+        if let Some(values) = &self.parameter_values {
+            binder = binder.with_parameter_values(values.clone());
+        }
+        binder.block_rows = self.settings.block_rows;
+        binder
+    }
+
     /// Binds and optimizes a query; also returns what each optimizer rule did.
     fn plan_query_with_reports(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan, Vec<RuleReport>)> {
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let mut binder = self.binder(&functions);
         binder.block_rows = self.settings.block_rows;
         let bound = binder.bind_query(query)?;
         let evaluator = KernelEvaluator;
@@ -343,7 +356,7 @@ impl Connection {
             .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
             .collect::<Result<_>>()?;
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let mut binder = self.binder(&functions);
         let bound = binder.bind_insert_source(&table, &columns, source)?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?;

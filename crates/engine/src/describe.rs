@@ -1,16 +1,26 @@
-//! Describing a statement without running it: the columns it returns and the types of
-//! its `$n` parameters. The wire protocol's Parse/Describe need this before any value
-//! is known; statements are bound (not optimized, not run) with the parameters as typed
-//! NULLs (see `apiary_sql::binder::parameter`).
+//! Statements with `$n` parameters, as the wire protocol's extended query flow uses them:
+//!
+//! ```text
+//! Parse/Describe ─▶ Connection::describe_statement(stmt, declared types)
+//!                     bind only (not optimized, not run), parameters as typed NULLs:
+//!                     the result columns and each parameter's type
+//! Bind/Execute   ─▶ Connection::execute_with_parameters(stmt, values)
+//!                     each `$n` binds as the literal of its value, then the statement
+//!                     runs as usual
+//! ```
+//!
+//! (`apiary_sql::binder::parameter` infers undeclared parameter types.) How a statement
+//! is executed with values is internal: callers must not rely on it being planned again.
 
 use apiary_common::{bind_err, Result};
 use apiary_sql::binder::{normalize_ident, object_name_to_table};
 use apiary_sql::Binder;
-use apiary_types::DataType;
+use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
 use crate::connection::Connection;
 use crate::pg_catalog::SessionInfo;
+use crate::result::QueryResult;
 use crate::table_functions::EngineTableFunctions;
 
 /// What a statement returns and what its parameters are.
@@ -48,7 +58,8 @@ impl Connection {
                 };
                 let table = self.db.catalog.table(&object_name_to_table(name)?)?;
                 if let Some(source) = &insert.source {
-                    let columns: Vec<ast::Ident> = insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();
+                    let columns: Vec<ast::Ident> =
+                        insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();
                     binder.bind_insert_source(&table, &columns, source)?;
                 }
                 Vec::new()
@@ -70,6 +81,15 @@ impl Connection {
             }
         }
         Ok(StatementDescription { columns, parameter_types })
+    }
+
+    /// Runs one statement whose `$n` placeholders take `values[n-1]`. A NULL takes the
+    /// type the statement gives the parameter; a placeholder without a value is an error.
+    pub fn execute_with_parameters(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
+        self.parameter_values = Some(values.to_vec());
+        let result = self.execute_statement(statement);
+        self.parameter_values = None;
+        result
     }
 
     /// Sets who is connected (the wire server does, from the startup message):

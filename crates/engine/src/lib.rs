@@ -23,7 +23,8 @@
 //!   ├─ parse (apiary-sql::parser)            statements
 //!   ├─ DDL / COPY / INSERT / SET             handled here (statement.rs, copy.rs)
 //!   └─ queries: bind ─▶ optimize ─▶ plan ─▶ run on the scheduler ─▶ QueryResult
-//! Connection::describe(statement)           bind only: result columns, `$n` types
+//! Connection::describe_statement(stmt, ..)  bind only: result columns, `$n` types
+//! Connection::execute_with_parameters       a statement with `$n` values (wire protocol)
 //! pg_catalog                                pg_class, pg_attribute, information_schema, ...
 //! ```
 
@@ -47,3 +48,10 @@ pub use database::Database;
 pub use describe::StatementDescription;
 pub use result::{QueryResult, ResultKind};
 pub use settings::Settings;
+pub use sqlparser::ast;
+
+/// Parses `;`-separated SQL statements (for callers that run them one at a time, such
+/// as the wire-protocol server).
+pub fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
+    apiary_sql::parser::parse_sql(sql)
+}

@@ -135,7 +135,13 @@ const NULL: ScalarValue = ScalarValue::Null;
 
 /// The system table `schema.name` (`schema` is `None` when the statement did not name
 /// one), or `None` if there is no such table.
-pub fn system_table(catalog: &Catalog, session: &SessionInfo, schema: Option<&str>, name: &str, block_rows: usize) -> Result<Option<Arc<Table>>> {
+pub fn system_table(
+    catalog: &Catalog,
+    session: &SessionInfo,
+    schema: Option<&str>,
+    name: &str,
+    block_rows: usize,
+) -> Result<Option<Arc<Table>>> {
     let table = match (schema, name) {
         (None | Some("pg_catalog"), _) => pg_catalog_table(catalog, session, name)?,
         (Some("information_schema"), _) => information_schema_table(catalog, session, name),
@@ -209,7 +215,16 @@ fn pg_catalog_table(catalog: &Catalog, session: &SessionInfo, name: &str) -> Res
                     ("rolconnlimit", INT),
                 ],
             );
-            t.row(vec![int(OWNER_OID), text(&session.user), boolean(true), boolean(true), boolean(true), boolean(true), boolean(true), int(-1)]);
+            t.row(vec![
+                int(OWNER_OID),
+                text(&session.user),
+                boolean(true),
+                boolean(true),
+                boolean(true),
+                boolean(true),
+                boolean(true),
+                int(-1),
+            ]);
             t
         }
         "pg_collation" => {
@@ -235,31 +250,55 @@ fn pg_catalog_table(catalog: &Catalog, session: &SessionInfo, name: &str) -> Res
                 ],
             );
             for table in sorted_tables(catalog) {
-                t.row(vec![text("public"), text(&table.name), text(&session.user), NULL, boolean(false), boolean(false), boolean(false), boolean(false)]);
+                t.row(vec![
+                    text("public"),
+                    text(&table.name),
+                    text(&session.user),
+                    NULL,
+                    boolean(false),
+                    boolean(false),
+                    boolean(false),
+                    boolean(false),
+                ]);
             }
             t
         }
         // Objects Apiary does not have: the tables exist, so that a client asking
         // "which indexes / triggers / policies does this table have?" hears "none".
-        "pg_description" => SystemTable::new(
-            "pg_description",
-            &[("objoid", INT), ("classoid", INT), ("objsubid", INT), ("description", TEXT)],
-        ),
+        "pg_description" => {
+            SystemTable::new("pg_description", &[("objoid", INT), ("classoid", INT), ("objsubid", INT), ("description", TEXT)])
+        }
         "pg_attrdef" => SystemTable::new("pg_attrdef", &[("oid", INT), ("adrelid", INT), ("adnum", SMALLINT), ("adbin", TEXT)]),
         "pg_index" => SystemTable::new(
             "pg_index",
-            &[("indexrelid", INT), ("indrelid", INT), ("indnatts", SMALLINT), ("indisunique", BOOL), ("indisprimary", BOOL), ("indkey", TEXT)],
+            &[
+                ("indexrelid", INT),
+                ("indrelid", INT),
+                ("indnatts", SMALLINT),
+                ("indisunique", BOOL),
+                ("indisprimary", BOOL),
+                ("indkey", TEXT),
+            ],
         ),
         "pg_constraint" => SystemTable::new(
             "pg_constraint",
-            &[("oid", INT), ("conname", TEXT), ("connamespace", INT), ("contype", TEXT), ("conrelid", INT), ("conindid", INT), ("conkey", TEXT)],
+            &[
+                ("oid", INT),
+                ("conname", TEXT),
+                ("connamespace", INT),
+                ("contype", TEXT),
+                ("conrelid", INT),
+                ("conindid", INT),
+                ("conkey", TEXT),
+            ],
         ),
-        "pg_inherits" => SystemTable::new(
-            "pg_inherits",
-            &[("inhrelid", INT), ("inhparent", INT), ("inhseqno", INT), ("inhdetachpending", BOOL)],
-        ),
+        "pg_inherits" => {
+            SystemTable::new("pg_inherits", &[("inhrelid", INT), ("inhparent", INT), ("inhseqno", INT), ("inhdetachpending", BOOL)])
+        }
         "pg_policy" => SystemTable::new("pg_policy", &[("oid", INT), ("polname", TEXT), ("polrelid", INT), ("polcmd", TEXT)]),
-        "pg_statistic_ext" => SystemTable::new("pg_statistic_ext", &[("oid", INT), ("stxrelid", INT), ("stxname", TEXT), ("stxnamespace", INT)]),
+        "pg_statistic_ext" => {
+            SystemTable::new("pg_statistic_ext", &[("oid", INT), ("stxrelid", INT), ("stxname", TEXT), ("stxnamespace", INT)])
+        }
         "pg_trigger" => SystemTable::new("pg_trigger", &[("oid", INT), ("tgrelid", INT), ("tgname", TEXT), ("tgisinternal", BOOL)]),
         "pg_rewrite" => SystemTable::new("pg_rewrite", &[("oid", INT), ("rulename", TEXT), ("ev_class", INT)]),
         _ => return Ok(None),
@@ -622,5 +661,118 @@ mod tests {
         assert_eq!(table_oid("lineitem"), table_oid("lineitem"));
         assert_ne!(table_oid("lineitem"), table_oid("orders"));
         assert!(table_oid("x") >= FIRST_USER_OID as i32);
+    }
+}
+
+/// PostgreSQL catalogs of objects Apiary does not have: they hold no rows.
+const EMPTY_CATALOGS: [&str; 17] = [
+    "pg_policy",
+    "pg_statistic_ext",
+    "pg_publication",
+    "pg_publication_rel",
+    "pg_publication_namespace",
+    "pg_inherits",
+    "pg_trigger",
+    "pg_rewrite",
+    "pg_constraint",
+    "pg_index",
+    "pg_attrdef",
+    "pg_description",
+    "pg_partitioned_table",
+    "pg_foreign_table",
+    "pg_sequence",
+    "pg_event_trigger",
+    "pg_extension",
+];
+
+/// Whether `factor` names one of [`EMPTY_CATALOGS`] (`pg_catalog.x` or `x`).
+fn is_empty_catalog(factor: &sqlparser::ast::TableFactor) -> bool {
+    let sqlparser::ast::TableFactor::Table { name, args: None, .. } = factor else { return false };
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(|i| i.value.to_ascii_lowercase()).collect();
+    match parts.as_slice() {
+        [table] | [_, table] if parts.len() == 1 || parts[0] == "pg_catalog" => EMPTY_CATALOGS.contains(&table.as_str()),
+        _ => false,
+    }
+}
+
+/// The result columns of a query that is empty because every branch reads one of
+/// [`EMPTY_CATALOGS`] through an inner join; `None` for any other query.
+///
+/// Clients ask about policies, publications, statistics objects and the like with
+/// queries over array types, subscripts and `generate_series` (psql's `\d table` does)
+/// that Apiary cannot bind; with no such objects their answer is known without binding:
+/// no rows. Columns are named as PostgreSQL names them and typed text.
+pub fn empty_catalog_query(query: &sqlparser::ast::Query) -> Option<Vec<String>> {
+    use sqlparser::ast::{SelectItem, SetExpr, SetOperator};
+    fn empty(body: &SetExpr) -> bool {
+        match body {
+            SetExpr::Select(select) => select.from.iter().any(|from| {
+                is_empty_catalog(&from.relation)
+                    || from.joins.iter().any(|join| {
+                        use sqlparser::ast::JoinOperator as J;
+                        matches!(join.join_operator, J::Join(_) | J::Inner(_) | J::CrossJoin(_)) && is_empty_catalog(&join.relation)
+                    })
+            }),
+            SetExpr::Query(query) => empty(&query.body),
+            SetExpr::SetOperation { op, left, right, .. } => match op {
+                SetOperator::Union => empty(left) && empty(right),
+                SetOperator::Intersect => empty(left) || empty(right),
+                SetOperator::Except | SetOperator::Minus => empty(left),
+            },
+            _ => false,
+        }
+    }
+    fn first_select(body: &SetExpr) -> Option<&sqlparser::ast::Select> {
+        match body {
+            SetExpr::Select(select) => Some(select),
+            SetExpr::Query(query) => first_select(&query.body),
+            SetExpr::SetOperation { left, .. } => first_select(left),
+            _ => None,
+        }
+    }
+    if !empty(&query.body) {
+        return None;
+    }
+    let select = first_select(&query.body)?;
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+            SelectItem::UnnamedExpr(expr) => Some(match expr {
+                sqlparser::ast::Expr::Identifier(ident) => ident.value.clone(),
+                sqlparser::ast::Expr::CompoundIdentifier(parts) => parts.last().map_or("?column?".to_string(), |p| p.value.clone()),
+                sqlparser::ast::Expr::Function(f) => {
+                    f.name.0.last().and_then(|p| p.as_ident()).map_or("?column?".to_string(), |i| i.value.clone())
+                }
+                _ => "?column?".to_string(),
+            }),
+            // `*` needs the catalog's columns: bind it normally.
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod empty_catalog_tests {
+    use super::empty_catalog_query;
+
+    fn columns(sql: &str) -> Option<Vec<String>> {
+        match apiary_sql::parser::parse_sql(sql).unwrap().pop() {
+            Some(sqlparser::ast::Statement::Query(query)) => empty_catalog_query(&query),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn queries_over_empty_catalogs_are_recognised() {
+        assert_eq!(
+            columns("SELECT pol.polname, x[1] AS y, pg_get_expr(a, b) FROM pg_catalog.pg_policy pol WHERE pol.polrelid = '1'"),
+            Some(vec!["polname".to_string(), "y".to_string(), "pg_get_expr".to_string()])
+        );
+        assert!(columns("SELECT a FROM pg_class c, pg_inherits i WHERE c.oid = i.inhparent UNION SELECT b FROM pg_trigger").is_some());
+        assert_eq!(columns("SELECT a FROM pg_class c LEFT JOIN pg_inherits i ON true"), None);
+        assert_eq!(columns("SELECT a FROM pg_class UNION SELECT b FROM pg_trigger"), None);
+        assert_eq!(columns("SELECT * FROM pg_policy"), None);
     }
 }

@@ -4,12 +4,9 @@
 //! pgwire (and libpq) accept for its type.
 
 use bytes::{BufMut, BytesMut};
-use pgwire::messages::copy::{CopyData, CopyDone, CopyInResponse, CopyOutResponse};
-use pgwire::messages::data::{FieldDescription, NoData, ParameterDescription, RowDescription};
-use pgwire::messages::extendedquery::{BindComplete, CloseComplete, ParseComplete, PortalSuspended};
-use pgwire::messages::response::{
-    CommandComplete, EmptyQueryResponse, ErrorResponse, NoticeResponse, ReadyForQuery, SslResponse, TransactionStatus,
-};
+use pgwire::messages::copy::{CopyInResponse, CopyOutResponse};
+use pgwire::messages::data::{FieldDescription, ParameterDescription, RowDescription};
+use pgwire::messages::response::{CommandComplete, ErrorResponse, NoticeResponse, ReadyForQuery, TransactionStatus};
 use pgwire::messages::startup::{Authentication, BackendKeyData, NegotiateProtocolVersion, ParameterStatus, SecretKey};
 use pgwire::messages::Message;
 
@@ -42,7 +39,6 @@ pub enum Severity {
     /// The session ends.
     Fatal,
     Warning,
-    Notice,
 }
 
 impl Severity {
@@ -51,7 +47,6 @@ impl Severity {
             Severity::Error => "ERROR",
             Severity::Fatal => "FATAL",
             Severity::Warning => "WARNING",
-            Severity::Notice => "NOTICE",
         }
     }
 }
@@ -67,6 +62,11 @@ impl ErrorInfo {
 
     pub fn fatal(code: &str, message: impl Into<String>) -> Self {
         Self::new(Severity::Fatal, code, message)
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
@@ -154,8 +154,10 @@ impl BackendBuffer {
         }
     }
 
-    pub fn ssl_response(&mut self, accept: bool) {
-        self.put(&if accept { SslResponse::Accept } else { SslResponse::Refuse });
+    /// A message without a body (ParseComplete, NoData, ...): its type and length.
+    fn empty_message(&mut self, tag: u8) {
+        self.bytes.put_u8(tag);
+        self.bytes.put_i32(4);
     }
 
     pub fn authentication_ok(&mut self) {
@@ -198,7 +200,7 @@ impl BackendBuffer {
     pub fn error(&mut self, error: &ErrorInfo) {
         match error.severity {
             Severity::Error | Severity::Fatal => self.put(&ErrorResponse::new(error.fields())),
-            Severity::Warning | Severity::Notice => self.put(&NoticeResponse::new(error.fields())),
+            Severity::Warning => self.put(&NoticeResponse::new(error.fields())),
         }
     }
 
@@ -207,27 +209,27 @@ impl BackendBuffer {
     }
 
     pub fn empty_query(&mut self) {
-        self.put(&EmptyQueryResponse);
+        self.empty_message(b'I');
     }
 
     pub fn parse_complete(&mut self) {
-        self.put(&ParseComplete);
+        self.empty_message(b'1');
     }
 
     pub fn bind_complete(&mut self) {
-        self.put(&BindComplete);
+        self.empty_message(b'2');
     }
 
     pub fn close_complete(&mut self) {
-        self.put(&CloseComplete);
+        self.empty_message(b'3');
     }
 
     pub fn portal_suspended(&mut self) {
-        self.put(&PortalSuspended);
+        self.empty_message(b's');
     }
 
     pub fn no_data(&mut self) {
-        self.put(&NoData);
+        self.empty_message(b'n');
     }
 
     pub fn parameter_description(&mut self, types: &[DataType]) {
@@ -285,14 +287,7 @@ impl BackendBuffer {
     }
 
     pub fn copy_done(&mut self) {
-        self.put(&CopyDone);
-    }
-
-    /// Unused pgwire copy-data type kept for symmetry with decoding (CopyData here is
-    /// written directly by [`Self::copy_data`]).
-    #[allow(dead_code)]
-    fn copy_data_message(data: bytes::Bytes) -> CopyData {
-        CopyData::new(data)
+        self.empty_message(b'c');
     }
 }
 

@@ -71,11 +71,30 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrontendMessage {
     Query(String),
-    Parse { name: String, sql: String, parameter_types: Vec<u32> },
-    Bind { portal: String, statement: String, parameter_formats: Vec<i16>, parameters: Vec<Option<Bytes>>, result_formats: Vec<i16> },
-    Describe { target: Target, name: String },
-    Execute { portal: String, max_rows: i32 },
-    Close { target: Target, name: String },
+    Parse {
+        name: String,
+        sql: String,
+        parameter_types: Vec<u32>,
+    },
+    Bind {
+        portal: String,
+        statement: String,
+        parameter_formats: Vec<i16>,
+        parameters: Vec<Option<Bytes>>,
+        result_formats: Vec<i16>,
+    },
+    Describe {
+        target: Target,
+        name: String,
+    },
+    Execute {
+        portal: String,
+        max_rows: i32,
+    },
+    Close {
+        target: Target,
+        name: String,
+    },
     Sync,
     Flush,
     Terminate,

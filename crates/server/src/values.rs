@@ -1,5 +1,5 @@
 //! Values on the wire: result columns in PostgreSQL's text and binary formats, and
-//! parameter values (text or binary) turned into SQL literals.
+//! parameter values (text or binary) decoded into `ScalarValue`s.
 //!
 //! Text follows what PostgreSQL 15 prints with its default settings (`DateStyle` ISO,
 //! `IntervalStyle` postgres, `extra_float_digits` 1): `t`/`f`, shortest round-trip
@@ -12,11 +12,10 @@
 //! `ScalarValue` per cell): streaming millions of rows is this module's hot path.
 
 use apiary::{DataType, ScalarValue};
-use apiary_types::datetime::{civil_from_days, Interval, MICROS_PER_DAY, MICROS_PER_SECOND};
+use apiary_types::datetime::{civil_from_days, days_from_civil, Interval, MICROS_PER_DAY, MICROS_PER_SECOND};
 use apiary_types::decimal::{format_decimal, parse_decimal_literal};
 use apiary_types::Vector;
 use bytes::{BufMut, BytesMut};
-use sqlparser::ast;
 
 /// Days from 1970-01-01 (Apiary's epoch) to 2000-01-01 (PostgreSQL's).
 const PG_EPOCH_DAYS: i32 = 10_957;
@@ -246,7 +245,8 @@ fn put_numeric_binary(out: &mut BytesMut, value: i128, scale: u8) {
     // Pad the integer part on the left and the fraction on the right to whole groups.
     let integer = format!("{}{integer}", "0".repeat((4 - integer.len() % 4) % 4));
     let fraction = format!("{fraction}{}", "0".repeat((4 - fraction.len() % 4) % 4));
-    let group = |s: &str| -> Vec<u16> { s.as_bytes().chunks(4).map(|c| c.iter().fold(0u16, |acc, d| acc * 10 + (d - b'0') as u16)).collect() };
+    let group =
+        |s: &str| -> Vec<u16> { s.as_bytes().chunks(4).map(|c| c.iter().fold(0u16, |acc, d| acc * 10 + (d - b'0') as u16)).collect() };
     let mut digits = group(&integer);
     let mut weight = digits.len() as i16 - 1;
     digits.extend(group(&fraction));
@@ -328,25 +328,11 @@ fn numeric_binary_to_text(bytes: &[u8]) -> Result<String, ValueError> {
     Ok(if scale > 0 { format!("{sign}{integer}.{fraction}") } else { format!("{sign}{integer}") })
 }
 
-/// A parameter value as a SQL expression to put in place of `$n`: a literal of the
-/// parameter's type (the statement is bound again with it, see `statement.rs`).
-/// `data_type` is `None` when neither the client nor the statement's context fixed the
-/// type: the text goes in as a string literal and the statement decides.
-pub fn parameter_literal(value: Option<&[u8]>, format: Format, data_type: Option<DataType>) -> Result<ast::Expr, ValueError> {
+/// A parameter value from Bind, decoded for the type the statement's description gave
+/// `$n` (declared by the client or inferred; TEXT when nothing fixed it).
+pub fn parameter_value(value: Option<&[u8]>, format: Format, data_type: DataType) -> Result<ScalarValue, ValueError> {
     let Some(bytes) = value else {
-        return Ok(match data_type {
-            Some(t) => cast(null_literal(), t),
-            None => null_literal(),
-        });
-    };
-    let Some(data_type) = data_type else {
-        return match format {
-            Format::Text => Ok(string_literal(utf8(bytes)?.to_string())),
-            Format::Binary => Err(ValueError {
-                code: "42P18",
-                message: "could not determine the data type of a binary parameter; name its type in Parse or cast it".to_string(),
-            }),
-        };
+        return Ok(ScalarValue::Null);
     };
     match format {
         Format::Text => text_parameter(utf8(bytes)?, data_type),
@@ -373,13 +359,17 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
-fn text_parameter(text: &str, data_type: DataType) -> Result<ast::Expr, ValueError> {
+fn nan_numeric() -> ValueError {
+    ValueError { code: "0A000", message: "NaN is not a valid NUMERIC value in Apiary".to_string() }
+}
+
+fn text_parameter(text: &str, data_type: DataType) -> Result<ScalarValue, ValueError> {
     let trimmed = text.trim();
     let out_of_range = || ValueError {
         code: NUMERIC_VALUE_OUT_OF_RANGE,
         message: format!("value \"{}\" is out of range for type {}", truncate(trimmed, 200), apiary_types::pg::pg_type(data_type).sql_name),
     };
-    let integer = |min: i128, max: i128| -> Result<ast::Expr, ValueError> {
+    let integer = |min: i128, max: i128| -> Result<i128, ValueError> {
         let value: i128 = trimmed.parse().map_err(|_| {
             if trimmed.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'+') && !trimmed.is_empty() {
                 out_of_range()
@@ -390,17 +380,17 @@ fn text_parameter(text: &str, data_type: DataType) -> Result<ast::Expr, ValueErr
         if value < min || value > max {
             return Err(out_of_range());
         }
-        Ok(cast(number_literal(value.to_string()), data_type))
+        Ok(value)
     };
     match data_type {
         DataType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
-            "t" | "true" | "y" | "yes" | "on" | "1" => Ok(bool_literal(true)),
-            "f" | "false" | "n" | "no" | "off" | "0" => Ok(bool_literal(false)),
+            "t" | "true" | "y" | "yes" | "on" | "1" => Ok(ScalarValue::Boolean(true)),
+            "f" | "false" | "n" | "no" | "off" | "0" => Ok(ScalarValue::Boolean(false)),
             _ => Err(invalid_text(data_type, text)),
         },
-        DataType::SmallInt => integer(i16::MIN as i128, i16::MAX as i128),
-        DataType::Integer => integer(i32::MIN as i128, i32::MAX as i128),
-        DataType::BigInt => integer(i64::MIN as i128, i64::MAX as i128),
+        DataType::SmallInt => Ok(ScalarValue::Int16(integer(i16::MIN as i128, i16::MAX as i128)? as i16)),
+        DataType::Integer => Ok(ScalarValue::Int32(integer(i32::MIN as i128, i32::MAX as i128)? as i32)),
+        DataType::BigInt => Ok(ScalarValue::Int64(integer(i64::MIN as i128, i64::MAX as i128)? as i64)),
         DataType::Real | DataType::Double => {
             let value: f64 = match trimmed.to_ascii_lowercase().as_str() {
                 "infinity" | "inf" | "+infinity" | "+inf" => f64::INFINITY,
@@ -408,37 +398,25 @@ fn text_parameter(text: &str, data_type: DataType) -> Result<ast::Expr, ValueErr
                 "nan" => f64::NAN,
                 other => other.parse().map_err(|_| invalid_text(data_type, text))?,
             };
-            Ok(float_literal(value, data_type))
+            Ok(if data_type == DataType::Real { ScalarValue::Float32(value as f32) } else { ScalarValue::Float64(value) })
         }
         DataType::Decimal { .. } => {
             // The value keeps its own precision and scale (the statement's context
             // converts it), so '1.234' compared with a NUMERIC(15,2) column is not
             // rounded first.
-            let (_, precision, _) = parse_decimal_literal(trimmed).ok_or_else(|| {
-                if trimmed.eq_ignore_ascii_case("nan") {
-                    ValueError { code: "0A000", message: "NaN is not a valid NUMERIC value in Apiary".to_string() }
-                } else {
-                    invalid_text(data_type, text)
-                }
-            })?;
+            if trimmed.eq_ignore_ascii_case("nan") {
+                return Err(nan_numeric());
+            }
+            let (value, precision, scale) = parse_decimal_literal(trimmed).ok_or_else(|| invalid_text(data_type, text))?;
             if precision > 38 {
                 return Err(out_of_range());
             }
-            Ok(decimal_literal(trimmed))
+            Ok(ScalarValue::Decimal(value, precision.max(1), scale))
         }
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Null => Ok(string_literal(text.to_string())),
-        DataType::Date => {
-            let days = parse_date_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?;
-            Ok(typed_string(ast::DataType::Date, iso_date(days)))
-        }
-        DataType::Timestamp => {
-            let micros = parse_timestamp_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?;
-            Ok(timestamp_literal(micros))
-        }
-        DataType::Interval => {
-            let interval = Interval::parse(trimmed, None).ok_or_else(|| invalid_text(data_type, text))?;
-            Ok(interval_literal(interval))
-        }
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Null => Ok(ScalarValue::Utf8(text.to_string())),
+        DataType::Date => Ok(ScalarValue::Date(parse_date_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?)),
+        DataType::Timestamp => Ok(ScalarValue::Timestamp(parse_timestamp_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?)),
+        DataType::Interval => Ok(ScalarValue::Interval(Interval::parse(trimmed, None).ok_or_else(|| invalid_text(data_type, text))?)),
     }
 }
 
@@ -448,10 +426,20 @@ fn parse_date_text(text: &str) -> Option<i32> {
         Some(date) => {
             let (year, rest) = date.split_once('-')?;
             let year: i32 = year.parse().ok()?;
-            apiary_types::datetime::parse_date(&format!("{:04}-{rest}", 1 - year))
+            let (_, month, day) = parse_month_day(rest)?;
+            Some(days_from_civil(1 - year, month, day))
         }
         None => apiary_types::datetime::parse_date(text),
     }
+}
+
+/// `MM-DD` of a date, checked against the calendar of year 2000 (a leap year, so that
+/// 02-29 passes; a BC year's own leap rule is not checked).
+fn parse_month_day(text: &str) -> Option<(i32, u32, u32)> {
+    let (month, day) = text.split_once('-')?;
+    let (month, day): (u32, u32) = (month.parse().ok()?, day.parse().ok()?);
+    apiary_types::datetime::parse_date(&format!("2000-{month:02}-{day:02}"))?;
+    Some((2000, month, day))
 }
 
 fn parse_timestamp_text(text: &str) -> Option<i64> {
@@ -464,7 +452,7 @@ fn parse_timestamp_text(text: &str) -> Option<i64> {
     apiary_types::datetime::parse_timestamp(without_zone.trim_end_matches('Z'))
 }
 
-fn binary_parameter(bytes: &[u8], data_type: DataType) -> Result<ast::Expr, ValueError> {
+fn binary_parameter(bytes: &[u8], data_type: DataType) -> Result<ScalarValue, ValueError> {
     let wrong_length = |expected: usize| ValueError {
         code: INVALID_BINARY_REPRESENTATION,
         message: format!(
@@ -473,144 +461,49 @@ fn binary_parameter(bytes: &[u8], data_type: DataType) -> Result<ast::Expr, Valu
             bytes.len()
         ),
     };
-    let fixed = |n: usize| -> Result<&[u8], ValueError> { if bytes.len() == n { Ok(bytes) } else { Err(wrong_length(n)) } };
+    // Fixed-size values as arrays: the length is checked once, no indexing can fail.
+    fn array<const N: usize>(bytes: &[u8]) -> Option<[u8; N]> {
+        bytes.try_into().ok()
+    }
     match data_type {
-        DataType::Boolean => Ok(bool_literal(fixed(1)?[0] != 0)),
-        DataType::SmallInt => {
-            let b = fixed(2)?;
-            Ok(cast(number_literal(i16::from_be_bytes([b[0], b[1]]).to_string()), data_type))
-        }
-        DataType::Integer => {
-            let b = fixed(4)?;
-            Ok(cast(number_literal(i32::from_be_bytes(b.try_into().expect("4 bytes")).to_string()), data_type))
-        }
-        DataType::BigInt => {
-            let b = fixed(8)?;
-            Ok(cast(number_literal(i64::from_be_bytes(b.try_into().expect("8 bytes")).to_string()), data_type))
-        }
-        DataType::Real => Ok(float_literal(f32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")) as f64, data_type)),
-        DataType::Double => Ok(float_literal(f64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes")), data_type)),
+        DataType::Boolean => Ok(ScalarValue::Boolean(array::<1>(bytes).ok_or_else(|| wrong_length(1))?[0] != 0)),
+        DataType::SmallInt => Ok(ScalarValue::Int16(i16::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(2))?))),
+        DataType::Integer => Ok(ScalarValue::Int32(i32::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(4))?))),
+        DataType::BigInt => Ok(ScalarValue::Int64(i64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?))),
+        DataType::Real => Ok(ScalarValue::Float32(f32::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(4))?))),
+        DataType::Double => Ok(ScalarValue::Float64(f64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?))),
         DataType::Decimal { .. } => {
             let text = numeric_binary_to_text(bytes)?;
             match parse_decimal_literal(&text) {
-                Some((_, precision, _)) if precision <= 38 => Ok(decimal_literal(&text)),
+                Some((value, precision, scale)) if precision <= 38 => Ok(ScalarValue::Decimal(value, precision.max(1), scale)),
                 _ => Err(ValueError {
                     code: NUMERIC_VALUE_OUT_OF_RANGE,
                     message: format!("numeric value {} has more than 38 digits", truncate(&text, 60)),
                 }),
             }
         }
-        DataType::Char(_) | DataType::Varchar(_) | DataType::Null => Ok(string_literal(utf8(bytes)?.to_string())),
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Null => Ok(ScalarValue::Utf8(utf8(bytes)?.to_string())),
         DataType::Date => {
-            let days = i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes"));
-            let days = days.checked_add(PG_EPOCH_DAYS).ok_or_else(date_out_of_range)?;
-            Ok(typed_string(ast::DataType::Date, iso_date(days)))
+            let days = i32::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(4))?);
+            Ok(ScalarValue::Date(days.checked_add(PG_EPOCH_DAYS).ok_or_else(date_out_of_range)?))
         }
         DataType::Timestamp => {
-            let micros = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));
-            let micros = micros.checked_add(PG_EPOCH_MICROS).ok_or_else(date_out_of_range)?;
-            Ok(timestamp_literal(micros))
+            let micros = i64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?);
+            Ok(ScalarValue::Timestamp(micros.checked_add(PG_EPOCH_MICROS).ok_or_else(date_out_of_range)?))
         }
         DataType::Interval => {
-            let b = fixed(16)?;
-            let micros = i64::from_be_bytes(b[0..8].try_into().expect("8 bytes"));
-            let days = i32::from_be_bytes(b[8..12].try_into().expect("4 bytes"));
-            let months = i32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
-            Ok(interval_literal(Interval::new(months, days, micros)))
+            let b: [u8; 16] = array(bytes).ok_or_else(|| wrong_length(16))?;
+            let [m0, m1, m2, m3, m4, m5, m6, m7, d0, d1, d2, d3, n0, n1, n2, n3] = b;
+            let micros = i64::from_be_bytes([m0, m1, m2, m3, m4, m5, m6, m7]);
+            let days = i32::from_be_bytes([d0, d1, d2, d3]);
+            let months = i32::from_be_bytes([n0, n1, n2, n3]);
+            Ok(ScalarValue::Interval(Interval::new(months, days, micros)))
         }
     }
 }
 
 fn date_out_of_range() -> ValueError {
     ValueError { code: DATETIME_FIELD_OVERFLOW, message: "date/time parameter out of range".to_string() }
-}
-
-/// ISO text of a date that Apiary's own parser reads back (`-0044-03-15` style years
-/// are not accepted there, so BC dates are refused rather than shifted).
-fn iso_date(days: i32) -> String {
-    let mut out = BytesMut::new();
-    put_date(&mut out, days);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn timestamp_literal(micros: i64) -> ast::Expr {
-    let mut out = BytesMut::new();
-    put_timestamp(&mut out, micros);
-    typed_string(ast::DataType::Timestamp(None, ast::TimezoneInfo::None), String::from_utf8_lossy(&out).into_owned())
-}
-
-fn interval_literal(interval: Interval) -> ast::Expr {
-    cast(string_literal(interval.to_string()), DataType::Interval)
-}
-
-fn float_literal(value: f64, data_type: DataType) -> ast::Expr {
-    let text = if value.is_nan() {
-        "NaN".to_string()
-    } else if value.is_infinite() {
-        if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
-    } else {
-        // Shortest round-trip text; the cast from a string keeps every bit.
-        ryu::Buffer::new().format(value).to_string()
-    };
-    cast(string_literal(text), data_type)
-}
-
-fn decimal_literal(text: &str) -> ast::Expr {
-    match text.strip_prefix('-') {
-        Some(positive) => ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr: Box::new(number_literal(positive.to_string())) },
-        None => number_literal(text.trim_start_matches('+').to_string()),
-    }
-}
-
-fn value(value: ast::Value) -> ast::Expr {
-    ast::Expr::Value(value.with_empty_span())
-}
-
-pub fn string_literal(text: String) -> ast::Expr {
-    value(ast::Value::SingleQuotedString(text))
-}
-
-fn number_literal(text: String) -> ast::Expr {
-    value(ast::Value::Number(text, false))
-}
-
-fn bool_literal(b: bool) -> ast::Expr {
-    value(ast::Value::Boolean(b))
-}
-
-fn null_literal() -> ast::Expr {
-    value(ast::Value::Null)
-}
-
-fn typed_string(data_type: ast::DataType, text: String) -> ast::Expr {
-    cast_ast(string_literal(text), data_type)
-}
-
-fn cast_ast(expr: ast::Expr, data_type: ast::DataType) -> ast::Expr {
-    ast::Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(expr), data_type, array: false, format: None }
-}
-
-/// `CAST(expr AS type)` for an Apiary type (NUMERIC without a modifier: the value's own).
-fn cast(expr: ast::Expr, data_type: DataType) -> ast::Expr {
-    let target = match data_type {
-        DataType::Null => return expr,
-        DataType::Boolean => ast::DataType::Boolean,
-        DataType::SmallInt => ast::DataType::SmallInt(None),
-        DataType::Integer => ast::DataType::Integer(None),
-        DataType::BigInt => ast::DataType::BigInt(None),
-        DataType::Real => ast::DataType::Real,
-        DataType::Double => ast::DataType::DoublePrecision,
-        DataType::Decimal { precision, scale } => {
-            ast::DataType::Numeric(ast::ExactNumberInfo::PrecisionAndScale(precision as u64, scale as i64))
-        }
-        DataType::Char(n) => ast::DataType::Char(Some(ast::CharacterLength::IntegerLength { length: n as u64, unit: None })),
-        DataType::Varchar(None) => ast::DataType::Varchar(None),
-        DataType::Varchar(Some(n)) => ast::DataType::Varchar(Some(ast::CharacterLength::IntegerLength { length: n as u64, unit: None })),
-        DataType::Date => ast::DataType::Date,
-        DataType::Timestamp => ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
-        DataType::Interval => ast::DataType::Interval { fields: None, precision: None },
-    };
-    cast_ast(expr, target)
 }
 
 /// A value as text the way [`put_text`] writes it (for results built row by row).
@@ -662,7 +555,7 @@ mod tests {
     #[test]
     fn dates_and_times_print_like_postgres() {
         assert_eq!(text_of(ScalarValue::Date(0)), "1970-01-01");
-        assert_eq!(text_of(ScalarValue::Date(apiary_types::datetime::days_from_civil(1, 1, 1) - 1)), "0001-12-31 BC");
+        assert_eq!(text_of(ScalarValue::Date(days_from_civil(1, 1, 1) - 1)), "0001-12-31 BC");
         let micros = apiary_types::datetime::parse_timestamp("2020-01-01 10:00:00.12").unwrap();
         assert_eq!(text_of(ScalarValue::Timestamp(micros)), "2020-01-01 10:00:00.12");
         assert_eq!(text_of(ScalarValue::Interval(Interval::new(0, 1, -3_600_000_000))), "1 day -01:00:00");
@@ -693,23 +586,22 @@ mod tests {
     }
 
     #[test]
-    fn parameters_become_literals() {
-        let sql = |e: ast::Expr| e.to_string();
-        assert_eq!(sql(parameter_literal(Some(b" 42 "), Format::Text, Some(DataType::Integer)).unwrap()), "CAST(42 AS INTEGER)");
-        assert_eq!(sql(parameter_literal(Some(b"it's"), Format::Text, None).unwrap()), "'it''s'");
-        assert_eq!(sql(parameter_literal(Some(&7i64.to_be_bytes()), Format::Binary, Some(DataType::BigInt)).unwrap()), "CAST(7 AS BIGINT)");
-        assert_eq!(sql(parameter_literal(None, Format::Text, Some(DataType::Date)).unwrap()), "CAST(NULL AS DATE)");
-        assert_eq!(sql(parameter_literal(Some(b"-1.50"), Format::Text, Some(DataType::decimal(10, 2))).unwrap()), "-1.50");
-        let err = parameter_literal(Some(b"99999"), Format::Text, Some(DataType::SmallInt)).unwrap_err();
-        assert_eq!(err.code, "22003");
-        let err = parameter_literal(Some(b"abc"), Format::Text, Some(DataType::Integer)).unwrap_err();
-        assert_eq!(err.code, "22P02");
-        assert_eq!(parameter_literal(Some(&[1, 2, 3]), Format::Binary, Some(DataType::Integer)).unwrap_err().code, "22P03");
-        assert_eq!(
-            sql(parameter_literal(Some(b"2024-02-29"), Format::Text, Some(DataType::Date)).unwrap()),
-            "CAST('2024-02-29' AS DATE)"
-        );
-        let days = (0i32).to_be_bytes();
-        assert_eq!(sql(parameter_literal(Some(&days), Format::Binary, Some(DataType::Date)).unwrap()), "CAST('2000-01-01' AS DATE)");
+    fn parameters_decode_to_values() {
+        let value = |bytes: Option<&[u8]>, format, t| parameter_value(bytes, format, t);
+        assert_eq!(value(Some(b" 42 "), Format::Text, DataType::Integer).unwrap(), ScalarValue::Int32(42));
+        assert_eq!(value(Some(b"it's"), Format::Text, DataType::Varchar(None)).unwrap(), ScalarValue::Utf8("it's".into()));
+        assert_eq!(value(Some(&7i64.to_be_bytes()), Format::Binary, DataType::BigInt).unwrap(), ScalarValue::Int64(7));
+        assert_eq!(value(None, Format::Text, DataType::Date).unwrap(), ScalarValue::Null);
+        assert_eq!(value(Some(b"-1.50"), Format::Text, DataType::decimal(10, 2)).unwrap(), ScalarValue::Decimal(-150, 3, 2));
+        assert_eq!(value(Some(b"99999"), Format::Text, DataType::SmallInt).unwrap_err().code, "22003");
+        assert_eq!(value(Some(b"abc"), Format::Text, DataType::Integer).unwrap_err().code, "22P02");
+        assert_eq!(value(Some(&[1, 2, 3]), Format::Binary, DataType::Integer).unwrap_err().code, "22P03");
+        let leap = apiary_types::datetime::parse_date("2024-02-29").unwrap();
+        assert_eq!(value(Some(b"2024-02-29"), Format::Text, DataType::Date).unwrap(), ScalarValue::Date(leap));
+        assert_eq!(value(Some(&0i32.to_be_bytes()), Format::Binary, DataType::Date).unwrap(), ScalarValue::Date(PG_EPOCH_DAYS));
+        assert_eq!(value(Some(b"0001-01-01 BC"), Format::Text, DataType::Date).unwrap(), ScalarValue::Date(days_from_civil(0, 1, 1)));
+        assert!(value(Some(b"0001-02-30 BC"), Format::Text, DataType::Date).is_err());
+        assert_eq!(value(Some(&[0xff; 3]), Format::Text, DataType::Varchar(None)).unwrap_err().code, "22021");
+        assert_eq!(value(Some(b"NaN"), Format::Text, DataType::decimal(10, 2)).unwrap_err().code, "0A000");
     }
 }

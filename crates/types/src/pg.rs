@@ -31,8 +31,7 @@ pub const UNKNOWN: PgType = PgType { oid: 705, name: "unknown", len: -2, sql_nam
 pub const BPCHAR: PgType = PgType { oid: 1042, name: "bpchar", len: -1, sql_name: "character", category: 'S' };
 pub const VARCHAR: PgType = PgType { oid: 1043, name: "varchar", len: -1, sql_name: "character varying", category: 'S' };
 pub const DATE: PgType = PgType { oid: 1082, name: "date", len: 4, sql_name: "date", category: 'D' };
-pub const TIMESTAMP: PgType =
-    PgType { oid: 1114, name: "timestamp", len: 8, sql_name: "timestamp without time zone", category: 'D' };
+pub const TIMESTAMP: PgType = PgType { oid: 1114, name: "timestamp", len: 8, sql_name: "timestamp without time zone", category: 'D' };
 pub const INTERVAL: PgType = PgType { oid: 1186, name: "interval", len: 16, sql_name: "interval", category: 'T' };
 pub const NUMERIC: PgType = PgType { oid: 1700, name: "numeric", len: -1, sql_name: "numeric", category: 'N' };
 

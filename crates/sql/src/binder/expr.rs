@@ -117,6 +117,8 @@ impl Binder<'_> {
                 other => bind_value(other),
             },
             E::Nested(inner) => self.bind_expr(inner, scope),
+            // Only the default collation exists (clients name it to be explicit).
+            E::Collate { expr, collation } if super::system_function::is_default_collation(collation) => self.bind_expr(expr, scope),
             E::TypedString(typed) => {
                 let text = match &typed.value.value {
                     ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
@@ -365,6 +367,9 @@ impl Binder<'_> {
 
     fn bind_binary(&mut self, op: &ast::BinaryOperator, left: Expr, right: Expr) -> Result<Expr> {
         use ast::BinaryOperator as B;
+        if let Some((negated, case_insensitive)) = super::system_function::regex_operator(op) {
+            return self.bind_regex_match(left, right, negated, case_insensitive);
+        }
         let op = match op {
             B::Plus => BinaryOp::Add,
             B::Minus => BinaryOp::Sub,

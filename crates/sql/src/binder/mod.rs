@@ -178,6 +178,9 @@ pub struct Binder<'a> {
     /// The types of `$n` parameters while a statement is described (`None`: the
     /// statement may not contain parameters). See `parameter.rs`.
     parameters: Option<Vec<Option<DataType>>>,
+    /// The values of `$n` parameters while a statement is executed with them: each
+    /// binds as a literal (`None`: no values given). See `parameter.rs`.
+    parameter_values: Option<Vec<ScalarValue>>,
 }
 
 impl<'a> Binder<'a> {
@@ -194,6 +197,7 @@ impl<'a> Binder<'a> {
             aggregate_stack: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
             parameters: None,
+            parameter_values: None,
         }
     }
 
@@ -398,13 +402,30 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
         T::Timestamp(_, tz) if *tz == ast::TimezoneInfo::None || *tz == ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
         T::Datetime(_) => DataType::Timestamp,
         T::Interval { .. } => DataType::Interval,
-        T::Custom(name, _) => match object_name_to_table(name)?.as_str() {
-            "varchar" | "string" | "text" => DataType::Varchar(None),
-            "int" | "int4" | "integer" => DataType::Integer,
-            "long" | "int8" => DataType::BigInt,
-            "double" | "float8" => DataType::Double,
-            other => return Err(bind_err!("type \"{other}\" does not exist")),
-        },
+        T::Custom(name, _) => {
+            // PostgreSQL clients qualify built-in types (`pg_catalog.text`); the
+            // object-identifier types (`regclass`, ...) are OIDs, integers here.
+            let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+            let type_name = match parts.as_slice() {
+                [name] => name.as_str(),
+                [schema, name] if schema == "pg_catalog" || schema == "main" || schema == "public" => name.as_str(),
+                _ => return Err(bind_err!("type \"{name}\" does not exist")),
+            };
+            match type_name {
+                "varchar" | "string" | "text" | "name" | "bpchar" | "char" => DataType::Varchar(None),
+                "int" | "int4" | "integer" | "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "xid" => DataType::Integer,
+                "int2" | "smallint" => DataType::SmallInt,
+                "long" | "int8" | "bigint" => DataType::BigInt,
+                "float4" | "real" => DataType::Real,
+                "double" | "float8" => DataType::Double,
+                "bool" | "boolean" => DataType::Boolean,
+                "numeric" | "decimal" => decimal(&ast::ExactNumberInfo::None)?,
+                "date" => DataType::Date,
+                "timestamp" => DataType::Timestamp,
+                "interval" => DataType::Interval,
+                other => return Err(bind_err!("type \"{other}\" does not exist")),
+            }
+        }
         other => return Err(not_impl_err!("data type {other}")),
     })
 }

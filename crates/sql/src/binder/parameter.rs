@@ -14,8 +14,8 @@
 //!   anything else (SELECT $1)                          text
 //! ```
 //!
-//! Execution does not use this plan: the values are put into the statement as typed
-//! literals and it is bound again (see the server's `statement.rs`).
+//! Executing with values ([`Binder::with_parameter_values`]) binds each `$n` as a literal
+//! of its value's type; a NULL value takes the type its context gives (as above).
 
 use apiary_common::{bind_err, Result};
 use apiary_types::{DataType, ScalarValue};
@@ -35,6 +35,12 @@ impl Binder<'_> {
         self
     }
 
+    /// Binds `$n` as the literal `values[n-1]` (a statement executed with parameters).
+    pub fn with_parameter_values(mut self, values: Vec<ScalarValue>) -> Self {
+        self.parameter_values = Some(values);
+        self
+    }
+
     /// The parameter types after binding: declared, inferred, or TEXT when nothing
     /// fixed them. Parameters the statement does not mention are TEXT too.
     pub fn parameter_types(&self) -> Vec<DataType> {
@@ -43,13 +49,19 @@ impl Binder<'_> {
 
     /// The index (0-based) of a `$n` placeholder.
     fn parameter_index(&self, name: &str) -> Result<usize> {
-        if self.parameters.is_none() {
+        if self.parameters.is_none() && self.parameter_values.is_none() {
             return Err(bind_err!("there is no parameter {name}"));
         }
-        match name.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
-            Some(n) if (1..=MAX_PARAMETERS).contains(&n) => Ok(n - 1),
-            _ => Err(bind_err!("invalid parameter {name} (parameters are $1 to ${MAX_PARAMETERS})")),
+        let idx = match name.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if (1..=MAX_PARAMETERS).contains(&n) => n - 1,
+            _ => return Err(bind_err!("invalid parameter {name} (parameters are $1 to ${MAX_PARAMETERS})")),
+        };
+        if let Some(values) = &self.parameter_values {
+            if idx >= values.len() {
+                return Err(bind_err!("there is no parameter {name}: the statement was given {} values", values.len()));
+            }
         }
+        Ok(idx)
     }
 
     /// Whether `expr` is a `$n` whose type is not known yet (so its context decides).
@@ -62,9 +74,14 @@ impl Binder<'_> {
             ast::Expr::Nested(inner) => return self.is_untyped_parameter(inner),
             _ => return false,
         };
-        match (&self.parameters, self.parameter_index(name)) {
-            (Some(parameters), Ok(idx)) => parameters.get(idx).is_none_or(|t| t.is_none()),
-            _ => false,
+        let Ok(idx) = self.parameter_index(name) else { return false };
+        if let Some(values) = &self.parameter_values {
+            // A value has its own type; only a NULL takes its context's.
+            return values[idx].is_null();
+        }
+        match &self.parameters {
+            Some(parameters) => parameters.get(idx).is_none_or(|t| t.is_none()),
+            None => false,
         }
     }
 
@@ -72,7 +89,17 @@ impl Binder<'_> {
     /// one; without a hint it stays open (TEXT if nothing else fixes it).
     pub(crate) fn bind_placeholder(&mut self, name: &str, hint: Option<DataType>) -> Result<Expr> {
         let idx = self.parameter_index(name)?;
-        let parameters = self.parameters.as_mut().expect("checked by parameter_index");
+        if let Some(values) = &self.parameter_values {
+            let value = values[idx].clone();
+            let data_type = match value.data_type() {
+                DataType::Null => hint.filter(|t| *t != DataType::Null).unwrap_or(DataType::Varchar(None)),
+                known => known,
+            };
+            return Ok(Expr::Literal(value, data_type));
+        }
+        let Some(parameters) = self.parameters.as_mut() else {
+            return Err(bind_err!("there is no parameter {name}"));
+        };
         if parameters.len() <= idx {
             parameters.resize(idx + 1, None);
         }

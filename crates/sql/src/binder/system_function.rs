@@ -5,6 +5,11 @@
 //! [`TableFunctionProvider`](super::TableFunctionProvider) (the engine knows who is
 //! connected); functions about objects Apiary does not have (comments, defaults,
 //! privileges) answer what is true for Apiary: no comment, no default, allowed.
+//!
+//! The regular-expression operators (`~`, `!~`, `~*`, `!~*`, also spelled
+//! `OPERATOR(pg_catalog.~)`) are accepted for the patterns psql builds for `\d NAME`
+//! (`^(lineitem)$`, `^(line.*)$`, `^pg_toast`): anchors, a group of alternatives, `.`,
+//! `.*` and literal characters, rewritten to LIKE. Other patterns are refused.
 
 use std::sync::Arc;
 
@@ -21,6 +26,35 @@ use crate::expr::Expr;
 
 /// Schemas whose tables the engine provides.
 const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
+
+/// The functions [`Binder::bind_system_function`] knows.
+const SYSTEM_FUNCTIONS: [&str; 25] = [
+    "version",
+    "current_database",
+    "current_catalog",
+    "current_schema",
+    "current_user",
+    "session_user",
+    "user",
+    "current_role",
+    "pg_backend_pid",
+    "pg_table_is_visible",
+    "pg_type_is_visible",
+    "has_table_privilege",
+    "has_schema_privilege",
+    "has_database_privilege",
+    "has_column_privilege",
+    "pg_get_userbyid",
+    "obj_description",
+    "col_description",
+    "shobj_description",
+    "pg_get_expr",
+    "pg_get_constraintdef",
+    "pg_get_indexdef",
+    "pg_get_viewdef",
+    "pg_encoding_to_char",
+    "format_type",
+];
 
 /// A function's name: `name` or `pg_catalog.name` (PostgreSQL clients qualify built-in
 /// functions to be safe from a user's search_path).
@@ -59,6 +93,9 @@ impl Binder<'_> {
 
     /// Binds a PostgreSQL session or catalog function; `None` if `name` is not one.
     pub(crate) fn bind_system_function(&mut self, name: &str, function: &ast::Function, scope: &Scope) -> Result<Option<Expr>> {
+        if !SYSTEM_FUNCTIONS.contains(&name) {
+            return Ok(None);
+        }
         let args: Vec<&ast::Expr> = match &function.args {
             ast::FunctionArguments::None => Vec::new(),
             ast::FunctionArguments::List(list) => list
@@ -84,7 +121,11 @@ impl Binder<'_> {
             }
             // Every Apiary table is in schema public, which is always visible, and every
             // user may read everything.
-            "pg_table_is_visible" | "pg_type_is_visible" | "has_table_privilege" | "has_schema_privilege" | "has_database_privilege"
+            "pg_table_is_visible"
+            | "pg_type_is_visible"
+            | "has_table_privilege"
+            | "has_schema_privilege"
+            | "has_database_privilege"
             | "has_column_privilege" => {
                 self.bind_arguments(&args, scope)?;
                 Expr::boolean(true)
@@ -96,7 +137,12 @@ impl Binder<'_> {
                 Expr::literal(self.table_functions.session_value("current_user").unwrap_or(ScalarValue::Utf8("apiary".to_string())))
             }
             // No comments, defaults or constraints definitions to show.
-            "obj_description" | "col_description" | "shobj_description" | "pg_get_expr" | "pg_get_constraintdef" | "pg_get_indexdef"
+            "obj_description"
+            | "col_description"
+            | "shobj_description"
+            | "pg_get_expr"
+            | "pg_get_constraintdef"
+            | "pg_get_indexdef"
             | "pg_get_viewdef" => {
                 self.bind_arguments(&args, scope)?;
                 Expr::Literal(ScalarValue::Null, text)
@@ -145,9 +191,9 @@ fn format_type_sql(oid: &str, typmod: &str) -> String {
     for ty in ALL_TYPES {
         let name = ty.sql_name;
         let arm = match ty.name {
-            "varchar" | "bpchar" => format!(
-                "CASE WHEN {typmod} >= 4 THEN '{name}(' || CAST({typmod} - 4 AS VARCHAR) || ')' ELSE '{name}' END"
-            ),
+            "varchar" | "bpchar" => {
+                format!("CASE WHEN {typmod} >= 4 THEN '{name}(' || CAST({typmod} - 4 AS VARCHAR) || ')' ELSE '{name}' END")
+            }
             "numeric" => format!(
                 "CASE WHEN {typmod} >= 4 THEN 'numeric(' || CAST(({typmod} - 4) / 65536 AS VARCHAR) || ',' || \
                  CAST(({typmod} - 4) % 65536 AS VARCHAR) || ')' ELSE 'numeric' END"
@@ -158,4 +204,132 @@ fn format_type_sql(oid: &str, typmod: &str) -> String {
     }
     sql.push_str(" ELSE '???' END");
     sql
+}
+
+/// `(negated, case_insensitive)` of a regular-expression match operator.
+pub(crate) fn regex_operator(op: &ast::BinaryOperator) -> Option<(bool, bool)> {
+    use ast::BinaryOperator as B;
+    let symbol = match op {
+        B::PGRegexMatch => "~",
+        B::PGRegexIMatch => "~*",
+        B::PGRegexNotMatch => "!~",
+        B::PGRegexNotIMatch => "!~*",
+        B::PGCustomBinaryOperator(parts) => match parts.as_slice() {
+            [symbol] => symbol.as_str(),
+            [schema, symbol] if schema == "pg_catalog" => symbol.as_str(),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    match symbol {
+        "~" => Some((false, false)),
+        "~*" => Some((false, true)),
+        "!~" => Some((true, false)),
+        "!~*" => Some((true, true)),
+        _ => None,
+    }
+}
+
+/// Whether `COLLATE name` names the one collation Apiary has.
+pub(crate) fn is_default_collation(name: &ast::ObjectName) -> bool {
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(|i| i.value.to_ascii_lowercase()).collect();
+    matches!(
+        parts.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
+        ["default"] | ["c"] | ["posix"] | ["pg_catalog", "default" | "c" | "posix"]
+    )
+}
+
+/// LIKE patterns (alternatives) matching what a simple regular expression matches;
+/// `None` when the expression uses more than anchors, one group of alternatives, `.`,
+/// `.*` and literal characters.
+pub(crate) fn regex_to_like(regex: &str) -> Option<Vec<String>> {
+    let (start_anchored, rest) = match regex.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, regex),
+    };
+    let (end_anchored, body) = match rest.strip_suffix('$') {
+        Some(body) if !body.ends_with('\\') => (true, body),
+        _ => (false, rest),
+    };
+    let alternatives: Vec<&str> = match body.strip_prefix('(').and_then(|b| b.strip_suffix(')')) {
+        Some(inner) if !inner.contains(['(', ')']) => inner.split('|').collect(),
+        _ => vec![body],
+    };
+    let mut patterns = Vec::with_capacity(alternatives.len());
+    for alternative in alternatives {
+        let mut like = String::new();
+        if !start_anchored {
+            like.push('%');
+        }
+        let mut chars = alternative.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '.' if chars.peek() == Some(&'*') => {
+                    chars.next();
+                    like.push('%');
+                }
+                '.' => like.push('_'),
+                '\\' => {
+                    let escaped = chars.next()?;
+                    if escaped.is_ascii_alphanumeric() {
+                        return None; // \d, \w, ...: character classes
+                    }
+                    push_like_literal(&mut like, escaped);
+                }
+                '[' | ']' | '(' | ')' | '{' | '}' | '|' | '?' | '+' | '*' | '^' | '$' => return None,
+                c => push_like_literal(&mut like, c),
+            }
+        }
+        if !end_anchored {
+            like.push('%');
+        }
+        patterns.push(like);
+    }
+    Some(patterns)
+}
+
+fn push_like_literal(like: &mut String, c: char) {
+    if matches!(c, '%' | '_' | '\\') {
+        like.push('\\');
+    }
+    like.push(c);
+}
+
+impl Binder<'_> {
+    /// `value ~ 'regex'` as LIKE alternatives (see [`regex_to_like`]).
+    pub(crate) fn bind_regex_match(&mut self, value: Expr, pattern: Expr, negated: bool, case_insensitive: bool) -> Result<Expr> {
+        let regex = match &pattern {
+            Expr::Literal(ScalarValue::Utf8(text), _) => text.clone(),
+            Expr::Literal(ScalarValue::Null, _) => return Ok(Expr::Literal(ScalarValue::Null, DataType::Boolean)),
+            _ => return Err(not_impl_err!("regular-expression match with a pattern that is not a constant")),
+        };
+        let patterns = regex_to_like(&regex)
+            .ok_or_else(|| not_impl_err!("regular expression '{regex}' (only anchors, (a|b), . and .* are supported)"))?;
+        let value = if value.data_type().is_string() { value } else { self.cast(value, DataType::Varchar(None))? };
+        let matches = patterns.into_iter().map(|like| Expr::Like {
+            expr: Box::new(value.clone()),
+            pattern: Box::new(Expr::literal(ScalarValue::Utf8(like))),
+            negated: false,
+            case_insensitive,
+            escape: Some('\\'),
+        });
+        let any =
+            Expr::disjunction(matches).ok_or_else(|| ApiaryError::Internal("a regular expression without alternatives".to_string()))?;
+        Ok(if negated { Expr::Unary(crate::expr::UnaryOp::Not, Box::new(any)) } else { any })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::regex_to_like;
+
+    #[test]
+    fn psql_patterns_become_like() {
+        assert_eq!(regex_to_like("^(lineitem)$"), Some(vec!["lineitem".to_string()]));
+        assert_eq!(regex_to_like("^(line.*|ord_rs)$"), Some(vec!["line%".to_string(), "ord\\_rs".to_string()]));
+        assert_eq!(regex_to_like("^pg_toast"), Some(vec!["pg\\_toast%".to_string()]));
+        assert_eq!(regex_to_like("a.c"), Some(vec!["%a_c%".to_string()]));
+        assert_eq!(regex_to_like("^[a-z]+$"), None);
+        assert_eq!(regex_to_like("\\d"), None);
+    }
 }
