@@ -62,17 +62,8 @@ const OWNER_OID: i32 = 10;
 const HEAP_AM_OID: i32 = 2;
 /// PostgreSQL's `default` collation.
 const DEFAULT_COLLATION_OID: i32 = 100;
-/// First OID PostgreSQL gives user objects.
-const FIRST_USER_OID: u32 = 16_384;
 
-/// A stable OID for a user table: derived from its name (FNV-1a), above the system range.
-pub fn table_oid(name: &str) -> i32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in name.bytes() {
-        hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
-    }
-    (FIRST_USER_OID + hash % (i32::MAX as u32 - FIRST_USER_OID)) as i32
-}
+pub use apiary_types::pg::table_oid;
 
 /// Rows of a system table under construction.
 struct SystemTable {
@@ -660,7 +651,7 @@ mod tests {
     fn table_oids_are_stable_and_in_the_user_range() {
         assert_eq!(table_oid("lineitem"), table_oid("lineitem"));
         assert_ne!(table_oid("lineitem"), table_oid("orders"));
-        assert!(table_oid("x") >= FIRST_USER_OID as i32);
+        assert!(table_oid("x") >= 16_384, "above PostgreSQL's system OIDs");
     }
 }
 

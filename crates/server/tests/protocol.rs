@@ -239,7 +239,10 @@ fn copy_from_stdin_and_to_stdout() {
         let chunks: Vec<_> = stream.collect().await;
         let text: Vec<u8> = chunks.into_iter().flat_map(|c| c.unwrap().to_vec()).collect();
         let text = String::from_utf8(text).unwrap();
-        assert!(text.starts_with("id,name,amount,day\n") && text.contains("3,\"a,\"\"b\"\"\",0.01,2000-02-29\n") && text.contains("4,\"\",,\n"), "{text}");
+        assert!(
+            text.starts_with("id,name,amount,day\n") && text.contains("3,\"a,\"\"b\"\"\",0.01,2000-02-29\n") && text.contains("4,\"\",,\n"),
+            "{text}"
+        );
         // A malformed row fails the whole COPY and names the line; nothing is loaded.
         let sink = client.copy_in("COPY c FROM STDIN").await.unwrap();
         futures::pin_mut!(sink);
@@ -297,7 +300,8 @@ fn scram_authentication() {
 
 #[test]
 fn connection_limit_and_idle_in_transaction_timeout() {
-    let config = ServerConfig { max_connections: 2, idle_in_transaction_timeout: Some(Duration::from_millis(500)), ..ServerConfig::default() };
+    let config =
+        ServerConfig { max_connections: 2, idle_in_transaction_timeout: Some(Duration::from_millis(500)), ..ServerConfig::default() };
     let server = start(Database::open_in_memory().unwrap(), config);
     runtime().block_on(async {
         let first = connect(server.addr).await;

@@ -91,6 +91,36 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
     })
 }
 
+/// First OID PostgreSQL gives user objects.
+const FIRST_USER_OID: u32 = 16_384;
+
+/// A stable OID for a user table: derived from its name (FNV-1a), above the system range,
+/// so it stays the same between the queries a client makes about one table.
+pub fn table_oid(name: &str) -> i32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in name.bytes() {
+        hash = (hash ^ byte as u32).wrapping_mul(0x0100_0193);
+    }
+    (FIRST_USER_OID + hash % (i32::MAX as u32 - FIRST_USER_OID)) as i32
+}
+
+/// `'name'::regclass`: PostgreSQL's fixed OIDs for its catalogs, [`table_oid`] otherwise.
+pub fn relation_oid(name: &str) -> i32 {
+    let name = name.strip_prefix("pg_catalog.").unwrap_or(name);
+    match name {
+        "pg_type" => 1247,
+        "pg_attribute" => 1249,
+        "pg_proc" => 1255,
+        "pg_class" => 1259,
+        "pg_namespace" => 2615,
+        "pg_constraint" => 2606,
+        "pg_description" => 2609,
+        "pg_index" => 2610,
+        "pg_database" => 1262,
+        other => table_oid(other.strip_prefix("public.").unwrap_or(other)),
+    }
+}
+
 /// `format_type(type, typmod)`: the SQL spelling of a column's type
 /// (`character varying(44)`, `numeric(15,2)`).
 pub fn format_type(data_type: DataType) -> String {

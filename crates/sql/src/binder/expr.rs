@@ -241,6 +241,14 @@ impl Binder<'_> {
                 if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
                     return Err(not_impl_err!("TRY_CAST"));
                 }
+                // `'lineitem'::regclass`: the relation's OID (clients look tables up so).
+                if is_regclass(data_type) {
+                    if let ast::Expr::Value(v) = expr.as_ref() {
+                        if let ast::Value::SingleQuotedString(name) = &v.value {
+                            return Ok(Expr::literal(ScalarValue::Int32(apiary_types::pg::relation_oid(&name.to_lowercase()))));
+                        }
+                    }
+                }
                 let target = convert_data_type(data_type)?;
                 let value = self.bind_expr_hinted(expr, scope, Some(target))?;
                 self.cast(value, target)
@@ -794,5 +802,15 @@ pub(crate) fn trim_kind(name: &str) -> TrimKind {
         "ltrim" => TrimKind::Leading,
         "rtrim" => TrimKind::Trailing,
         _ => TrimKind::Both,
+    }
+}
+
+fn is_regclass(data_type: &ast::DataType) -> bool {
+    match data_type {
+        ast::DataType::Regclass => true,
+        ast::DataType::Custom(name, _) => {
+            name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.eq_ignore_ascii_case("regclass"))
+        }
+        _ => false,
     }
 }

@@ -402,6 +402,7 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
         T::Timestamp(_, tz) if *tz == ast::TimezoneInfo::None || *tz == ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
         T::Datetime(_) => DataType::Timestamp,
         T::Interval { .. } => DataType::Interval,
+        T::Regclass => DataType::Integer,
         T::Custom(name, _) => {
             // PostgreSQL clients qualify built-in types (`pg_catalog.text`); the
             // object-identifier types (`regclass`, ...) are OIDs, integers here.

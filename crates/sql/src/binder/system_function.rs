@@ -93,6 +93,9 @@ impl Binder<'_> {
 
     /// Binds a PostgreSQL session or catalog function; `None` if `name` is not one.
     pub(crate) fn bind_system_function(&mut self, name: &str, function: &ast::Function, scope: &Scope) -> Result<Option<Expr>> {
+        if let Some(attnum) = attribute_row_number(name, function) {
+            return self.bind_expr(attnum, scope).map(Some);
+        }
         if !SYSTEM_FUNCTIONS.contains(&name) {
             return Ok(None);
         }
@@ -331,5 +334,28 @@ mod tests {
         assert_eq!(regex_to_like("a.c"), Some(vec!["%a_c%".to_string()]));
         assert_eq!(regex_to_like("^[a-z]+$"), None);
         assert_eq!(regex_to_like("\\d"), None);
+    }
+}
+
+/// `row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum)`, which JDBC's
+/// `getColumns` uses to number a table's columns: Apiary's `pg_attribute` numbers the
+/// columns of each table 1..n without gaps (no dropped columns), so the row number is
+/// `a.attnum` itself. Apiary has no window functions; this one form is answered so.
+fn attribute_row_number<'f>(name: &str, function: &'f ast::Function) -> Option<&'f ast::Expr> {
+    let ends_with = |expr: &ast::Expr, column: &str| match expr {
+        ast::Expr::Identifier(ident) => ident.value.eq_ignore_ascii_case(column),
+        ast::Expr::CompoundIdentifier(parts) => parts.last().is_some_and(|p| p.value.eq_ignore_ascii_case(column)),
+        _ => false,
+    };
+    let Some(ast::WindowType::WindowSpec(spec)) = &function.over else { return None };
+    match (name, spec.partition_by.as_slice(), spec.order_by.as_slice(), spec.window_frame.is_none()) {
+        ("row_number", [partition], [order], true)
+            if ends_with(partition, "attrelid")
+                && ends_with(&order.expr, "attnum")
+                && !matches!(order.options.sort, Some(ast::OrderBySort::Desc)) =>
+        {
+            Some(&order.expr)
+        }
+        _ => None,
     }
 }
