@@ -91,7 +91,7 @@ fn psql_describes_queries_copies_and_cancels() {
     let output = run_psql(port, &["-A", "-t", "-c", "SELECT count(*), count(name) FROM pc"], None);
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "3|2");
     // Ctrl-C: psql sends a CancelRequest and the query stops at once.
-    let mut child = psql_command(port).args(["-c", LONG_QUERY]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = psql_command(port).args(["-c", LONG_QUERY]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let interrupted = Instant::now();
     // SAFETY: sending SIGINT to the child we started.

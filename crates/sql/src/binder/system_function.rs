@@ -322,21 +322,6 @@ impl Binder<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::regex_to_like;
-
-    #[test]
-    fn psql_patterns_become_like() {
-        assert_eq!(regex_to_like("^(lineitem)$"), Some(vec!["lineitem".to_string()]));
-        assert_eq!(regex_to_like("^(line.*|ord_rs)$"), Some(vec!["line%".to_string(), "ord\\_rs".to_string()]));
-        assert_eq!(regex_to_like("^pg_toast"), Some(vec!["pg\\_toast%".to_string()]));
-        assert_eq!(regex_to_like("a.c"), Some(vec!["%a_c%".to_string()]));
-        assert_eq!(regex_to_like("^[a-z]+$"), None);
-        assert_eq!(regex_to_like("\\d"), None);
-    }
-}
-
 /// `row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum)`, which JDBC's
 /// `getColumns` uses to number a table's columns: Apiary's `pg_attribute` numbers the
 /// columns of each table 1..n without gaps (no dropped columns), so the row number is
@@ -359,3 +344,19 @@ fn attribute_row_number<'f>(name: &str, function: &'f ast::Function) -> Option<&
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::regex_to_like;
+
+    #[test]
+    fn psql_patterns_become_like() {
+        assert_eq!(regex_to_like("^(lineitem)$"), Some(vec!["lineitem".to_string()]));
+        assert_eq!(regex_to_like("^(line.*|ord_rs)$"), Some(vec!["line%".to_string(), "ord\\_rs".to_string()]));
+        assert_eq!(regex_to_like("^pg_toast"), Some(vec!["pg\\_toast%".to_string()]));
+        assert_eq!(regex_to_like("a.c"), Some(vec!["%a_c%".to_string()]));
+        assert_eq!(regex_to_like("^[a-z]+$"), None);
+        assert_eq!(regex_to_like("\\d"), None);
+    }
+}
+
