@@ -277,3 +277,19 @@ fn decoder_fuzz_fixed_seed() {
     }
     assert!(decoded > 10_000, "the mutations leave enough messages whole to exercise the decoders ({decoded})");
 }
+
+#[test]
+fn silent_clients_are_dropped_after_the_authentication_timeout() {
+    let config = ServerConfig { authentication_timeout: Duration::from_millis(300), ..ServerConfig::default() };
+    let server = start(apiary::Database::open_in_memory().unwrap(), config);
+    // Nothing at all, then half a startup packet: both are cut off.
+    for partial in [&[][..], &[0, 0, 0, 40, 0, 3][..]] {
+        let mut client = RawClient::connect(server.addr);
+        client.send(partial);
+        let started = Instant::now();
+        assert!(client.closed());
+        assert!(started.elapsed() < Duration::from_secs(5), "closed after {:?}", started.elapsed());
+    }
+    let mut healthy = RawClient::ready(server.addr);
+    assert_eq!(tags(&healthy.query("SELECT 1")), vec!["SELECT 1"]);
+}

@@ -359,4 +359,3 @@ mod tests {
         assert_eq!(regex_to_like("\\d"), None);
     }
 }
-
