@@ -63,6 +63,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the database to PostgreSQL clients (psql, JDBC, psycopg, ...):
+    /// `apiary serve [DBPATH] --port 5432`, then `psql -h 127.0.0.1 -p 5432`.
+    Serve(Box<ServeArgs>),
     /// Generate TPC-H data in memory and run the 22 queries, checking the answers.
     Demo {
         #[arg(long, default_value_t = 0.1)]
@@ -82,6 +85,54 @@ enum Command {
         #[arg(long)]
         dir: PathBuf,
     },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Database file to serve (in memory when omitted).
+    dbpath: Option<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 5432)]
+    port: u16,
+    /// Users file: one `name:password` or `name:SCRAM-SHA-256$...` per line.
+    #[arg(long, value_name = "FILE")]
+    users: Option<PathBuf>,
+    /// Password of the one user --user (SCRAM-SHA-256); without --users or --password
+    /// only loopback connections are accepted.
+    #[arg(long, conflicts_with = "users")]
+    password: Option<String>,
+    /// The user --password is for.
+    #[arg(long, default_value = "apiary")]
+    user: String,
+    /// PEM certificate chain for TLS (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Refuse connections without TLS.
+    #[arg(long, requires = "tls_cert")]
+    require_tls: bool,
+    #[arg(long, default_value_t = 100)]
+    max_connections: usize,
+    /// Longest message a client may send, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_message_size: usize,
+    /// Close sessions idle inside a transaction block this long (seconds; 0: never).
+    #[arg(long, default_value_t = 600)]
+    idle_in_transaction_timeout: u64,
+    /// Start-up and authentication must finish within this (seconds).
+    #[arg(long, default_value_t = 60)]
+    authentication_timeout: u64,
+    /// Disconnect a client that accepts no output for this long (seconds).
+    #[arg(long, default_value_t = 300)]
+    write_timeout: u64,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Generate the TPC-H tables at this scale factor before serving.
+    #[arg(long, value_name = "SF")]
+    tpch: Option<f64>,
 }
 
 #[derive(Subcommand)]
@@ -177,6 +228,60 @@ enum BenchSuite {
     },
 }
 
+/// `apiary serve`.
+fn serve(args: ServeArgs) -> ExitCode {
+    use std::time::Duration;
+    let fail = |message: String| {
+        eprintln!("Error: {message}");
+        ExitCode::FAILURE
+    };
+    let users = match (&args.users, &args.password) {
+        (Some(path), _) => match apiary_server::Users::from_file(path) {
+            Ok(users) => Some(users),
+            Err(e) => return fail(e),
+        },
+        (None, Some(password)) => Some(apiary_server::Users::single(&args.user, password)),
+        (None, None) => None,
+    };
+    let db = match &args.dbpath {
+        Some(path) => Database::open(path),
+        None => Database::open_in_memory(),
+    };
+    let db = match db {
+        Ok(db) => db,
+        Err(e) => return fail(e.to_string()),
+    };
+    let mut conn = db.connect();
+    if let Some(threads) = args.threads {
+        if let Err(e) = conn.execute(&format!("SET threads = {threads}")) {
+            return fail(e.to_string());
+        }
+    }
+    if let Some(sf) = args.tpch {
+        if let Err(e) = apiary::tpch::load(&mut conn, sf) {
+            return fail(e.to_string());
+        }
+    }
+    drop(conn);
+    let seconds = |s: u64| if s == 0 { None } else { Some(Duration::from_secs(s)) };
+    let config = apiary_server::ServerConfig {
+        host: args.host,
+        port: args.port,
+        users,
+        tls: args.tls_cert.zip(args.tls_key),
+        require_tls: args.require_tls,
+        max_connections: args.max_connections,
+        max_message_bytes: args.max_message_size,
+        idle_in_transaction_timeout: seconds(args.idle_in_transaction_timeout),
+        authentication_timeout: Duration::from_secs(args.authentication_timeout.max(1)),
+        write_timeout: Duration::from_secs(args.write_timeout.max(1)),
+    };
+    match apiary_server::serve(db, config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
 fn main() -> ExitCode {
     // A file-size limit (ulimit -f) must fail the write that hits it with an error, as a
     // full disk does, instead of killing the process mid-statement.
@@ -260,6 +365,7 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Some(Command::Serve(args)) => return serve(*args),
         Some(Command::Demo { sf, threads }) => return demo(sf, threads),
         Some(Command::TpchGen { sf, dir }) => {
             return match apiary::tpch::write_tbl(&dir, sf) {

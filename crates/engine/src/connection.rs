@@ -28,10 +28,14 @@ pub struct Connection {
     interrupted: Arc<AtomicBool>,
     /// Identifies the session in `apiary_queries()`.
     id: u64,
-    /// Who is connected (`apiary_queries()`); the wire server sets it.
-    user: String,
     /// The statement being run, as `apiary_queries()` shows it.
     current_sql: String,
+    /// Plans of queries this session ran through `execute_cached`.
+    pub(crate) plan_cache: crate::prepared::PlanCache,
+    /// Who is connected (`current_user`, `pg_catalog`); set by the wire server.
+    pub(crate) session: crate::pg_catalog::SessionInfo,
+    /// The `$n` values of the statement running under [`Connection::execute_with_parameters`].
+    pub(crate) parameter_values: Option<Vec<ScalarValue>>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -47,9 +51,11 @@ impl Connection {
             db,
             settings: Settings::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
+            session: crate::pg_catalog::SessionInfo::default(),
+            parameter_values: None,
             id,
-            user: std::env::var("USER").unwrap_or_else(|_| "apiary".to_string()),
             current_sql: String::new(),
+            plan_cache: Default::default(),
         }
     }
 
@@ -60,7 +66,7 @@ impl Connection {
 
     /// Sets the user name `apiary_queries()` shows for this session's queries.
     pub fn set_user(&mut self, user: impl Into<String>) {
-        self.user = user.into();
+        self.session.user = user.into();
     }
 
     /// A handle that reports the progress of this session's running query from another
@@ -76,8 +82,8 @@ impl Connection {
     }
 
     /// Runs a physical plan (a prepared query's) and returns its result chunks.
-    pub(crate) fn run_physical(&self, physical: Arc<apiary_execution::PhysicalPlan>) -> Result<Vec<DataChunk>> {
-        let meta = self.query_meta_base();
+    pub(crate) fn run_physical(&self, physical: Arc<apiary_execution::PhysicalPlan>, bypass_admission: bool) -> Result<Vec<DataChunk>> {
+        let meta = QueryMeta { bypass_admission, ..self.query_meta_base() };
         let state = self.db.scheduler.run(Arc::clone(&physical), self.settings.execution.clone(), Arc::clone(&self.interrupted), meta)?;
         Ok(physical.result.result(&state)?.as_ref().clone())
     }
@@ -85,7 +91,7 @@ impl Connection {
     fn query_meta_base(&self) -> QueryMeta {
         QueryMeta {
             connection: self.id,
-            user: self.user.clone(),
+            user: self.session.user.clone(),
             sql: self.current_sql.clone(),
             priority: self.settings.priority,
             queue_timeout: self.settings.queue_timeout,
@@ -94,7 +100,7 @@ impl Connection {
     }
 
     /// What the scheduler is told about `plan`, which this session runs now.
-    fn query_meta(&self, plan: &LogicalPlan) -> QueryMeta {
+    pub(crate) fn query_meta(&self, plan: &LogicalPlan) -> QueryMeta {
         QueryMeta { bypass_admission: self.reads_only_small_engine_tables(plan), ..self.query_meta_base() }
     }
 
@@ -211,13 +217,15 @@ impl Connection {
         }
     }
 
-    fn table_functions(&self) -> EngineTableFunctions<'_> {
+    pub(crate) fn table_functions(&self) -> EngineTableFunctions<'_> {
         EngineTableFunctions {
             threads: self.db.scheduler.threads(),
             pool: &self.db.pool,
             block_rows: self.settings.block_rows,
             catalog: &self.db.catalog,
             scheduler: &self.db.scheduler,
+            effects: true,
+            session: &self.session,
         }
     }
 
@@ -234,10 +242,20 @@ impl Connection {
         Ok(optimize(plan, &mut ctx)?.0)
     }
 
+    /// A binder for this connection's statement (with its `$n` values, if any).
+    fn binder<'a>(&'a self, functions: &'a EngineTableFunctions<'a>) -> Binder<'a> {
+        let mut binder = Binder::new(&self.db.catalog, functions);
+        if let Some(values) = &self.parameter_values {
+            binder = binder.with_parameter_values(values.clone());
+        }
+        binder.block_rows = self.settings.block_rows;
+        binder
+    }
+
     /// Binds and optimizes a query; also returns what each optimizer rule did.
     fn plan_query_with_reports(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan, Vec<RuleReport>)> {
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let mut binder = self.binder(&functions);
         binder.block_rows = self.settings.block_rows;
         let bound = binder.bind_query(query)?;
         let evaluator = KernelEvaluator;
@@ -428,7 +446,7 @@ impl Connection {
             .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
             .collect::<Result<_>>()?;
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let mut binder = self.binder(&functions);
         let bound = binder.bind_insert_source(&table, &columns, source)?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?;

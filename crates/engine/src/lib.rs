@@ -23,6 +23,9 @@
 //!   ├─ parse (apiary-sql::parser)            statements
 //!   ├─ DDL / COPY / INSERT / SET             handled here (statement.rs, copy.rs)
 //!   └─ queries: bind ─▶ optimize ─▶ plan ─▶ run on the scheduler ─▶ QueryResult
+//! Connection::describe_statement(stmt, ..)  bind only: result columns, `$n` types
+//! Connection::execute_with_parameters       a statement with `$n` values (wire protocol)
+//! pg_catalog                                pg_class, pg_attribute, information_schema, ...
 //! ```
 
 mod arrow_convert;
@@ -30,7 +33,9 @@ mod connection;
 mod copy;
 mod csv;
 mod database;
+mod describe;
 mod parquet_io;
+pub mod pg_catalog;
 mod prepared;
 mod result;
 mod settings;
@@ -42,6 +47,14 @@ pub use apiary_execution::{QueryProgress, SchedulingPolicy};
 pub use apiary_types::{DataType, ScalarValue};
 pub use connection::Connection;
 pub use database::{Database, ProgressHandle};
+pub use describe::StatementDescription;
 pub use prepared::PreparedStatement;
 pub use result::{QueryResult, ResultKind};
 pub use settings::Settings;
+pub use sqlparser::ast;
+
+/// Parses `;`-separated SQL statements (for callers that run them one at a time, such
+/// as the wire-protocol server).
+pub fn parse(sql: &str) -> Result<Vec<ast::Statement>> {
+    apiary_sql::parser::parse_sql(sql)
+}

@@ -36,6 +36,8 @@ struct PreparedPlan {
     config: ExecutionConfig,
     disabled_optimizers: Vec<String>,
     threads: usize,
+    /// Skips admission control (see `Connection::query_meta`).
+    bypass_admission: bool,
 }
 
 impl PreparedStatement {
@@ -50,7 +52,40 @@ impl PreparedStatement {
     }
 }
 
+/// Plans a session keeps for [`Connection::execute_cached`].
+const PLAN_CACHE_ENTRIES: usize = 64;
+
+/// A session's plans by statement text, oldest first out.
+#[derive(Default)]
+pub(crate) struct PlanCache {
+    entries: Vec<(String, PreparedStatement)>,
+}
+
 impl Connection {
+    /// Runs a query through this session's plan cache: a statement run before (same
+    /// text) runs its plan again, planned anew only when the catalog or the plan settings
+    /// changed. Queries over table functions are never cached (see the module docs).
+    pub fn execute_cached(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
+        let key = statement.to_string();
+        let position = self.plan_cache.entries.iter().position(|(text, _)| *text == key);
+        let mut prepared = match position {
+            Some(index) => self.plan_cache.entries.remove(index).1,
+            None => {
+                let mut prepared = PreparedStatement { statement: statement.clone(), plan: None };
+                self.plan_prepared(&mut prepared)?;
+                prepared
+            }
+        };
+        let result = self.execute_prepared(&mut prepared);
+        if prepared.is_planned() {
+            if self.plan_cache.entries.len() >= PLAN_CACHE_ENTRIES {
+                self.plan_cache.entries.remove(0);
+            }
+            self.plan_cache.entries.push((key, prepared));
+        }
+        result
+    }
+
     /// Parses and plans one statement for [`Connection::execute_prepared`].
     pub fn prepare(&mut self, sql: &str) -> Result<PreparedStatement> {
         let mut statements = parse_sql(sql)?;
@@ -77,8 +112,9 @@ impl Connection {
             return self.execute_statement(&prepared.statement);
         };
         let (physical, names, types) = (Arc::clone(&plan.physical), plan.names.clone(), plan.types.clone());
+        let bypass_admission = plan.bypass_admission;
         self.begin_statement(&prepared.statement);
-        let chunks = self.run_physical(physical)?;
+        let chunks = self.run_physical(physical, bypass_admission)?;
         Ok(QueryResult::rows_result(names, types, chunks))
     }
 
@@ -97,7 +133,10 @@ impl Connection {
         };
         let catalog_version = self.db.catalog.version();
         let (bound, plan) = self.plan_query(query)?;
-        if !self.reads_only_catalog_tables(&plan) {
+        // A function with an effect (apiary_cancel) runs when the statement is bound, so a
+        // statement calling one is bound at every execution.
+        let has_effects = query.to_string().to_ascii_lowercase().contains("apiary_cancel");
+        if has_effects || !self.reads_only_catalog_tables(&plan) {
             prepared.plan = None;
             return Ok(());
         }
@@ -112,6 +151,7 @@ impl Connection {
             config: self.settings.execution.clone(),
             disabled_optimizers: self.settings.disabled_optimizers.iter().cloned().collect(),
             threads,
+            bypass_admission: self.query_meta(&plan).bypass_admission,
         });
         Ok(())
     }

@@ -27,6 +27,11 @@ pub struct EngineTableFunctions<'a> {
     pub catalog: &'a Catalog,
     /// Running queries (`apiary_queries()`, `apiary_cancel`).
     pub scheduler: &'a Scheduler,
+    /// Whether engine functions with an effect run (false while a statement is only
+    /// described: `apiary_cancel` then reports NULL and cancels nothing).
+    pub effects: bool,
+    /// Who is connected, for the `pg_catalog` tables and session functions.
+    pub session: &'a crate::pg_catalog::SessionInfo,
 }
 
 fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
@@ -85,6 +90,7 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
     fn call_engine_function(&self, name: &str, args: &[ScalarValue]) -> Result<ScalarValue> {
         match (name, args) {
             ("apiary_cancel", [ScalarValue::Null]) => Ok(ScalarValue::Null),
+            ("apiary_cancel", [_]) if !self.effects => Ok(ScalarValue::Boolean(false)),
             ("apiary_cancel", [id]) => match *id {
                 ScalarValue::Int16(v) if v > 0 => Ok(ScalarValue::Boolean(self.scheduler.cancel(v as u64))),
                 ScalarValue::Int32(v) if v > 0 => Ok(ScalarValue::Boolean(self.scheduler.cancel(v as u64))),
@@ -166,6 +172,14 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
             }
             _ => Ok(None),
         }
+    }
+
+    fn system_table(&self, schema: Option<&str>, name: &str) -> Result<Option<Arc<Table>>> {
+        crate::pg_catalog::system_table(self.catalog, self.session, schema, name, self.block_rows)
+    }
+
+    fn session_value(&self, name: &str) -> Option<ScalarValue> {
+        crate::pg_catalog::session_value(self.session, name)
     }
 }
 

@@ -295,3 +295,41 @@ fn a_prepared_query_plans_once_and_runs_on_the_data_of_each_execution() {
     assert_eq!(conn.execute_prepared(&mut monitor).unwrap().value(0, 0), Some(ScalarValue::Int64(0)));
     assert!(conn.prepare("SELECT 1; SELECT 2").is_err());
 }
+
+#[test]
+fn queries_without_parameters_reuse_the_sessions_plan() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE t(a INTEGER); INSERT INTO t VALUES (1), (2)").unwrap();
+    let statement = apiary::parse("SELECT sum(a) FROM t").unwrap().remove(0);
+    let sum = |conn: &mut Connection| conn.execute_with_parameters(&statement, &[]).unwrap().value(0, 0);
+    assert_eq!(sum(&mut conn), Some(ScalarValue::Int64(3)));
+    conn.execute("INSERT INTO t VALUES (4)").unwrap();
+    assert_eq!(sum(&mut conn), Some(ScalarValue::Int64(7)), "the cached plan reads the current data");
+    conn.execute("DROP TABLE t; CREATE TABLE t(a SMALLINT); INSERT INTO t VALUES (10)").unwrap();
+    assert_eq!(sum(&mut conn), Some(ScalarValue::Int64(10)), "planned again for the new table");
+    // A statement with an effect is bound (and so run) every time.
+    let cancel = apiary::parse("SELECT apiary_cancel(999)").unwrap().remove(0);
+    for _ in 0..2 {
+        assert_eq!(conn.execute_with_parameters(&cancel, &[]).unwrap().value(0, 0), Some(ScalarValue::Boolean(false)));
+    }
+}
+
+/// Regression: the work orders of a scan were counted with one range size and produced
+/// with another (whole blocks alone, `morsel_size` under load), reading rows twice.
+#[test]
+fn scans_read_each_row_once_alone_and_under_load() {
+    let db = tpch_database();
+    let mut conn = db.connect();
+    conn.execute("SET morsel_size = 1000").unwrap();
+    let sql = "SELECT count(*), sum(l_quantity) FROM lineitem";
+    let alone: Vec<Vec<ScalarValue>> = conn.query(sql).unwrap().rows().collect();
+    assert_eq!(alone[0][0], ScalarValue::Int64(60_175));
+    let long = run_in_thread(&db, &[], LONG_QUERY);
+    let mut admin = db.connect();
+    let id = wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
+    let loaded: Vec<Vec<ScalarValue>> = conn.query(sql).unwrap().rows().collect();
+    assert_eq!(loaded, alone, "cut into short work orders while another query runs");
+    admin.query(&format!("SELECT apiary_cancel({id})")).unwrap();
+    assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
+}

@@ -12,6 +12,7 @@
 //! vector     Vector: one typed column slice + validity; the unit kernels work on
 //! chunk      DataChunk: a batch of aligned vectors + an optional selection vector
 //! builder    VectorBuilder: typed appends (loading, materialisation, results)
+//! pg         PostgreSQL type OIDs, names and modifiers (wire protocol, pg_catalog)
 //! ```
 //!
 //! No row-of-values representation is used on a hot path: vectors hold typed buffers and
@@ -23,6 +24,7 @@ pub mod chunk;
 pub mod datatype;
 pub mod datetime;
 pub mod decimal;
+pub mod pg;
 pub mod scalar;
 pub mod string;
 pub mod vector;

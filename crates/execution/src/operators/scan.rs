@@ -55,27 +55,35 @@ pub struct TableScan {
 /// One execution's view of the table and its counters.
 struct ScanGlobal {
     data: Arc<TableData>,
-    /// Per work order: the block and the first row of its range (set when the pipeline
-    /// starts, from the execution's morsel size).
-    morsels: std::sync::OnceLock<Vec<(u32, u32)>>,
+    /// The work orders, fixed once (when the pipeline starts, or when a progress report
+    /// asks first): every work order of the execution must use the same ranges.
+    morsels: std::sync::OnceLock<ScanMorsels>,
     blocks_skipped: AtomicU64,
     /// Blocks filtered through dictionary codes.
     blocks_on_codes: AtomicU64,
 }
 
+/// A scan's work orders: ranges of at most `rows` rows of one block.
+struct ScanMorsels {
+    rows: usize,
+    /// Per work order: the block and the first row of its range.
+    starts: Vec<(u32, u32)>,
+}
+
 impl ScanGlobal {
-    fn morsels(&self, morsel_rows: usize) -> &[(u32, u32)] {
+    /// The work orders, cut at `morsel_rows` rows the first time they are asked for.
+    fn morsels(&self, morsel_rows: usize) -> &ScanMorsels {
         self.morsels.get_or_init(|| {
-            let step = morsel_rows.max(1);
-            let mut morsels = Vec::new();
+            let rows = morsel_rows.max(1);
+            let mut starts = Vec::new();
             for (index, block) in self.data.blocks.iter().enumerate() {
                 let mut start = 0;
                 while start < block.row_count.max(1) {
-                    morsels.push((index as u32, start as u32));
-                    start = start.saturating_add(step);
+                    starts.push((index as u32, start as u32));
+                    start = start.saturating_add(rows);
                 }
             }
-            morsels
+            ScanMorsels { rows, starts }
         })
     }
 }
@@ -187,7 +195,7 @@ impl Source for TableScan {
     }
 
     fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
-        Ok(ctx.global::<ScanGlobal>(self.slot)?.morsels(ctx.config.morsel_size).len())
+        Ok(ctx.global::<ScanGlobal>(self.slot)?.morsels(ctx.morsel_rows).starts.len())
     }
 
     fn morsels_ahead(&self, ctx: &ExecContext) -> Option<usize> {
@@ -208,9 +216,10 @@ impl Source for TableScan {
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let global = ctx.global::<ScanGlobal>(self.slot)?;
-        let Some(&(block_index, first_row)) = global.morsels(ctx.morsel_rows).get(morsel) else { return Ok(()) };
+        let morsels = global.morsels(ctx.morsel_rows);
+        let Some(&(block_index, first_row)) = morsels.starts.get(morsel) else { return Ok(()) };
         let Some(block) = global.data.blocks.get(block_index as usize) else { return Ok(()) };
-        let (first_row, end_row) = (first_row as usize, (first_row as usize).saturating_add(ctx.morsel_rows.max(1)).min(block.row_count));
+        let (first_row, end_row) = (first_row as usize, (first_row as usize).saturating_add(morsels.rows).min(block.row_count));
         // Block counters count each block once (at its first range).
         let count_block = |counter: &AtomicU64| {
             if first_row == 0 {

@@ -86,9 +86,18 @@ impl Binder<'_> {
         }
         self.expression_depth += spine.len();
         let result = (|| {
-            let mut bound = self.bind_expr(leftmost, scope)?;
+            // The first operator binds both its operands together, so that a `$n` on
+            // either side can take the other side's type.
+            let mut bound = match spine.pop() {
+                Some((op, right)) => {
+                    let (left, right) = self.bind_operands(leftmost, right, Some(op), scope)?;
+                    self.bind_binary(op, left, right)?
+                }
+                None => self.bind_expr(leftmost, scope)?,
+            };
             while let Some((op, right)) = spine.pop() {
-                let right = self.bind_expr(right, scope)?;
+                let hint = if matches!(op, ast::BinaryOperator::StringConcat) { DataType::Varchar(None) } else { bound.data_type() };
+                let right = self.bind_expr_hinted(right, scope, Some(hint))?;
                 bound = self.bind_binary(op, bound, right)?;
             }
             Ok(bound)
@@ -103,8 +112,13 @@ impl Binder<'_> {
         match expr {
             E::Identifier(ident) => Ok(self.resolve_column(std::slice::from_ref(ident), scope)?.expr()),
             E::CompoundIdentifier(parts) => Ok(self.resolve_column(parts, scope)?.expr()),
-            E::Value(value) => bind_value(&value.value),
+            E::Value(value) => match &value.value {
+                ast::Value::Placeholder(name) => self.bind_placeholder(name, None),
+                other => bind_value(other),
+            },
             E::Nested(inner) => self.bind_expr(inner, scope),
+            // Only the default collation exists (clients name it to be explicit).
+            E::Collate { expr, collation } if super::system_function::is_default_collation(collation) => self.bind_expr(expr, scope),
             E::TypedString(typed) => {
                 let text = match &typed.value.value {
                     ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
@@ -133,8 +147,7 @@ impl Binder<'_> {
                 }
             }
             E::BinaryOp { left, op, right } => {
-                let l = self.bind_expr(left, scope)?;
-                let r = self.bind_expr(right, scope)?;
+                let (l, r) = self.bind_operands(left, right, Some(op), scope)?;
                 self.bind_binary(op, l, r)
             }
             E::IsNull(e) => Ok(Expr::IsNull { expr: Box::new(self.bind_expr(e, scope)?), negated: false }),
@@ -160,9 +173,8 @@ impl Binder<'_> {
                 self.bind_comparison(op, l, r)
             }
             E::Between { expr, negated, low, high } => {
-                let value = self.bind_expr(expr, scope)?;
-                let low = self.bind_expr(low, scope)?;
-                let high = self.bind_expr(high, scope)?;
+                let (value, low) = self.bind_operands(expr, low, None, scope)?;
+                let high = self.bind_expr_hinted(high, scope, Some(value.data_type()))?;
                 if *negated {
                     let below = self.bind_comparison(BinaryOp::Lt, value.clone(), low)?;
                     let above = self.bind_comparison(BinaryOp::Gt, value, high)?;
@@ -174,8 +186,18 @@ impl Binder<'_> {
                 }
             }
             E::InList { expr, list, negated } => {
-                let value = self.bind_expr(expr, scope)?;
-                let items: Vec<Expr> = list.iter().map(|e| self.bind_expr(e, scope)).collect::<Result<_>>()?;
+                // A `$n` takes the type of the other side: the value's, or for `$1 IN
+                // (...)` the first item's.
+                let (value, items) = if self.is_untyped_parameter(expr) {
+                    let items: Vec<Expr> = list.iter().map(|e| self.bind_expr(e, scope)).collect::<Result<_>>()?;
+                    let hint = items.iter().map(Expr::data_type).find(|t| *t != DataType::Null);
+                    (self.bind_expr_hinted(expr, scope, hint)?, items)
+                } else {
+                    let value = self.bind_expr(expr, scope)?;
+                    let hint = Some(value.data_type());
+                    let items = list.iter().map(|e| self.bind_expr_hinted(e, scope, hint)).collect::<Result<_>>()?;
+                    (value, items)
+                };
                 self.bind_in_list(value, items, *negated)
             }
             E::Like { negated, any, expr, pattern, escape_char } | E::ILike { negated, any, expr, pattern, escape_char } => {
@@ -191,8 +213,8 @@ impl Binder<'_> {
                         _ => return Err(bind_err!("ESCAPE must be a single character")),
                     },
                 };
-                let mut value = self.bind_expr(expr, scope)?;
-                let mut pattern = self.bind_expr(pattern, scope)?;
+                let mut value = self.bind_expr_hinted(expr, scope, Some(DataType::Varchar(None)))?;
+                let mut pattern = self.bind_expr_hinted(pattern, scope, Some(DataType::Varchar(None)))?;
                 for (what, e) in [("left operand", &mut value), ("pattern", &mut pattern)] {
                     let t = e.data_type();
                     if t == DataType::Null {
@@ -219,8 +241,16 @@ impl Binder<'_> {
                 if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
                     return Err(not_impl_err!("TRY_CAST"));
                 }
-                let value = self.bind_expr(expr, scope)?;
+                // `'lineitem'::regclass`: the relation's OID (clients look tables up so).
+                if is_regclass(data_type) {
+                    if let ast::Expr::Value(v) = expr.as_ref() {
+                        if let ast::Value::SingleQuotedString(name) = &v.value {
+                            return Ok(Expr::literal(ScalarValue::Int32(apiary_types::pg::relation_oid(&name.to_lowercase()))));
+                        }
+                    }
+                }
                 let target = convert_data_type(data_type)?;
+                let value = self.bind_expr_hinted(expr, scope, Some(target))?;
                 self.cast(value, target)
             }
             E::Extract { field, expr, .. } => {
@@ -345,6 +375,9 @@ impl Binder<'_> {
 
     fn bind_binary(&mut self, op: &ast::BinaryOperator, left: Expr, right: Expr) -> Result<Expr> {
         use ast::BinaryOperator as B;
+        if let Some((negated, case_insensitive)) = super::system_function::regex_operator(op) {
+            return self.bind_regex_match(left, right, negated, case_insensitive);
+        }
         let op = match op {
             B::Plus => BinaryOp::Add,
             B::Minus => BinaryOp::Sub,
@@ -461,7 +494,8 @@ impl Binder<'_> {
         let operand = operand.map(|o| self.bind_expr(o, scope)).transpose()?;
         let mut whens = Vec::new();
         for case_when in conditions {
-            let when = self.bind_expr(&case_when.condition, scope)?;
+            let hint = operand.as_ref().map(Expr::data_type);
+            let when = self.bind_expr_hinted(&case_when.condition, scope, hint)?;
             let when = match &operand {
                 Some(o) => self.bind_comparison(BinaryOp::Eq, o.clone(), when)?,
                 None => self.boolean_condition(when, "CASE WHEN")?,
@@ -491,7 +525,10 @@ impl Binder<'_> {
     }
 
     fn bind_function(&mut self, function: &ast::Function, scope: &Scope) -> Result<Expr> {
-        let name = super::object_name_to_table(&function.name)?;
+        let name = super::system_function::function_name(&function.name)?;
+        if let Some(expr) = self.bind_system_function(&name, function, scope)? {
+            return Ok(expr);
+        }
         if function.over.is_some() {
             return Err(not_impl_err!("window functions ({name} OVER ...)"));
         }
@@ -765,5 +802,15 @@ pub(crate) fn trim_kind(name: &str) -> TrimKind {
         "ltrim" => TrimKind::Leading,
         "rtrim" => TrimKind::Trailing,
         _ => TrimKind::Both,
+    }
+}
+
+fn is_regclass(data_type: &ast::DataType) -> bool {
+    match data_type {
+        ast::DataType::Regclass => true,
+        ast::DataType::Custom(name, _) => {
+            name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.eq_ignore_ascii_case("regclass"))
+        }
+        _ => false,
     }
 }

@@ -5,7 +5,9 @@
 //!  ├─ query.rs   WITH, SELECT, set operations, VALUES, ORDER BY / LIMIT, FROM and joins
 //!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
-//!  └─ function.rs scalar and aggregate functions by name
+//!  ├─ function.rs scalar and aggregate functions by name
+//!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
+//!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
 //!
 //! Name resolution uses a [`Scope`] per FROM clause: a list of visible columns with their
@@ -15,7 +17,9 @@
 
 mod expr;
 mod function;
+pub mod parameter;
 mod query;
+mod system_function;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,6 +55,18 @@ pub trait TableFunctionProvider {
 
     /// `Ok(None)` when no function has that name.
     fn call(&self, name: &str, args: &[ScalarValue], named_args: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>>;
+
+    /// A system table such as `pg_catalog.pg_class` or `information_schema.columns`;
+    /// `schema` is `None` for an unqualified name. `Ok(None)` when there is none.
+    fn system_table(&self, _schema: Option<&str>, _name: &str) -> Result<Option<Arc<Table>>> {
+        Ok(None)
+    }
+
+    /// The value of a session function (`current_user`, `current_database`,
+    /// `version`, ...); `None` when unknown.
+    fn session_value(&self, _name: &str) -> Option<ScalarValue> {
+        None
+    }
 }
 
 /// A provider that knows no table functions.
@@ -170,6 +186,12 @@ pub struct Binder<'a> {
     aggregate_stack: Vec<Option<AggregateCollector>>,
     /// Block size for temporary tables created by table functions.
     pub block_rows: usize,
+    /// The types of `$n` parameters while a statement is described (`None`: the
+    /// statement may not contain parameters). See `parameter.rs`.
+    parameters: Option<Vec<Option<DataType>>>,
+    /// The values of `$n` parameters while a statement is executed with them: each
+    /// binds as a literal (`None`: no values given). See `parameter.rs`.
+    parameter_values: Option<Vec<ScalarValue>>,
 }
 
 impl<'a> Binder<'a> {
@@ -185,6 +207,8 @@ impl<'a> Binder<'a> {
             expression_depth: 0,
             aggregate_stack: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
+            parameters: None,
+            parameter_values: None,
         }
     }
 
@@ -389,13 +413,31 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
         T::Timestamp(_, tz) if *tz == ast::TimezoneInfo::None || *tz == ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
         T::Datetime(_) => DataType::Timestamp,
         T::Interval { .. } => DataType::Interval,
-        T::Custom(name, _) => match object_name_to_table(name)?.as_str() {
-            "varchar" | "string" | "text" => DataType::Varchar(None),
-            "int" | "int4" | "integer" => DataType::Integer,
-            "long" | "int8" => DataType::BigInt,
-            "double" | "float8" => DataType::Double,
-            other => return Err(bind_err!("type \"{other}\" does not exist")),
-        },
+        T::Regclass => DataType::Integer,
+        T::Custom(name, _) => {
+            // PostgreSQL clients qualify built-in types (`pg_catalog.text`); the
+            // object-identifier types (`regclass`, ...) are OIDs, integers here.
+            let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+            let type_name = match parts.as_slice() {
+                [name] => name.as_str(),
+                [schema, name] if schema == "pg_catalog" || schema == "main" || schema == "public" => name.as_str(),
+                _ => return Err(bind_err!("type \"{name}\" does not exist")),
+            };
+            match type_name {
+                "varchar" | "string" | "text" | "name" | "bpchar" | "char" => DataType::Varchar(None),
+                "int" | "int4" | "integer" | "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "xid" => DataType::Integer,
+                "int2" | "smallint" => DataType::SmallInt,
+                "long" | "int8" | "bigint" => DataType::BigInt,
+                "float4" | "real" => DataType::Real,
+                "double" | "float8" => DataType::Double,
+                "bool" | "boolean" => DataType::Boolean,
+                "numeric" | "decimal" => decimal(&ast::ExactNumberInfo::None)?,
+                "date" => DataType::Date,
+                "timestamp" => DataType::Timestamp,
+                "interval" => DataType::Interval,
+                other => return Err(bind_err!("type \"{other}\" does not exist")),
+            }
+        }
         other => return Err(not_impl_err!("data type {other}")),
     })
 }

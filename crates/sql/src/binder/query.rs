@@ -79,7 +79,7 @@ impl Binder<'_> {
         let fetch = query.fetch.as_ref().and_then(|f| f.quantity.as_ref());
         let mut evaluate = |expr: Option<&ast::Expr>, what: &str| -> Result<Option<u64>> {
             let Some(expr) = expr else { return Ok(None) };
-            let bound = self.bind_expr(expr, &Scope::default())?;
+            let bound = self.bind_expr_hinted(expr, &Scope::default(), Some(DataType::BigInt))?;
             match bound {
                 Expr::Literal(ScalarValue::Null, _) => Ok(None),
                 // Like PostgreSQL, a numeric count is cast to BIGINT (1.25 -> 1, 1.5 -> 2).
@@ -287,7 +287,12 @@ impl Binder<'_> {
             if row.content.len() != width {
                 return Err(bind_err!("VALUES lists must all be the same length"));
             }
-            let bound: Vec<Expr> = row.content.iter().map(|e| self.bind_expr(e, &Scope::default())).collect::<Result<_>>()?;
+            let bound: Vec<Expr> = row
+                .content
+                .iter()
+                .enumerate()
+                .map(|(column, e)| self.bind_expr_hinted(e, &Scope::default(), targets.map(|t| t[column].1)))
+                .collect::<Result<_>>()?;
             if let Some(e) = bound.iter().find(|e| !e.is_constant()) {
                 return Err(not_impl_err!("non-constant expression in VALUES: {e}"));
             }
@@ -776,6 +781,11 @@ impl Binder<'_> {
     fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<(LogicalPlan, Scope)> {
         match factor {
             ast::TableFactor::Table { name, alias, args, .. } => {
+                if args.is_none() {
+                    if let Some((table, label)) = self.system_table(name)? {
+                        return self.scan_table(table, &label, alias.as_ref());
+                    }
+                }
                 let table_name = object_name_to_table(name)?;
                 if let Some(args) = args {
                     let table = self.call_table_function(&table_name, &args.args)?;

@@ -1,0 +1,102 @@
+//! Statements with `$n` parameters, as the wire protocol's extended query flow uses them:
+//!
+//! ```text
+//! Parse/Describe ─▶ Connection::describe_statement(stmt, declared types)
+//!                     bind only (not optimized, not run), parameters as typed NULLs:
+//!                     the result columns and each parameter's type
+//! Bind/Execute   ─▶ Connection::execute_with_parameters(stmt, values)
+//!                     each `$n` binds as the literal of its value, then the statement
+//!                     runs as usual
+//! ```
+//!
+//! (`apiary_sql::binder::parameter` infers undeclared parameter types.) How a statement
+//! is executed with values is internal: callers must not rely on it being planned again.
+
+use apiary_common::{bind_err, Result};
+use apiary_sql::binder::{normalize_ident, object_name_to_table};
+use apiary_sql::Binder;
+use apiary_types::{DataType, ScalarValue};
+use sqlparser::ast;
+
+use crate::connection::Connection;
+use crate::pg_catalog::SessionInfo;
+use crate::result::QueryResult;
+use crate::table_functions::EngineTableFunctions;
+
+/// What a statement returns and what its parameters are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatementDescription {
+    /// Result columns (name, type); empty for a statement that returns no rows.
+    pub columns: Vec<(String, DataType)>,
+    /// The type of each `$n` (declared by the caller, inferred from the statement, or
+    /// TEXT), at least as many as the caller declared.
+    pub parameter_types: Vec<DataType>,
+}
+
+impl Connection {
+    /// Binds `statement` without running it. `declared[i]` is the type of `$i+1` if the
+    /// caller knows it (`None`: infer it from the statement).
+    pub fn describe_statement(&self, statement: &ast::Statement, declared: &[Option<DataType>]) -> Result<StatementDescription> {
+        // Describing must not cancel anything: `apiary_cancel` runs at execution.
+        let functions = EngineTableFunctions { effects: false, ..self.table_functions() };
+        let mut binder = Binder::new(&self.db.catalog, &functions).with_parameters(declared.to_vec());
+        binder.block_rows = self.settings.block_rows;
+        let text = DataType::Varchar(None);
+        let columns = match statement {
+            ast::Statement::Query(query) => {
+                let bound = binder.bind_query(query)?;
+                bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect()
+            }
+            ast::Statement::Insert(insert) => {
+                let ast::TableObject::TableName(name) = &insert.table else {
+                    return Err(bind_err!("INSERT INTO a table function"));
+                };
+                let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+                if let Some(source) = &insert.source {
+                    let columns: Vec<ast::Ident> =
+                        insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();
+                    binder.bind_insert_source(&table, &columns, source)?;
+                }
+                Vec::new()
+            }
+            ast::Statement::Explain { .. } => vec![("explain".to_string(), text)],
+            ast::Statement::ShowVariable { variable } => {
+                vec![(variable.iter().map(normalize_ident).collect::<Vec<_>>().join("."), text)]
+            }
+            ast::Statement::ShowTables { .. } => vec![("name".to_string(), text)],
+            ast::Statement::ExplainTable { .. } => {
+                vec![("column_name".to_string(), text), ("column_type".to_string(), text), ("null".to_string(), text)]
+            }
+            _ => Vec::new(),
+        };
+        let mut parameter_types = binder.parameter_types();
+        for (idx, declared) in declared.iter().enumerate() {
+            if parameter_types.len() <= idx {
+                parameter_types.push(declared.unwrap_or(text));
+            }
+        }
+        Ok(StatementDescription { columns, parameter_types })
+    }
+
+    /// Runs one statement whose `$n` placeholders take `values[n-1]`. A NULL takes the
+    /// type the statement gives the parameter; a placeholder without a value is an error.
+    /// A query without parameters runs the plan this session made for the same text
+    /// before (see [`Connection::execute_cached`]): the wire protocol's prepared
+    /// statements and repeated simple queries plan once.
+    pub fn execute_with_parameters(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
+        if values.is_empty() && matches!(statement, ast::Statement::Query(_)) {
+            return self.execute_cached(statement);
+        }
+        self.parameter_values = Some(values.to_vec());
+        let result = self.execute_statement(statement);
+        self.parameter_values = None;
+        result
+    }
+
+    /// Sets who is connected (the wire server does, from the startup message):
+    /// `current_user`, `current_database()`, `pg_backend_pid()` and the owner columns of
+    /// the `pg_catalog` tables report it.
+    pub fn set_session_info(&mut self, session: SessionInfo) {
+        self.session = session;
+    }
+}

@@ -1,0 +1,106 @@
+"""psycopg 3 against a running Apiary server (TPC-H loaded, table t(a INTEGER, b VARCHAR)).
+
+Run by crates/server/tests/clients.rs: python psycopg_check.py HOST PORT. Exits non-zero
+with the failing check on stderr; prints "psycopg: ok" at the end.
+"""
+
+import sys
+from decimal import Decimal
+import datetime
+
+import psycopg
+from psycopg import errors
+
+
+def check(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def main():
+    host, port = sys.argv[1], int(sys.argv[2])
+    conninfo = f"host={host} port={port} user=pytest dbname=apiary"
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        cur = conn.cursor()
+        # Parameters of several types (psycopg binds them server-side, extended protocol).
+        cur.execute(
+            "SELECT count(*) FROM lineitem WHERE l_quantity > %s AND l_shipmode = %s AND l_shipdate < %s",
+            (Decimal("30"), "AIR", datetime.date(1995, 1, 1)),
+        )
+        (count,) = cur.fetchone()
+        cur.execute(
+            "SELECT count(*) FROM lineitem WHERE l_quantity > 30 AND l_shipmode = 'AIR' AND l_shipdate < DATE '1995-01-01'"
+        )
+        check(cur.fetchone() == (count,) and count > 0, f"parameters: {count}")
+        # Values come back as Python types, in text and in binary.
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            cur.execute(
+                "SELECT 1::int2, 2::int4, 3::int8, 1.5::real, 0.25::double, 12.50::numeric(10,2), 'x'::varchar, "
+                "DATE '2024-02-29', TIMESTAMP '2001-02-03 04:05:06.5', true, NULL::int"
+            )
+            row = cur.fetchone()
+            expected = (
+                1, 2, 3, 1.5, 0.25, Decimal("12.50"), "x", datetime.date(2024, 2, 29),
+                datetime.datetime(2001, 2, 3, 4, 5, 6, 500000), True, None,
+            )
+            check(row == expected, f"types (binary={binary}): {row}")
+        cur = conn.cursor()
+        # Prepared statements reused (prepare=True: Parse once, Bind/Execute many).
+        total = 0
+        for line in range(1, 8):
+            cur.execute("SELECT count(*) FROM lineitem WHERE l_linenumber = %s", (line,), prepare=True)
+            total += cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM lineitem")
+        check(cur.fetchone()[0] == total, "prepared statements")
+        # executemany (a pipeline of Bind/Execute).
+        cur.execute("CREATE TABLE py (id INTEGER, name VARCHAR, amount DECIMAL(10,2))")
+        cur.executemany("INSERT INTO py VALUES (%s, %s, %s)", [(i, f"n{i}", Decimal(i) / 4) for i in range(100)])
+        cur.execute("SELECT count(*), sum(amount) FROM py")
+        check(cur.fetchone() == (100, Decimal("1237.50")), "executemany")
+        # COPY in and out.
+        with cur.copy("COPY py FROM STDIN") as copy:
+            for i in range(100, 150):
+                copy.write_row((i, None if i % 2 else f"c{i}", Decimal("1.25")))
+        cur.execute("SELECT count(*), count(name) FROM py")
+        check(cur.fetchone() == (150, 125), "copy from stdin")
+        rows = []
+        with cur.copy("COPY (SELECT id, name FROM py WHERE id >= 148 ORDER BY id) TO STDOUT") as copy:
+            for row in copy.rows():
+                rows.append(row)
+        check(rows == [("148", "c148"), ("149", None)], f"copy to stdout: {rows}")
+        # Errors are typed by SQLSTATE and the connection goes on.
+        try:
+            cur.execute("SELECT * FROM no_such_table")
+            check(False, "error expected")
+        except errors.UndefinedTable:
+            pass
+        cur.execute("SELECT 1")
+        check(cur.fetchone() == (1,), "after an error")
+
+    # Default (non-autocommit) mode: psycopg opens a transaction; reads work, writes are
+    # refused with a clear error, a server-side cursor fetches in batches.
+    with psycopg.connect(conninfo) as conn:
+        with conn.cursor(name="big") as named:
+            named.itersize = 1000
+            named.execute("SELECT l_orderkey FROM lineitem ORDER BY l_orderkey, l_linenumber")
+            first = named.fetchmany(10)
+            check(len(first) == 10, "server-side cursor fetchmany")
+            rest = sum(1 for _ in named)
+        cur = conn.cursor()
+        cur.execute("SELECT count(*) FROM lineitem")
+        check(cur.fetchone()[0] == 10 + rest, "server-side cursor iteration")
+        try:
+            cur.execute("INSERT INTO t VALUES (9, 'nine')")
+            check(False, "a write inside a transaction must be refused")
+        except errors.ReadOnlySqlTransaction as error:
+            check("transaction block" in str(error), str(error))
+        conn.rollback()
+        cur.execute("SELECT count(*) FROM t WHERE a = 9")
+        check(cur.fetchone()[0] == 0, "nothing written")
+    print("psycopg: ok")
+
+
+if __name__ == "__main__":
+    main()
