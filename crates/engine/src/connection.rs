@@ -107,32 +107,29 @@ impl Connection {
     /// Whether every table `plan` scans is in the catalog (none is the result of a table
     /// function, which is read when the statement is bound).
     pub(crate) fn reads_only_catalog_tables(&self, plan: &LogicalPlan) -> bool {
-        let mut pending = vec![plan];
-        while let Some(node) = pending.pop() {
-            if let LogicalPlan::Scan(scan) = node {
-                if !self.db.catalog.get_table(&scan.table.name).is_some_and(|t| Arc::ptr_eq(&t, &scan.table)) {
-                    return false;
-                }
-            }
-            pending.extend(node.children());
-        }
-        true
+        self.scanned_tables(plan).iter().all(|(_, in_catalog)| *in_catalog)
     }
 
     /// Whether `plan` reads no catalog table and only small temporary ones (the engine's
     /// own tables such as `apiary_queries()`): such a query skips the admission queue.
     fn reads_only_small_engine_tables(&self, plan: &LogicalPlan) -> bool {
         const SMALL_ROWS: usize = 100_000;
-        let mut small = true;
+        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.snapshot().row_count() <= SMALL_ROWS)
+    }
+
+    /// The tables `plan` scans, each with whether it is the catalog's table of that name
+    /// (else the result of a table function, read when the statement was bound).
+    fn scanned_tables(&self, plan: &LogicalPlan) -> Vec<(Arc<Table>, bool)> {
+        let mut tables = Vec::new();
         let mut pending = vec![plan];
         while let Some(node) = pending.pop() {
             if let LogicalPlan::Scan(scan) = node {
                 let in_catalog = self.db.catalog.get_table(&scan.table.name).is_some_and(|t| Arc::ptr_eq(&t, &scan.table));
-                small &= !in_catalog && scan.table.snapshot().row_count() <= SMALL_ROWS;
+                tables.push((Arc::clone(&scan.table), in_catalog));
             }
             pending.extend(node.children());
         }
-        small
+        tables
     }
 
     pub fn settings(&self) -> &Settings {

@@ -542,6 +542,16 @@ impl Shared {
         self.epoch.fetch_add(1, Ordering::Release);
         self.work_available.notify_all();
     }
+
+    /// Spins (without the queue lock) until work may have become available or `limit`
+    /// passed.
+    fn spin_for_signal(&self, limit: Duration) {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let started = Instant::now();
+        while self.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < limit {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// A running query as the workers see it.
@@ -1068,12 +1078,8 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                         // Give the work order back and wait for the higher-priority query.
                         queue.unpick(index, &run, work);
                         lingered += 1;
-                        let epoch = shared.epoch.load(Ordering::Acquire);
                         drop(queue);
-                        let started = Instant::now();
-                        while shared.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < LINGER {
-                            std::hint::spin_loop();
-                        }
+                        shared.spin_for_signal(LINGER);
                         queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
                         continue;
                     }
@@ -1081,12 +1087,8 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                 }
                 if may_spin {
                     may_spin = false;
-                    let epoch = shared.epoch.load(Ordering::Acquire);
                     drop(queue);
-                    let started = Instant::now();
-                    while shared.epoch.load(Ordering::Acquire) == epoch && started.elapsed() < IDLE_SPIN {
-                        std::hint::spin_loop();
-                    }
+                    shared.spin_for_signal(IDLE_SPIN);
                     queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
                     continue;
                 }
