@@ -249,6 +249,21 @@ impl Connection {
         binder
     }
 
+    /// Binds and optimizes a query whose `$n` are slots of the given types (a plan made
+    /// once for many executions; see `prepared.rs`).
+    pub(crate) fn plan_query_with_parameter_slots(
+        &self,
+        query: &ast::Query,
+        parameter_types: &[DataType],
+    ) -> Result<(BoundStatement, LogicalPlan)> {
+        let functions = self.table_functions();
+        let mut binder = Binder::new(&self.db.catalog, &functions).with_parameter_slots(parameter_types.to_vec());
+        binder.block_rows = self.settings.block_rows;
+        let bound = binder.bind_query(query)?;
+        let plan = self.optimize_plan(bound.plan.clone(), bound.next_column_id)?;
+        Ok((bound, plan))
+    }
+
     /// Binds and optimizes a query; also returns what each optimizer rule did.
     fn plan_query_with_reports(&self, query: &ast::Query) -> Result<(BoundStatement, LogicalPlan, Vec<RuleReport>)> {
         let functions = self.table_functions();

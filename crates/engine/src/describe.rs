@@ -5,8 +5,9 @@
 //!                     bind only (not optimized, not run), parameters as typed NULLs:
 //!                     the result columns and each parameter's type
 //! Bind/Execute   ─▶ Connection::execute_with_parameters(stmt, values)
-//!                     each `$n` binds as the literal of its value, then the statement
-//!                     runs as usual
+//!                     a query: optimized once with `$n` slots (prepared.rs), each
+//!                     execution fills in the values; other statements: each `$n`
+//!                     binds as the literal of its value, then it runs as usual
 //! ```
 //!
 //! (`apiary_sql::binder::parameter` infers undeclared parameter types.) How a statement
@@ -80,12 +81,13 @@ impl Connection {
 
     /// Runs one statement whose `$n` placeholders take `values[n-1]`. A NULL takes the
     /// type the statement gives the parameter; a placeholder without a value is an error.
-    /// A query without parameters runs the plan this session made for the same text
-    /// before (see [`Connection::execute_cached`]): the wire protocol's prepared
-    /// statements and repeated simple queries plan once.
+    /// A query runs the plan this session made for the same text (and parameter types)
+    /// before, with the new values (see [`Connection::execute_cached`] and
+    /// `prepared.rs`): the wire protocol's prepared statements and repeated simple
+    /// queries are optimized once.
     pub fn execute_with_parameters(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
-        if values.is_empty() && matches!(statement, ast::Statement::Query(_)) {
-            return self.execute_cached(statement);
+        if matches!(statement, ast::Statement::Query(_)) {
+            return self.execute_cached_with(statement, values);
         }
         self.parameter_values = Some(values.to_vec());
         let result = self.execute_statement(statement);

@@ -333,3 +333,83 @@ fn scans_read_each_row_once_alone_and_under_load() {
     admin.query(&format!("SELECT apiary_cancel({id})")).unwrap();
     assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
 }
+
+#[test]
+fn a_prepared_query_with_parameters_is_optimized_once_and_runs_with_each_executions_values() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute(
+        "CREATE TABLE digits(d INTEGER); INSERT INTO digits VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9);
+         CREATE TABLE t(k INTEGER, v BIGINT, s VARCHAR, d DATE);
+         INSERT INTO t SELECT i % 7, i, 'name' || i, DATE '2020-01-01' + i
+             FROM (SELECT a.d * 100 + b.d * 10 + c.d + 1 AS i FROM digits a, digits b, digits c) numbers;
+         INSERT INTO t VALUES (NULL, NULL, NULL, NULL)",
+    )
+    .unwrap();
+    let rows = |result: QueryResult| result.rows().collect::<Vec<_>>();
+    // Each query with its values written out gives the answer the prepared one must.
+    let cases: &[(&str, Vec<Vec<ScalarValue>>)] = &[
+        (
+            "SELECT k, count(*), sum(v) FROM t WHERE k = $1 AND v > $2 GROUP BY k",
+            vec![vec![ScalarValue::Int32(3), ScalarValue::Int64(100)], vec![ScalarValue::Int32(0), ScalarValue::Int64(1990)]],
+        ),
+        (
+            "SELECT count(*) FROM t WHERE d BETWEEN $1 AND $2 OR s LIKE $3",
+            vec![
+                vec![ScalarValue::Date(18300), ScalarValue::Date(18400), ScalarValue::Utf8("name19%".into())],
+                vec![ScalarValue::Null, ScalarValue::Date(18400), ScalarValue::Utf8("%5".into())],
+            ],
+        ),
+        (
+            "SELECT $1 + v, CASE WHEN v % 2 = 0 THEN $2 ELSE 'odd' END FROM t WHERE v IN ($3, $4, 5) ORDER BY v",
+            vec![
+                vec![ScalarValue::Int64(10), ScalarValue::Utf8("even".into()), ScalarValue::Int64(2), ScalarValue::Int64(3)],
+                vec![ScalarValue::Int64(-1), ScalarValue::Null, ScalarValue::Int64(8), ScalarValue::Null],
+            ],
+        ),
+        (
+            "SELECT a.k, count(*) FROM t a JOIN t b ON a.v = b.v + $1 WHERE b.k <> $2 GROUP BY a.k HAVING count(*) > $3 ORDER BY 1",
+            vec![
+                vec![ScalarValue::Int64(1), ScalarValue::Int32(2), ScalarValue::Int64(250)],
+                vec![ScalarValue::Int64(-3), ScalarValue::Int32(5), ScalarValue::Int64(0)],
+            ],
+        ),
+    ];
+    for (sql, executions) in cases {
+        let mut prepared = conn.prepare(sql).unwrap();
+        assert!(prepared.is_planned(), "{sql} keeps a generic plan");
+        for values in executions {
+            let mut written = sql.to_string();
+            for (index, value) in values.iter().enumerate().rev() {
+                let literal = match value {
+                    ScalarValue::Null => "NULL".to_string(),
+                    ScalarValue::Utf8(text) => format!("'{text}'"),
+                    ScalarValue::Date(_) => format!("DATE '{value}'"),
+                    other => other.to_string(),
+                };
+                let typed = format!("CAST({literal} AS {})", prepared.parameter_types()[index]);
+                written = written.replace(&format!("${}", index + 1), &typed);
+            }
+            let expected = rows(conn.execute(&written).unwrap().pop().unwrap());
+            assert_eq!(rows(conn.execute_prepared_with(&mut prepared, values).unwrap()), expected, "{sql} with {values:?}");
+        }
+    }
+    // Values convert to the parameter's type, with a clear error when they cannot.
+    let mut by_key = conn.prepare("SELECT count(*) FROM t WHERE k = $1").unwrap();
+    assert_eq!(by_key.parameter_types(), &[apiary::DataType::Integer]);
+    let count = |conn: &mut Connection, p: &mut apiary::PreparedStatement, v: ScalarValue| {
+        conn.execute_prepared_with(p, &[v]).map(|r| r.value(0, 0))
+    };
+    assert_eq!(count(&mut conn, &mut by_key, ScalarValue::Int64(3)).unwrap(), Some(ScalarValue::Int64(143)));
+    assert_eq!(count(&mut conn, &mut by_key, ScalarValue::Utf8("3".into())).unwrap(), Some(ScalarValue::Int64(143)));
+    assert_eq!(count(&mut conn, &mut by_key, ScalarValue::Null).unwrap(), Some(ScalarValue::Int64(0)));
+    let error = count(&mut conn, &mut by_key, ScalarValue::Utf8("three".into())).unwrap_err();
+    assert!(error.to_string().contains("parameter $1"), "{error}");
+    let error = conn.execute_prepared(&mut by_key).unwrap_err();
+    assert!(error.to_string().contains("1 parameters but was given 0"), "{error}");
+    // A statement that needs its values to be bound is bound with them at each execution.
+    let mut limited = conn.prepare("SELECT v FROM t WHERE v IS NOT NULL ORDER BY v LIMIT $1").unwrap();
+    assert!(!limited.is_planned());
+    assert_eq!(rows(conn.execute_prepared_with(&mut limited, &[ScalarValue::Int64(2)]).unwrap()).len(), 2);
+    assert_eq!(rows(conn.execute_prepared_with(&mut limited, &[ScalarValue::Int64(5)]).unwrap()).len(), 5);
+}

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+use apiary_common::{bind_err, Result};
 use apiary_types::datetime::DateField;
 use apiary_types::{DataType, ScalarValue};
 
@@ -352,6 +353,25 @@ pub enum Expr {
     },
     /// A subquery; removed by the optimizer's unnesting rule before execution.
     Subquery(Box<Subquery>),
+    /// `$n` of a statement planned once for many executions (index `n - 1`): not a
+    /// constant while the plan is optimized; each execution replaces it by the literal
+    /// of its value before the physical plan is made (see [`Expr::bind_parameters`]).
+    Parameter {
+        index: usize,
+        data_type: DataType,
+    },
+}
+
+/// The literal for parameter `index` (0-based) of type `data_type`.
+fn parameter_literal(index: usize, data_type: DataType, values: &[ScalarValue]) -> Result<Expr> {
+    let Some(value) = values.get(index) else {
+        return Err(bind_err!("there is no parameter ${}: the statement was given {} values", index + 1, values.len()));
+    };
+    if value.is_null() || value.data_type() == data_type {
+        return Ok(Expr::Literal(value.clone(), data_type));
+    }
+    let cast = value.cast_to(&data_type).map_err(|err| bind_err!("parameter ${} ({value}) is not a {data_type}: {err}", index + 1))?;
+    Ok(Expr::Literal(cast, data_type))
 }
 
 impl Expr {
@@ -384,7 +404,7 @@ impl Expr {
     pub fn data_type(&self) -> DataType {
         match self {
             Expr::Column(c) => c.data_type,
-            Expr::Literal(_, t) => *t,
+            Expr::Literal(_, t) | Expr::Parameter { data_type: t, .. } => *t,
             Expr::Unary(UnaryOp::Not, _) => DataType::Boolean,
             Expr::Unary(UnaryOp::Negate, e) => e.data_type(),
             Expr::Binary { data_type, .. } => *data_type,
@@ -417,14 +437,14 @@ impl Expr {
             Expr::Function { func: ScalarFunction::NullIf, .. } => true,
             Expr::Function { func: ScalarFunction::Concat, .. } => false,
             Expr::Function { args, .. } => args.iter().any(|a| a.nullable()),
-            Expr::Subquery(_) => true,
+            Expr::Subquery(_) | Expr::Parameter { .. } => true,
         }
     }
 
     /// Direct children.
     pub fn children(&self) -> Vec<&Expr> {
         match self {
-            Expr::Column(_) | Expr::Literal(..) => vec![],
+            Expr::Column(_) | Expr::Literal(..) | Expr::Parameter { .. } => vec![],
             Expr::Subquery(s) => match &s.kind {
                 SubqueryKind::In { expr, .. } => vec![expr],
                 _ => vec![],
@@ -463,7 +483,7 @@ impl Expr {
     pub fn map_children(self, mut f: impl FnMut(Expr) -> Expr) -> Expr {
         let mut boxed = |e: Box<Expr>| Box::new(f(*e));
         match self {
-            Expr::Column(_) | Expr::Literal(..) => self,
+            Expr::Column(_) | Expr::Literal(..) | Expr::Parameter { .. } => self,
             Expr::Subquery(mut s) => {
                 if let SubqueryKind::In { expr, negated } = s.kind {
                     s.kind = SubqueryKind::In { expr: boxed(expr), negated };
@@ -528,11 +548,40 @@ impl Expr {
         matches!(self, Expr::Literal(..))
     }
 
-    /// Whether the expression has no column references and no subqueries (foldable).
+    /// Whether the expression has no column references, subqueries or parameters
+    /// (foldable).
     pub fn is_constant(&self) -> bool {
         let mut constant = true;
-        self.visit(&mut |e| constant &= !matches!(e, Expr::Column(_) | Expr::Subquery(_)));
+        self.visit(&mut |e| constant &= !matches!(e, Expr::Column(_) | Expr::Subquery(_) | Expr::Parameter { .. }));
         constant
+    }
+
+    /// Whether a `$n` parameter appears in the expression.
+    pub fn contains_parameter(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |e| found |= matches!(e, Expr::Parameter { .. }));
+        found
+    }
+
+    /// Replaces each `$n` parameter by the literal `values[n - 1]`, cast to the
+    /// parameter's type (a NULL takes it as is). Errors when a value is missing or does
+    /// not convert.
+    pub fn bind_parameters(self, values: &[ScalarValue]) -> Result<Expr> {
+        let mut failure = None;
+        let bound = self.transform_up(&mut |e| match e {
+            Expr::Parameter { index, data_type } => match parameter_literal(index, data_type, values) {
+                Ok(literal) => literal,
+                Err(err) => {
+                    failure.get_or_insert(err);
+                    Expr::Parameter { index, data_type }
+                }
+            },
+            other => other,
+        });
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(bound),
+        }
     }
 
     /// Replaces column references by `map(id)` where it returns `Some`.
@@ -614,6 +663,7 @@ impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Expr::Column(c) => write!(f, "{}", c.name),
+            Expr::Parameter { index, .. } => write!(f, "${}", index + 1),
             Expr::Literal(v, t) => match (v, t) {
                 (ScalarValue::Null, _) => write!(f, "NULL"),
                 (ScalarValue::Utf8(s), _) => write!(f, "'{}'", s.replace('\'', "''")),

@@ -242,6 +242,7 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             compile_function(*func, compiled, &literals, *data_type)?
         }
         Expr::Subquery(_) => return Err(internal_err!("subquery reached execution (it should have been unnested)")),
+        Expr::Parameter { index, .. } => return Err(internal_err!("parameter ${} reached execution without a value", index + 1)),
     })
 }
 

@@ -192,6 +192,9 @@ pub struct Binder<'a> {
     /// The values of `$n` parameters while a statement is executed with them: each
     /// binds as a literal (`None`: no values given). See `parameter.rs`.
     parameter_values: Option<Vec<ScalarValue>>,
+    /// Whether a described `$n` binds as [`Expr::Parameter`] (a plan made once for many
+    /// executions) rather than as a NULL of its type (describing only).
+    parameter_slots: bool,
 }
 
 impl<'a> Binder<'a> {
@@ -209,6 +212,7 @@ impl<'a> Binder<'a> {
             block_rows: apiary_storage::BLOCK_ROWS,
             parameters: None,
             parameter_values: None,
+            parameter_slots: false,
         }
     }
 

@@ -16,6 +16,9 @@
 //!
 //! Executing with values ([`Binder::with_parameter_values`]) binds each `$n` as a literal
 //! of its value's type; a NULL value takes the type its context gives (as above).
+//! A statement planned once for many executions ([`Binder::with_parameter_slots`], with
+//! the types its description gave) binds each `$n` as an `Expr::Parameter` slot that
+//! each execution fills in before the physical plan is made.
 
 use apiary_common::{bind_err, Result};
 use apiary_types::{DataType, ScalarValue};
@@ -32,6 +35,17 @@ impl Binder<'_> {
     /// (`None`: infer it).
     pub fn with_parameters(mut self, declared: Vec<Option<DataType>>) -> Self {
         self.parameters = Some(declared);
+        self
+    }
+
+    /// Binds each `$n` as an [`Expr::Parameter`] of type `types[n-1]`: the statement is
+    /// planned once and each execution supplies values ([`Expr::bind_parameters`]).
+    /// Where a statement needs a parameter's value to be bound (`LIMIT $1`, a function
+    /// argument that must be constant), binding fails and the caller binds the statement
+    /// with each execution's values instead.
+    pub fn with_parameter_slots(mut self, types: Vec<DataType>) -> Self {
+        self.parameters = Some(types.into_iter().map(Some).collect());
+        self.parameter_slots = true;
         self
     }
 
@@ -112,6 +126,9 @@ impl Binder<'_> {
             }
             (None, None) => DataType::Varchar(None),
         };
+        if self.parameter_slots {
+            return Ok(Expr::Parameter { index: idx, data_type });
+        }
         Ok(Expr::Literal(ScalarValue::Null, data_type))
     }
 
