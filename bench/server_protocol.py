@@ -61,6 +61,23 @@ def psycopg_select1(conninfo, seconds):
         return count / (time.perf_counter() - started)
 
 
+def psycopg_parameters(conninfo, seconds):
+    """Round trips/s of a prepared statement with a parameter, a new value each time."""
+    sql = "SELECT n_name, r_name FROM nation JOIN region ON n_regionkey = r_regionkey WHERE n_nationkey = %s"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        cur = conn.cursor()
+        for key in range(100):
+            cur.execute(sql, (key % 25,), prepare=True)
+            assert len(cur.fetchall()) == 1
+        count = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            cur.execute(sql, (count % 25,), prepare=True)
+            cur.fetchall()
+            count += 1
+        return count / (time.perf_counter() - started)
+
+
 def stream_lineitem(conninfo, runs):
     times = []
     rows = 0
@@ -130,6 +147,10 @@ def main():
             "apiary": psycopg_select1(apiary, args.seconds),
             "postgres": psycopg_select1(postgres, args.seconds),
         }
+        report["psycopg_parameters_per_s"] = {
+            "apiary": psycopg_parameters(apiary, args.seconds),
+            "postgres": psycopg_parameters(postgres, args.seconds),
+        }
         apiary_s, apiary_rows = stream_lineitem(apiary, args.runs)
         postgres_s, postgres_rows = stream_lineitem(postgres, args.runs)
         assert apiary_rows == postgres_rows, (apiary_rows, postgres_rows)
@@ -141,6 +162,7 @@ def main():
         for name, key, better in [
             ("SELECT 1 round trips/s (pgbench, extended)", "pgbench_select1_tps", "higher"),
             ("SELECT 1 round trips/s (psycopg, prepared)", "psycopg_select1_per_s", "higher"),
+            ("nation-region join by $1 round trips/s (psycopg, prepared)", "psycopg_parameters_per_s", "higher"),
             ("stream lineitem to psycopg (s)", "stream_lineitem_s", "lower"),
         ]:
             a, p = report[key]["apiary"], report[key]["postgres"]
