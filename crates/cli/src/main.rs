@@ -11,6 +11,7 @@
 
 mod bench;
 mod concurrency_bench;
+mod concurrent_bench;
 mod format;
 mod fuzz;
 mod progress;
@@ -215,6 +216,32 @@ enum BenchSuite {
         #[arg(long, default_value_t = 7)]
         runs: usize,
     },
+    /// Work sharing (issue 12): a mix of TPC-H queries run serially and then all at once,
+    /// one client each; one JSON line per round with the serial sum, the makespan and
+    /// their ratio.
+    Concurrent {
+        #[arg(long, default_value_t = 1.0)]
+        sf: f64,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Concurrent clients; each runs one query of the mix (repeated as needed).
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// TPC-H query numbers, e.g. 1,3,5,6,9,10,12,14.
+        #[arg(long, value_delimiter = ',', default_value = "1,3,5,6,9,10,12,14")]
+        mix: Vec<usize>,
+        /// Each client draws its own TPC-H substitution parameters.
+        #[arg(long)]
+        random_params: bool,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Serial-then-concurrent rounds (the summary is their median).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Print the clients' query texts as JSON and exit.
+        #[arg(long)]
+        print_queries: bool,
+    },
     /// Run a workload written by `bench fuzz --emit` (in memory, one database per schema);
     /// prints one JSON line per query with its rows or its error.
     Replay {
@@ -349,6 +376,18 @@ fn main() -> ExitCode {
         }
         Some(Command::Bench { suite: BenchSuite::Concurrency { sf, threads, runs } }) => {
             return match concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Bench {
+            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries },
+        }) => {
+            let options = concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries };
+            return match concurrent_bench::run(options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("Error: {e}");

@@ -41,6 +41,7 @@ mod result;
 mod settings;
 mod table_functions;
 pub mod tpch;
+pub mod tpch_parameters;
 
 pub use apiary_common::{ApiaryError, Result};
 pub use apiary_execution::{QueryProgress, SchedulingPolicy};

@@ -1,0 +1,147 @@
+//! `apiary bench concurrent`: what N concurrent queries cost against running them one
+//! after another (issue 12's measure of work sharing, DataPath §9).
+//!
+//! ```text
+//! apiary bench concurrent --sf 1 --threads 2 --clients 8 --mix 1,3,5,6,9,10,12,14 [--random-params]
+//! ```
+//!
+//! The clients' queries are the mix repeated to `--clients` (so `--mix 1 --clients 8` is
+//! eight Q1s); with `--random-params` each draws its own TPC-H substitution parameters
+//! (`apiary::tpch_parameters`; the same `--seed` gives the same texts). Each round runs
+//! the queries serially on one connection (the serial sum), then all at once, one
+//! connection and thread per client, started together (the makespan: first start to
+//! last end); admission lets all of them run at once. Prints one JSON line per round and
+//! one summary line with the median ratio makespan / serial sum (lower is better: 1.0 is
+//! no sharing, 1/clients would be free queries). `--print-queries` prints the texts as a
+//! JSON array (for bench/concurrent_compare.py, which runs DuckDB and Hyper the same way).
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Instant;
+
+use apiary::tpch_parameters::{random_query, ParameterRng};
+use apiary::{tpch, ApiaryError, Database, Result};
+
+pub struct ConcurrentOptions {
+    pub sf: f64,
+    pub threads: usize,
+    pub clients: usize,
+    pub mix: Vec<usize>,
+    pub random_params: bool,
+    pub seed: u64,
+    pub rounds: usize,
+    pub print_queries: bool,
+}
+
+/// The clients' query texts.
+pub fn client_queries(options: &ConcurrentOptions) -> Result<Vec<(usize, String)>> {
+    if options.mix.is_empty() || options.clients == 0 {
+        return Err(ApiaryError::Internal("--mix and --clients must not be empty".into()));
+    }
+    let mut rng = ParameterRng::new(options.seed);
+    (0..options.clients)
+        .map(|client| {
+            let number = options.mix[client % options.mix.len()];
+            let text = if options.random_params {
+                random_query(number, &mut rng)?
+            } else {
+                tpch::query(number).ok_or_else(|| ApiaryError::Internal(format!("there is no TPC-H query {number}")))?.to_string()
+            };
+            Ok((number, text))
+        })
+        .collect()
+}
+
+fn json_list(values: &[f64]) -> String {
+    let items: Vec<String> = values.iter().map(|v| format!("{v:.6}")).collect();
+    format!("[{}]", items.join(","))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Runs every query on one connection, one after another; their times in seconds.
+fn serial(db: &Database, queries: &[(usize, String)]) -> Result<Vec<f64>> {
+    let mut conn = db.connect();
+    queries
+        .iter()
+        .map(|(_, sql)| {
+            let started = Instant::now();
+            conn.query(sql)?;
+            Ok(started.elapsed().as_secs_f64())
+        })
+        .collect()
+}
+
+/// Runs all queries at once; (makespan, each query's latency) in seconds.
+fn concurrent(db: &Database, queries: &[(usize, String)]) -> Result<(f64, Vec<f64>)> {
+    let barrier = Arc::new(Barrier::new(queries.len() + 1));
+    let clients: Vec<_> = queries
+        .iter()
+        .map(|(_, sql)| {
+            let (mut conn, sql, barrier) = (db.connect(), sql.clone(), Arc::clone(&barrier));
+            thread::spawn(move || -> Result<(Instant, Instant)> {
+                barrier.wait();
+                let started = Instant::now();
+                conn.query(&sql)?;
+                Ok((started, Instant::now()))
+            })
+        })
+        .collect();
+    barrier.wait();
+    let mut spans = Vec::new();
+    for client in clients {
+        spans.push(client.join().map_err(|_| ApiaryError::Internal("a client panicked".into()))??);
+    }
+    let first = spans.iter().map(|s| s.0).min().expect("at least one client");
+    let last = spans.iter().map(|s| s.1).max().expect("at least one client");
+    Ok(((last - first).as_secs_f64(), spans.iter().map(|(start, end)| (*end - *start).as_secs_f64()).collect()))
+}
+
+pub fn run(options: ConcurrentOptions) -> Result<()> {
+    let queries = client_queries(&options)?;
+    if options.print_queries {
+        let texts: Vec<String> = queries.iter().map(|(number, sql)| format!("{{\"query\":{number},\"sql\":{sql:?}}}")).collect();
+        println!("[{}]", texts.join(","));
+        return Ok(());
+    }
+    let db = Database::open_in_memory()?;
+    let mut conn = db.connect();
+    conn.execute(&format!("SET threads = {}", options.threads))?;
+    // Every client runs at once: none waits at admission.
+    conn.execute(&format!("SET max_concurrent_queries = {}", options.clients.max(1)))?;
+    eprintln!("loading TPC-H SF{} in memory...", options.sf);
+    tpch::load(&mut conn, options.sf)?;
+    // Warm up: each text once.
+    serial(&db, &queries)?;
+    let mix: Vec<String> = options.mix.iter().map(|q| q.to_string()).collect();
+    let mut ratios = Vec::new();
+    for round in 0..options.rounds.max(1) {
+        let serial_times = serial(&db, &queries)?;
+        let serial_sum: f64 = serial_times.iter().sum();
+        let (makespan, latencies) = concurrent(&db, &queries)?;
+        let ratio = makespan / serial_sum;
+        ratios.push(ratio);
+        println!(
+            "{{\"measure\":\"concurrent\",\"engine\":\"apiary\",\"round\":{round},\"sf\":{},\"threads\":{},\"clients\":{},\"mix\":\"{}\",\"random_params\":{},\"serial_sum_s\":{serial_sum:.6},\"makespan_s\":{makespan:.6},\"ratio\":{ratio:.3},\"serial_s\":{},\"concurrent_latency_s\":{}}}",
+            options.sf,
+            options.threads,
+            options.clients,
+            mix.join(","),
+            options.random_params,
+            json_list(&serial_times),
+            json_list(&latencies)
+        );
+    }
+    eprintln!(
+        "{} clients, mix {}{}: makespan / serial sum, median of {} rounds: {:.2}",
+        options.clients,
+        mix.join(","),
+        if options.random_params { ", random parameters" } else { "" },
+        ratios.len(),
+        median(ratios)
+    );
+    Ok(())
+}
