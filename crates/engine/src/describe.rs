@@ -89,10 +89,7 @@ impl Connection {
         if matches!(statement, ast::Statement::Query(_)) {
             return self.execute_cached_with(statement, values);
         }
-        self.parameter_values = Some(values.to_vec());
-        let result = self.execute_statement(statement);
-        self.parameter_values = None;
-        result
+        self.execute_unplanned(statement, values)
     }
 
     /// Sets who is connected (the wire server does, from the startup message):

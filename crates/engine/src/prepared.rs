@@ -193,7 +193,7 @@ impl Connection {
     }
 
     /// Runs a statement that keeps no plan: bound (with its values) and run as usual.
-    fn execute_unplanned(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
+    pub(crate) fn execute_unplanned(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
         if values.is_empty() {
             return self.execute_statement(statement);
         }

@@ -263,18 +263,11 @@ fn unescape_text(raw: &[u8]) -> Result<Vec<u8>, String> {
 /// field is NULL).
 fn push_csv_field(out: &mut Vec<u8>, value: &[u8], delimiter: u8, quote: u8) {
     let needs_quotes = value.is_empty() || value.iter().any(|&b| b == delimiter || b == quote || b == b'\n' || b == b'\r');
-    if !needs_quotes {
+    if needs_quotes {
+        push_csv_field_forced(out, value, quote);
+    } else {
         out.extend_from_slice(value);
-        return;
     }
-    out.push(quote);
-    for &b in value {
-        if b == quote {
-            out.push(quote);
-        }
-        out.push(b);
-    }
-    out.push(quote);
 }
 
 /// Appends one row of `columns` in `format`, with its line end.
