@@ -334,6 +334,40 @@ fn scans_read_each_row_once_alone_and_under_load() {
     assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
 }
 
+/// Work orders of the scan pipeline in `EXPLAIN ANALYZE` of `sql`.
+fn scan_work_orders(conn: &mut Connection, sql: &str) -> usize {
+    let plan = conn.query(&format!("EXPLAIN ANALYZE {sql}")).unwrap();
+    let text: String = plan.rows().map(|row| format!("{}\n", row[0])).collect();
+    let line = text.lines().find(|l| l.contains("Pipeline 0:")).unwrap_or_else(|| panic!("no pipeline 0 in {text}"));
+    let count = line.split("Pipeline 0:").nth(1).and_then(|rest| rest.split_whitespace().next()).and_then(|n| n.parse().ok());
+    count.unwrap_or_else(|| panic!("no work order count in {line:?}"))
+}
+
+/// Short scan work orders exist so that a query of the same or a higher priority waits
+/// little for a worker. A query that outranks every other running query has no one to
+/// make room for, and scans whole blocks as it does alone.
+#[test]
+fn only_queries_that_may_keep_others_waiting_cut_their_scans_short() {
+    let db = tpch_database();
+    let mut conn = db.connect();
+    conn.execute("SET morsel_size = 1000").unwrap();
+    let sql = "SELECT count(*), sum(l_quantity) FROM lineitem";
+    let alone = scan_work_orders(&mut conn, sql);
+    assert!(alone < 10, "lineitem (60,175 rows) alone scans in whole blocks, not {alone} work orders");
+    let long = run_in_thread(&db, &["SET priority = 5"], LONG_QUERY);
+    let mut admin = db.connect();
+    let id = wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
+    for priority in [1, 5] {
+        conn.execute(&format!("SET priority = {priority}")).unwrap();
+        let orders = scan_work_orders(&mut conn, sql);
+        assert!(orders >= 60, "at priority {priority} beside a query at 5, the scan is cut into 1,000-row work orders, not {orders}");
+    }
+    conn.execute("SET priority = 6").unwrap();
+    assert_eq!(scan_work_orders(&mut conn, sql), alone, "a query outranking every running query scans whole blocks");
+    admin.query(&format!("SELECT apiary_cancel({id})")).unwrap();
+    assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
+}
+
 #[test]
 fn a_prepared_query_with_parameters_is_optimized_once_and_runs_with_each_executions_values() {
     let db = Database::open_in_memory().unwrap();

@@ -34,7 +34,7 @@
 //! tasks, which then run on all workers. All of this happens outside the scheduler lock.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -90,6 +90,13 @@ struct RunState {
 }
 
 impl RunState {
+    /// Whether [`QueryRun::next_work`] would hand out a work order now.
+    fn has_ready_work(&self) -> bool {
+        self.error.is_none()
+            && (self.pipelines.iter().any(|p| matches!(p, PipelinePhase::Running { next, total, stopped, .. } if next < total && !stopped))
+                || self.sinks.iter().any(|s| matches!(s, SinkPhase::Finalizing { next, total, .. } if next < total)))
+    }
+
     fn done(&self) -> bool {
         self.in_flight == 0
             && (self.error.is_some()
@@ -118,7 +125,7 @@ struct QueryRun {
     /// Scheduling weight (1..=10).
     priority: u32,
     /// Queries running on the pool (this one included).
-    concurrent: Arc<std::sync::atomic::AtomicUsize>,
+    running: Arc<RunningQueries>,
     /// The operators' state and the counters of this execution.
     execution: Arc<ExecutionState>,
 }
@@ -135,7 +142,9 @@ impl QueryRun {
             halted: &self.halted,
             memory: &self.memory,
             state: &self.execution,
-            morsel_rows: if self.concurrent.load(Ordering::Relaxed) > 1 { self.config.morsel_size } else { usize::MAX },
+            // Short scan work orders bound how long a query of at least this one's
+            // priority waits for a worker; with none running, whole blocks scan faster.
+            morsel_rows: if self.running.any_other_at_or_above(self.priority) { self.config.morsel_size } else { usize::MAX },
         }
     }
 
@@ -529,6 +538,9 @@ struct Shared {
     /// Bumped whenever work may have become available: idle workers spin on it briefly
     /// before sleeping on the condvar (see [`IDLE_SPIN`]).
     epoch: AtomicU64,
+    /// Workers waiting on `work_available` (changed under the queue lock): waking the
+    /// condvar is a system call, made only when someone sleeps.
+    sleepers: AtomicUsize,
 }
 
 /// How long a worker that ran out of work watches for new work before it sleeps. Between
@@ -539,8 +551,10 @@ const IDLE_SPIN: Duration = Duration::from_micros(50);
 impl Shared {
     /// Tells idle workers that work may be available.
     fn signal(&self) {
-        self.epoch.fetch_add(1, Ordering::Release);
-        self.work_available.notify_all();
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.work_available.notify_all();
+        }
     }
 
     /// Spins (without the queue lock) until work may have become available or `limit`
@@ -577,23 +591,31 @@ struct Queue {
 impl Queue {
     /// The next work order for a free worker under the policy.
     fn pick(&mut self) -> Option<(usize, Arc<QueryRun>, WorkOrder)> {
-        let mut order: Vec<usize> = (0..self.queries.len()).collect();
-        match self.policy {
-            SchedulingPolicy::FairShare => order.sort_by(|&a, &b| self.queries[a].pass.total_cmp(&self.queries[b].pass)),
-            SchedulingPolicy::Fifo => order.sort_by_key(|&i| self.queries[i].sequence),
-        }
-        for index in order {
+        // Queries are tried in policy order until one has a ready work order. Runs here
+        // once per work order under the queue lock, so no allocation: the next candidate
+        // is found by selection among those not tried yet (a handful of queries).
+        let mut tried = Tried::new(self.queries.len());
+        while let Some(index) = self.next_candidate(&tried) {
+            tried.insert(index);
             let scheduled = &mut self.queries[index];
-            let run = Arc::clone(&scheduled.run);
-            let mut state = run.lock();
-            if let Some(work) = run.next_work(&mut state) {
+            let mut state = scheduled.run.lock();
+            if let Some(work) = scheduled.run.next_work(&mut state) {
                 state.in_flight += 1;
                 drop(state);
                 scheduled.pass += scheduled.average_nanos / scheduled.run.priority as f64;
-                return Some((index, run, work));
+                return Some((index, Arc::clone(&scheduled.run), work));
             }
         }
         None
+    }
+
+    /// The untried query that comes first under the policy.
+    fn next_candidate(&self, tried: &Tried) -> Option<usize> {
+        let untried = (0..self.queries.len()).filter(|&i| !tried.contains(i));
+        match self.policy {
+            SchedulingPolicy::FairShare => untried.min_by(|&a, &b| self.queries[a].pass.total_cmp(&self.queries[b].pass)),
+            SchedulingPolicy::Fifo => untried.min_by_key(|&i| self.queries[i].sequence),
+        }
     }
 
     /// Whether a worker about to take a work order of `candidate` should wait briefly
@@ -605,7 +627,7 @@ impl Queue {
         self.queries.iter().any(|s| {
             s.run.priority >= candidate.priority.saturating_mul(2) && {
                 let state = s.run.lock();
-                state.in_flight > 0 && state.error.is_none()
+                worth_waiting_for(&state)
             }
         })
     }
@@ -650,6 +672,43 @@ impl Queue {
     /// The pass a new query starts at: that of the least served running query.
     fn entry_pass(&self) -> f64 {
         self.queries.iter().map(|s| s.pass).min_by(f64::total_cmp).unwrap_or(0.0)
+    }
+}
+
+/// Whether a worker should wait for a query of much higher priority in `state` instead of
+/// serving a lower one: only while that query has work orders in flight that may make
+/// more ready soon. With ready work it was passed over by proportional share, so the
+/// lower query is owed the work order; waiting then only idles the worker.
+fn worth_waiting_for(state: &RunState) -> bool {
+    state.in_flight > 0 && state.error.is_none() && !state.has_ready_work()
+}
+
+/// The queries [`Queue::pick`] already tried: bits for up to 128 queries, a vector
+/// beyond (allocated only then).
+struct Tried {
+    bits: u128,
+    more: Vec<bool>,
+}
+
+impl Tried {
+    fn new(queries: usize) -> Tried {
+        Tried { bits: 0, more: if queries > 128 { vec![false; queries] } else { Vec::new() } }
+    }
+
+    fn insert(&mut self, index: usize) {
+        if self.more.is_empty() {
+            self.bits |= 1 << index;
+        } else {
+            self.more[index] = true;
+        }
+    }
+
+    fn contains(&self, index: usize) -> bool {
+        if self.more.is_empty() {
+            self.bits & (1 << index) != 0
+        } else {
+            self.more[index]
+        }
     }
 }
 
@@ -705,7 +764,32 @@ pub struct Scheduler {
     next_id: AtomicU64,
     next_sequence: AtomicU64,
     /// Queries executing now (their work orders are shortened, see `ExecContext::morsel_rows`).
-    concurrent: Arc<std::sync::atomic::AtomicUsize>,
+    running: Arc<RunningQueries>,
+}
+
+/// How many queries of each priority are executing (monitoring queries not counted).
+struct RunningQueries {
+    by_priority: [AtomicUsize; MAX_PRIORITY as usize + 1],
+}
+
+impl RunningQueries {
+    fn new() -> RunningQueries {
+        RunningQueries { by_priority: std::array::from_fn(|_| AtomicUsize::new(0)) }
+    }
+
+    fn enter(&self, priority: u32) {
+        self.by_priority[priority as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn leave(&self, priority: u32) {
+        self.by_priority[priority as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether a query other than one running at `priority` has at least that priority.
+    fn any_other_at_or_above(&self, priority: u32) -> bool {
+        let own = self.by_priority[priority as usize].load(Ordering::Relaxed);
+        own > 1 || self.by_priority[priority as usize + 1..].iter().any(|c| c.load(Ordering::Relaxed) > 0)
+    }
 }
 
 impl Scheduler {
@@ -714,6 +798,7 @@ impl Scheduler {
             queue: Mutex::new(Queue { queries: Vec::new(), policy: SchedulingPolicy::FairShare, threads: 0, shutdown: false }),
             work_available: Condvar::new(),
             epoch: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
         });
         let scheduler = Scheduler {
             shared,
@@ -724,7 +809,7 @@ impl Scheduler {
             registry: Mutex::new(BTreeMap::new()),
             next_id: AtomicU64::new(1),
             next_sequence: AtomicU64::new(0),
-            concurrent: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            running: Arc::new(RunningQueries::new()),
         };
         scheduler.set_threads(threads);
         scheduler.set_max_concurrent_queries(None);
@@ -1011,13 +1096,13 @@ impl Scheduler {
             locals: (0..pipelines).map(|_| Mutex::new(Vec::new())).collect(),
             memory: QueryMemory::new(Arc::clone(&self.memory)),
             priority: meta.priority.clamp(1, MAX_PRIORITY),
-            concurrent: Arc::clone(&self.concurrent),
+            running: Arc::clone(&self.running),
             execution,
         });
         // Monitoring queries (admission bypassed) are too small to slice others' work for.
         let counted = !meta.bypass_admission;
         if counted {
-            self.concurrent.fetch_add(1, Ordering::Relaxed);
+            self.running.enter(run.priority);
         }
         run.progress();
         self.set_phase(id, "running", Some(Arc::clone(&run)));
@@ -1040,7 +1125,7 @@ impl Scheduler {
             queue.queries.retain(|q| !Arc::ptr_eq(&q.run, &run));
         }
         if counted {
-            self.concurrent.fetch_sub(1, Ordering::Relaxed);
+            self.running.leave(run.priority);
         }
         self.set_phase(id, "running", None);
         run.memory.release();
@@ -1065,10 +1150,18 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
     // Whether this worker may spin before sleeping: after it ran work (not again after
     // waking up with nothing to do, so an idle pool sleeps).
     let mut may_spin = false;
+    // The work order this worker just ran, charged when it next takes the queue lock.
+    let mut ran: Option<(Arc<QueryRun>, f64)> = None;
     loop {
         let mut lingered = 0;
         let (run, work) = {
             let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((run, nanos)) = ran.take() {
+                queue.charge(&run, nanos);
+                // Completing work may have made more work available. Notifying under the
+                // queue lock orders this with a worker that is about to wait.
+                shared.signal();
+            }
             loop {
                 if queue.shutdown || id >= queue.threads {
                     return;
@@ -1092,16 +1185,54 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                     queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
                     continue;
                 }
+                shared.sleepers.fetch_add(1, Ordering::SeqCst);
                 queue = shared.work_available.wait(queue).unwrap_or_else(|e| e.into_inner());
+                shared.sleepers.fetch_sub(1, Ordering::SeqCst);
             }
         };
         may_spin = true;
         let started = Instant::now();
         run.execute(work, id);
-        let nanos = started.elapsed().as_nanos() as f64;
-        // Completing work may have made more work available. Taking the queue lock
-        // before notifying orders this with a worker that is about to wait.
-        shared.queue.lock().unwrap_or_else(|e| e.into_inner()).charge(&run, nanos);
-        shared.signal();
+        ran = Some((run, started.elapsed().as_nanos() as f64));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A query with one pipeline of 10 work orders, `handed_out` of them handed out and
+    /// `in_flight` of those still running.
+    fn running(handed_out: usize, in_flight: usize) -> RunState {
+        RunState {
+            pipelines: vec![PipelinePhase::Running { next: handed_out, total: 10, completed: handed_out - in_flight, stopped: false }],
+            totals: vec![Some(10)],
+            sinks: vec![SinkPhase::Open { feeders_left: 1 }],
+            error: None,
+            memory_contended: false,
+            in_flight,
+        }
+    }
+
+    /// Regression: workers idled beside a high-priority query that had ready work (the
+    /// lower query was owed the work order by proportional share, and waiting only kept
+    /// the worker from it), 1-3 ms of two workers' time per 15 ms query.
+    #[test]
+    fn workers_wait_for_a_high_priority_query_only_when_it_has_no_ready_work() {
+        assert!(!worth_waiting_for(&running(3, 2)), "ready work: the passed-over query is served");
+        assert!(worth_waiting_for(&running(10, 2)), "last work orders in flight: its next work is near");
+        assert!(!worth_waiting_for(&running(10, 0)), "nothing in flight: nothing to wait for");
+        let failed = RunState { error: Some(ApiaryError::Interrupted), ..running(10, 2) };
+        assert!(!worth_waiting_for(&failed), "a failed query gets no more work");
+    }
+
+    #[test]
+    fn tried_queries_are_remembered_below_and_beyond_128() {
+        let mut tried = Tried::new(3);
+        tried.insert(1);
+        assert!(tried.contains(1) && !tried.contains(0) && !tried.contains(2));
+        let mut many = Tried::new(200);
+        many.insert(150);
+        assert!(many.contains(150) && !many.contains(149));
     }
 }

@@ -1,7 +1,8 @@
 //! Table scan: the source of most pipelines. One work order = one storage block, or
-//! while other queries run, a range of at most `SET morsel_size` rows of one: short work
-//! orders let the scheduler switch between queries often (a short or high-priority query
-//! waits for at most one of them), and cost a few percent alone.
+//! while another query of at least the same priority runs, a range of at most
+//! `SET morsel_size` rows of one: short work orders let the scheduler switch between
+//! queries often (a short or high-priority query waits for at most one of them), and cost
+//! a few percent alone.
 //!
 //! For each block the scan first consults the zone maps of the pushed-down predicates
 //! and skips the block if no row can qualify; otherwise it slices the needed column
