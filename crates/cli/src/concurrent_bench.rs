@@ -145,3 +145,97 @@ pub fn run(options: ConcurrentOptions) -> Result<()> {
     );
     Ok(())
 }
+
+/// `apiary bench throughput`: queries per second of `clients` connections, each running
+/// queries of the mix (chosen at random, with drawn substitution parameters) one after
+/// another for `seconds`, against one client doing the same (issue 12's 32-client
+/// target).
+pub struct ThroughputOptions {
+    pub sf: f64,
+    pub threads: usize,
+    pub clients: usize,
+    pub mix: Vec<usize>,
+    pub seconds: f64,
+    pub seed: u64,
+    /// Print this many drawn texts of each query of the mix as JSON and exit (the pool
+    /// bench/throughput_compare.py draws from for DuckDB and Hyper).
+    pub print_pool: Option<usize>,
+    /// SET statements run on every client's connection (ablations).
+    pub settings: Vec<String>,
+}
+
+/// Queries completed by `clients` connections in `seconds`, and the span they took (the
+/// last query started before the deadline is run to its end and counted).
+fn closed_loop(db: &Database, options: &ThroughputOptions, clients: usize) -> Result<(usize, f64)> {
+    let barrier = Arc::new(Barrier::new(clients + 1));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..clients)
+        .map(|client| {
+            let (mut conn, barrier, mix) = (db.connect(), Arc::clone(&barrier), options.mix.clone());
+            let settings = options.settings.clone();
+            let mut rng = ParameterRng::new(options.seed.wrapping_mul(1000).wrapping_add(client as u64));
+            let seconds = options.seconds;
+            thread::spawn(move || -> Result<usize> {
+                for statement in &settings {
+                    conn.execute(statement)?;
+                }
+                barrier.wait();
+                let begin = Instant::now();
+                let mut done = 0;
+                while begin.elapsed().as_secs_f64() < seconds {
+                    let number = mix[rng.below(mix.len())];
+                    conn.query(&random_query(number, &mut rng)?)?;
+                    done += 1;
+                }
+                Ok(done)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let mut total = 0;
+    for worker in workers {
+        total += worker.join().map_err(|_| ApiaryError::Internal("a client panicked".into()))??;
+    }
+    Ok((total, started.elapsed().as_secs_f64()))
+}
+
+pub fn throughput(options: ThroughputOptions) -> Result<()> {
+    if options.mix.is_empty() || options.clients == 0 {
+        return Err(ApiaryError::Internal("--mix and --clients must not be empty".into()));
+    }
+    if let Some(per_query) = options.print_pool {
+        let mut rng = ParameterRng::new(options.seed);
+        let mut texts = Vec::new();
+        for &number in &options.mix {
+            for _ in 0..per_query {
+                texts.push(format!("{{\"query\":{number},\"sql\":{:?}}}", random_query(number, &mut rng)?));
+            }
+        }
+        println!("[{}]", texts.join(","));
+        return Ok(());
+    }
+    let db = Database::open_in_memory()?;
+    let mut conn = db.connect();
+    conn.execute(&format!("SET threads = {}", options.threads))?;
+    conn.execute(&format!("SET max_concurrent_queries = {}", options.clients))?;
+    for statement in &options.settings {
+        conn.execute(statement)?;
+    }
+    eprintln!("loading TPC-H SF{} in memory...", options.sf);
+    tpch::load(&mut conn, options.sf)?;
+    let mix: Vec<String> = options.mix.iter().map(|q| q.to_string()).collect();
+    let mut rates = Vec::new();
+    for clients in [1, options.clients] {
+        let (queries, span) = closed_loop(&db, &options, clients)?;
+        let rate = queries as f64 / span;
+        rates.push(rate);
+        println!(
+            "{{\"measure\":\"throughput\",\"engine\":\"apiary\",\"sf\":{},\"threads\":{},\"clients\":{clients},\"mix\":\"{}\",\"seconds\":{span:.3},\"queries\":{queries},\"queries_per_s\":{rate:.3}}}",
+            options.sf,
+            options.threads,
+            mix.join(",")
+        );
+    }
+    eprintln!("{} clients: {:.2} queries/s, {:.2}x one client ({:.2} queries/s)", options.clients, rates[1], rates[1] / rates[0], rates[0]);
+    Ok(())
+}

@@ -242,6 +242,30 @@ enum BenchSuite {
         #[arg(long)]
         print_queries: bool,
     },
+    /// Queries per second of N clients, each running random queries of the mix with drawn
+    /// TPC-H substitution parameters for a while, against one client (in memory).
+    Throughput {
+        #[arg(long, default_value_t = 1.0)]
+        sf: f64,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// TPC-H query numbers to draw from (all 22 by default).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22")]
+        mix: Vec<usize>,
+        /// How long each of the two runs (one client, then N) lasts.
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print this many drawn texts of each query of the mix as JSON and exit.
+        #[arg(long, value_name = "N")]
+        print_pool: Option<usize>,
+        /// SET statements run on every client's connection, e.g. --set "SET scheduler_policy = 'fifo'".
+        #[arg(long = "set", value_name = "SQL")]
+        settings: Vec<String>,
+    },
     /// Run a workload written by `bench fuzz --emit` (in memory, one database per schema);
     /// prints one JSON line per query with its rows or its error.
     Replay {
@@ -388,6 +412,16 @@ fn main() -> ExitCode {
         }) => {
             let options = concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries };
             return match concurrent_bench::run(options) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Some(Command::Bench { suite: BenchSuite::Throughput { sf, threads, clients, mix, seconds, seed, print_pool, settings } }) => {
+            let options = concurrent_bench::ThroughputOptions { sf, threads, clients, mix, seconds, seed, print_pool, settings };
+            return match concurrent_bench::throughput(options) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("Error: {e}");

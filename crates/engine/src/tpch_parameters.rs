@@ -4,8 +4,9 @@
 //! depend on identical text; a result cache would not help).
 //!
 //! Each query's text in `tpch/queries` uses the validation parameters; a substitution
-//! replaces each of those literals by a drawn value. Queries without a substitution here
-//! keep their validation parameters (see [`has_random_parameters`]).
+//! replaces each of those literals (every occurrence) by a drawn value. All 22 queries
+//! draw parameters; Q11's FRACTION stays 0.0001 (the specification scales it with the
+//! scale factor, which the text does not know).
 
 use apiary_common::{internal_err, Result};
 
@@ -31,10 +32,85 @@ impl ParameterRng {
     }
 
     fn pick<'a>(&mut self, choices: &[&'a str]) -> &'a str {
-        choices[self.range(0, choices.len() as i64 - 1) as usize]
+        choices[self.index(choices.len())]
+    }
+
+    /// A value below `len` (a client choosing its next query, say).
+    pub fn below(&mut self, len: usize) -> usize {
+        self.index(len)
+    }
+
+    /// An index below `len`.
+    fn index(&mut self, len: usize) -> usize {
+        self.range(0, len as i64 - 1) as usize
+    }
+
+    /// `count` distinct values of `low..=high`, in drawing order.
+    fn distinct(&mut self, count: usize, low: i64, high: i64) -> Vec<i64> {
+        let mut values = Vec::with_capacity(count);
+        while values.len() < count {
+            let value = self.range(low, high);
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+        values
+    }
+
+    /// `Brand#MN` with M and N in 1..=5.
+    fn brand(&mut self) -> String {
+        format!("Brand#{}{}", self.range(1, 5), self.range(1, 5))
+    }
+
+    fn nation(&mut self) -> (&'static str, usize) {
+        NATIONS[self.index(NATIONS.len())]
+    }
+
+    /// The first day of a month from January 1993 to October 1997 (Q4, Q15).
+    fn month_start(&mut self) -> String {
+        let month = self.range(0, 57);
+        date(1993 + month / 12, month % 12 + 1, 1)
     }
 }
 
+/// The 25 nations by key, with their region's key (specification §4.2.3).
+const NATIONS: [(&str, usize); 25] = [
+    ("ALGERIA", 0),
+    ("ARGENTINA", 1),
+    ("BRAZIL", 1),
+    ("CANADA", 1),
+    ("EGYPT", 4),
+    ("ETHIOPIA", 0),
+    ("FRANCE", 3),
+    ("GERMANY", 3),
+    ("INDIA", 2),
+    ("INDONESIA", 2),
+    ("IRAN", 4),
+    ("IRAQ", 4),
+    ("JAPAN", 2),
+    ("JORDAN", 4),
+    ("KENYA", 0),
+    ("MOROCCO", 0),
+    ("MOZAMBIQUE", 0),
+    ("PERU", 1),
+    ("CHINA", 2),
+    ("ROMANIA", 3),
+    ("SAUDI ARABIA", 4),
+    ("VIETNAM", 2),
+    ("RUSSIA", 3),
+    ("UNITED KINGDOM", 3),
+    ("UNITED STATES", 1),
+];
+/// The syllables of `p_type`.
+const TYPE_SIZES: [&str; 6] = ["STANDARD", "SMALL", "MEDIUM", "LARGE", "ECONOMY", "PROMO"];
+const TYPE_FINISHES: [&str; 5] = ["ANODIZED", "BURNISHED", "PLATED", "POLISHED", "BRUSHED"];
+const TYPE_METALS: [&str; 5] = ["TIN", "NICKEL", "BRASS", "STEEL", "COPPER"];
+/// The syllables of `p_container`.
+const CONTAINER_SIZES: [&str; 5] = ["SM", "LG", "MED", "JUMBO", "WRAP"];
+const CONTAINER_KINDS: [&str; 8] = ["CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM"];
+/// Q13's words.
+const Q13_FIRST_WORDS: [&str; 4] = ["special", "pending", "unusual", "express"];
+const Q13_SECOND_WORDS: [&str; 4] = ["packages", "requests", "accounts", "deposits"];
 const SEGMENTS: [&str; 5] = ["AUTOMOBILE", "BUILDING", "FURNITURE", "MACHINERY", "HOUSEHOLD"];
 const REGIONS: [&str; 5] = ["AFRICA", "AMERICA", "ASIA", "EUROPE", "MIDDLE EAST"];
 const SHIP_MODES: [&str; 7] = ["REG AIR", "AIR", "RAIL", "SHIP", "TRUCK", "MAIL", "FOB"];
@@ -135,9 +211,9 @@ const COLORS: [&str; 92] = [
 ];
 
 /// Whether [`random_query`] draws parameters for query `number` (else it returns the
-/// validation text).
+/// validation text): every TPC-H query does.
 pub fn has_random_parameters(number: usize) -> bool {
-    matches!(number, 1 | 3 | 5 | 6 | 9 | 10 | 12 | 14)
+    (1..=22).contains(&number)
 }
 
 /// `YYYY-MM-DD`.
@@ -149,6 +225,74 @@ fn date(year: i64, month: i64, day: i64) -> String {
 pub fn random_query(number: usize, rng: &mut ParameterRng) -> Result<String> {
     let text = crate::tpch::query(number).ok_or_else(|| internal_err!("there is no TPC-H query {number}"))?;
     let substitutions: Vec<(&str, String)> = match number {
+        2 => {
+            let size = rng.range(1, 50);
+            vec![
+                ("p_size = 15", format!("p_size = {size}")),
+                ("'%BRASS'", format!("'%{}'", rng.pick(&TYPE_METALS))),
+                ("'EUROPE'", format!("'{}'", rng.pick(&REGIONS))),
+            ]
+        }
+        4 => vec![("'1993-07-01'", format!("'{}'", rng.month_start()))],
+        7 => {
+            let first = rng.index(NATIONS.len());
+            let second = (first + 1 + rng.index(NATIONS.len() - 1)) % NATIONS.len();
+            vec![("'FRANCE'", format!("'{}'", NATIONS[first].0)), ("'GERMANY'", format!("'{}'", NATIONS[second].0))]
+        }
+        8 => {
+            let (nation, region) = rng.nation();
+            let part_type = format!("{} {} {}", rng.pick(&TYPE_SIZES), rng.pick(&TYPE_FINISHES), rng.pick(&TYPE_METALS));
+            vec![
+                ("'BRAZIL'", format!("'{nation}'")),
+                ("'AMERICA'", format!("'{}'", REGIONS[region])),
+                ("'ECONOMY ANODIZED STEEL'", format!("'{part_type}'")),
+            ]
+        }
+        11 => vec![("'GERMANY'", format!("'{}'", rng.nation().0))],
+        13 => {
+            let words = format!("'%{}%{}%'", rng.pick(&Q13_FIRST_WORDS), rng.pick(&Q13_SECOND_WORDS));
+            vec![("'%special%requests%'", words)]
+        }
+        15 => vec![("'1996-01-01'", format!("'{}'", rng.month_start()))],
+        16 => {
+            let part_type = format!("'{} {}%'", rng.pick(&TYPE_SIZES), rng.pick(&TYPE_FINISHES));
+            let sizes: Vec<String> = rng.distinct(8, 1, 50).iter().map(i64::to_string).collect();
+            vec![
+                ("'Brand#45'", format!("'{}'", rng.brand())),
+                ("'MEDIUM POLISHED%'", part_type),
+                ("(49, 14, 23, 45, 19, 3, 36, 9)", format!("({})", sizes.join(", "))),
+            ]
+        }
+        17 => {
+            let container = format!("'{} {}'", rng.pick(&CONTAINER_SIZES), rng.pick(&CONTAINER_KINDS));
+            vec![("'Brand#23'", format!("'{}'", rng.brand())), ("'MED BOX'", container)]
+        }
+        18 => vec![("sum(l_quantity) > 300", format!("sum(l_quantity) > {}", rng.range(312, 315)))],
+        19 => {
+            let (q1, q2, q3) = (rng.range(1, 10), rng.range(10, 20), rng.range(20, 30));
+            vec![
+                ("'Brand#12'", format!("'{}'", rng.brand())),
+                ("'Brand#23'", format!("'{}'", rng.brand())),
+                ("'Brand#34'", format!("'{}'", rng.brand())),
+                ("l_quantity >= 1 and l_quantity <= 1 + 10", format!("l_quantity >= {q1} and l_quantity <= {q1} + 10")),
+                ("l_quantity >= 10 and l_quantity <= 10 + 10", format!("l_quantity >= {q2} and l_quantity <= {q2} + 10")),
+                ("l_quantity >= 20 and l_quantity <= 20 + 10", format!("l_quantity >= {q3} and l_quantity <= {q3} + 10")),
+            ]
+        }
+        20 => {
+            let year = date(rng.range(1993, 1997), 1, 1);
+            vec![
+                ("'forest%'", format!("'{}%'", rng.pick(&COLORS))),
+                ("'1994-01-01'", format!("'{year}'")),
+                ("'CANADA'", format!("'{}'", rng.nation().0)),
+            ]
+        }
+        21 => vec![("'SAUDI ARABIA'", format!("'{}'", rng.nation().0))],
+        22 => {
+            // Country codes are nation keys plus 10.
+            let codes: Vec<String> = rng.distinct(7, 10, 34).iter().map(|c| format!("'{c}'")).collect();
+            vec![("('13', '31', '23', '29', '30', '18', '17')", format!("({})", codes.join(", ")))]
+        }
         1 => vec![("interval '90' day", format!("interval '{}' day", rng.range(60, 120)))],
         3 => {
             let day = date(1995, 3, rng.range(1, 31));
@@ -186,12 +330,17 @@ pub fn random_query(number: usize, rng: &mut ParameterRng) -> Result<String> {
         }
         _ => Vec::new(),
     };
+    // Two passes, so that a drawn value equal to a later validation literal (Q7's two
+    // nations, Q19's brands) is not substituted again.
     let mut query = text.to_string();
-    for (validation, value) in substitutions {
+    for (index, (validation, _)) in substitutions.iter().enumerate() {
         if !query.contains(validation) {
             return Err(internal_err!("TPC-H query {number} has no {validation} to substitute"));
         }
-        query = query.replace(validation, &value);
+        query = query.replace(validation, &format!("\u{1}{index}\u{1}"));
+    }
+    for (index, (_, value)) in substitutions.iter().enumerate() {
+        query = query.replace(&format!("\u{1}{index}\u{1}"), value);
     }
     Ok(query)
 }

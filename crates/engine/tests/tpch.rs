@@ -121,3 +121,32 @@ fn explain_analyze_reports_pipelines_and_finalize_phases() {
     let finalize = text.lines().find(|l| l.contains("Finalize: prepare") && !l.contains(" 0 tasks")).unwrap_or_else(|| panic!("{text}"));
     assert!(finalize.contains("tasks") && finalize.contains("finish"), "{finalize}");
 }
+
+/// Every query with drawn substitution parameters (`apiary::tpch_parameters`, used by
+/// `apiary bench concurrent --random-params`) is valid SQL that runs, with constants
+/// other than the validation ones; the single-row aggregates return their row.
+#[test]
+fn queries_with_drawn_substitution_parameters_run() {
+    use apiary::tpch_parameters::{random_query, ParameterRng};
+    let (_db, mut conn) = load(0.01, &[]);
+    let mut rng = ParameterRng::new(2026);
+    let mut failures = Vec::new();
+    for q in 1..=22 {
+        let mut texts = std::collections::HashSet::new();
+        for _ in 0..4 {
+            let sql = random_query(q, &mut rng).expect("substitution");
+            match conn.query(&sql) {
+                Ok(result) if [6, 14, 17, 19].contains(&q) && result.row_count() != 1 => {
+                    failures.push(format!("Q{q}: {} rows from {sql}", result.row_count()))
+                }
+                Ok(_) => {}
+                Err(e) => failures.push(format!("Q{q}: {e} in {sql}")),
+            }
+            texts.insert(sql);
+        }
+        if texts.len() < 2 {
+            failures.push(format!("Q{q}: four draws gave {} text(s)", texts.len()));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
