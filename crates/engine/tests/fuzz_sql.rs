@@ -706,7 +706,9 @@ impl Session {
 
     /// A fresh database set up for the session: the world tables, then the seed file's
     /// statements in order (their tables and rows; errors are expected and ignored).
-    fn open(&self) -> (Database, Connection) {
+    /// The seed statements run under `watchdog` like cases: under a session's settings
+    /// (one thread, tiny vectors) a large join of a seed file can run for many minutes.
+    fn open(&self, watchdog: Option<&Watchdog>) -> (Database, Connection) {
         let db = Database::open_in_memory().expect("in-memory database");
         let mut conn = db.connect();
         conn.execute("SET threads = 2").expect("SET threads");
@@ -721,7 +723,13 @@ impl Session {
         }
         if self.file.is_some() {
             for statement in self.seeds() {
+                if let Some(watchdog) = watchdog {
+                    watchdog.begin(format!("setup of {}: {}", self.describe(), excerpt(statement, 500)), Some(conn.interrupt_flag()));
+                }
                 let _ = catch(|| conn.execute(statement));
+                if let Some(watchdog) = watchdog {
+                    watchdog.end();
+                }
             }
         }
         (db, conn)
@@ -1251,7 +1259,7 @@ fn known_bug(message: &str) -> Option<&'static str> {
 /// the session), so the report is short.
 fn minimise(session: &Session, sql: &str, class: &str) -> String {
     let mut tokens = tokenize(sql);
-    let (_db, mut conn) = session.open();
+    let (_db, mut conn) = session.open(None);
     let mut attempts = 0;
     let mut chunk = tokens.len().div_ceil(2).max(1);
     while attempts < MINIMISE_ATTEMPTS {
@@ -1324,7 +1332,7 @@ fn sql_front_end_survives_mutated_and_generated_statements() {
             let mut rng = Rng::for_case(config.seed ^ 0x5E55, session_number);
             let file = rng.chance(1, 2).then(|| rng.below(corpus.files.len()));
             let session = Session { file, settings: SETTINGS[rng.below(SETTINGS.len())] };
-            let (db, conn) = session.open();
+            let (db, conn) = session.open(Some(&watchdog));
             current = Some((session_number, session, db, conn));
         }
         let Some((_, session, _, conn)) = current.as_mut() else { unreachable!() };

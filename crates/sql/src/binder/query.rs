@@ -393,7 +393,12 @@ impl Binder<'_> {
                 }
                 exprs.clone()
             }
-            ast::GroupByExpr::All(_) => return Err(not_impl_err!("GROUP BY ALL")),
+            ast::GroupByExpr::All(modifiers) => {
+                if !modifiers.is_empty() {
+                    return Err(not_impl_err!("GROUP BY ALL with modifiers (ROLLUP/CUBE/GROUPING SETS)"));
+                }
+                group_by_all_keys(select)?
+            }
         };
         let mut groups: Vec<(Expr, ColumnRef)> = Vec::new();
         let mut subquery_keys: Vec<(ast::Expr, ColumnRef)> = Vec::new();
@@ -1085,4 +1090,55 @@ fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
         return Err(not_impl_err!("CLUSTER BY / DISTRIBUTE BY / CONNECT BY"));
     }
     Ok(())
+}
+
+/// DuckDB's `GROUP BY ALL`: the keys are the select-list expressions that contain no
+/// aggregate of this query (aggregates inside subqueries belong to those).
+fn group_by_all_keys(select: &ast::Select) -> Result<Vec<ast::Expr>> {
+    let mut keys = Vec::new();
+    for item in &select.projection {
+        let expr = match item {
+            ast::SelectItem::UnnamedExpr(expr)
+            | ast::SelectItem::ExprWithAlias { expr, .. }
+            | ast::SelectItem::ExprWithAliases { expr, .. } => expr,
+            ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
+                return Err(bind_err!("GROUP BY ALL cannot be used with * in the select list; name the columns"));
+            }
+        };
+        if !has_own_aggregate(expr) {
+            keys.push(expr.clone());
+        }
+    }
+    Ok(keys)
+}
+
+/// Whether `expr` calls an aggregate function outside any subquery.
+fn has_own_aggregate(expr: &ast::Expr) -> bool {
+    use sqlparser::ast::{Visit, Visitor};
+    use std::ops::ControlFlow;
+
+    struct FindAggregate {
+        subquery_depth: usize,
+    }
+    impl Visitor for FindAggregate {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &ast::Query) -> ControlFlow<()> {
+            self.subquery_depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &ast::Query) -> ControlFlow<()> {
+            self.subquery_depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &ast::Expr) -> ControlFlow<()> {
+            if let ast::Expr::Function(function) = expr {
+                let name = function.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase()).unwrap_or_default();
+                if self.subquery_depth == 0 && super::function::is_aggregate_function(&name) {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    expr.visit(&mut FindAggregate { subquery_depth: 0 }).is_break()
 }
