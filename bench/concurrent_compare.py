@@ -17,11 +17,9 @@ table of the median ratio makespan / serial sum (lower is better; 1.0 is no shar
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -85,9 +83,7 @@ def run_duckdb(args, data_dir, queries):
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads = {args.threads}")
-    con.execute(tpch_compare.schema_sql())
-    for t in tpch_compare.TABLES:
-        con.execute(f"COPY {t} FROM '{os.path.join(data_dir, t + '.tbl')}' (DELIMITER '|')")
+    tpch_compare.load_duckdb(con, data_dir)
     cursors = [con.cursor() for _ in queries]
     for sql in queries:
         con.execute(sql).fetchall()
@@ -96,35 +92,21 @@ def run_duckdb(args, data_dir, queries):
 
 
 def run_hyper(args, data_dir, queries):
-    from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
-    workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
-    database = os.path.join(workdir, "tpch.hyper")
-    try:
-        with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": workdir}) as hyper:
-            if args.threads < os.cpu_count():
-                for pid in tpch_compare.hyper_pids():
-                    os.sched_setaffinity(pid, set(range(args.threads)))
-            with Connection(hyper.endpoint, database, CreateMode.CREATE_AND_REPLACE) as con:
-                for statement in tpch_compare.schema_sql().split(";"):
-                    if statement.strip():
-                        con.execute_command(statement)
-                for t in tpch_compare.TABLES:
-                    path = os.path.join(data_dir, t + ".tbl")
-                    con.execute_command(f"ALTER TABLE {t} ADD COLUMN trailing_delimiter TEXT")
-                    con.execute_command(f"COPY {t} FROM '{path}' WITH (FORMAT csv, DELIMITER '|')")
-                    con.execute_command(f"ALTER TABLE {t} DROP COLUMN trailing_delimiter")
-            clients = [Connection(hyper.endpoint, database) for _ in queries]
-            try:
-                for sql in queries:
-                    clients[0].execute_list_query(sql)
-                return rounds("hyper", lambda sql: clients[0].execute_list_query(sql),
-                              lambda qs: concurrently(lambda i, sql: clients[i].execute_list_query(sql), qs), queries,
-                              args.rounds)
-            finally:
-                for client in clients:
-                    client.close()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    from tableauhyperapi import Connection, CreateMode
+    with tpch_compare.hyper_server(args.threads) as (hyper, workdir):
+        database = os.path.join(workdir, "tpch.hyper")
+        with Connection(hyper.endpoint, database, CreateMode.CREATE_AND_REPLACE) as con:
+            tpch_compare.load_hyper(con, data_dir)
+        clients = [Connection(hyper.endpoint, database) for _ in queries]
+        try:
+            for sql in queries:
+                clients[0].execute_list_query(sql)
+            return rounds("hyper", lambda sql: clients[0].execute_list_query(sql),
+                          lambda qs: concurrently(lambda i, sql: clients[i].execute_list_query(sql), qs), queries,
+                          args.rounds)
+        finally:
+            for client in clients:
+                client.close()
 
 
 def main():

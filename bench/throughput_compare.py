@@ -18,10 +18,8 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -83,9 +81,7 @@ def run_duckdb(args, data_dir, pool):
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads = {args.threads}")
-    con.execute(tpch_compare.schema_sql())
-    for t in tpch_compare.TABLES:
-        con.execute(f"COPY {t} FROM '{os.path.join(data_dir, t + '.tbl')}' (DELIMITER '|')")
+    tpch_compare.load_duckdb(con, data_dir)
 
     def make_client():
         cursor = con.cursor()
@@ -94,36 +90,22 @@ def run_duckdb(args, data_dir, pool):
 
 
 def run_hyper(args, data_dir, pool):
-    from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
-    workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
-    database = os.path.join(workdir, "tpch.hyper")
+    from tableauhyperapi import Connection, CreateMode
     opened = []
-    try:
-        with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": workdir}) as hyper:
-            if args.threads < os.cpu_count():
-                for pid in tpch_compare.hyper_pids():
-                    os.sched_setaffinity(pid, set(range(args.threads)))
-            with Connection(hyper.endpoint, database, CreateMode.CREATE_AND_REPLACE) as con:
-                for statement in tpch_compare.schema_sql().split(";"):
-                    if statement.strip():
-                        con.execute_command(statement)
-                for t in tpch_compare.TABLES:
-                    path = os.path.join(data_dir, t + ".tbl")
-                    con.execute_command(f"ALTER TABLE {t} ADD COLUMN trailing_delimiter TEXT")
-                    con.execute_command(f"COPY {t} FROM '{path}' WITH (FORMAT csv, DELIMITER '|')")
-                    con.execute_command(f"ALTER TABLE {t} DROP COLUMN trailing_delimiter")
+    with tpch_compare.hyper_server(args.threads) as (hyper, workdir):
+        database = os.path.join(workdir, "tpch.hyper")
+        with Connection(hyper.endpoint, database, CreateMode.CREATE_AND_REPLACE) as con:
+            tpch_compare.load_hyper(con, data_dir)
 
-            def make_client():
-                connection = Connection(hyper.endpoint, database)
-                opened.append(connection)
-                return connection.execute_list_query
-            try:
-                return measure("hyper", make_client, args, pool)
-            finally:
-                for connection in opened:
-                    connection.close()
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        def make_client():
+            connection = Connection(hyper.endpoint, database)
+            opened.append(connection)
+            return connection.execute_list_query
+        try:
+            return measure("hyper", make_client, args, pool)
+        finally:
+            for connection in opened:
+                connection.close()
 
 
 def main():

@@ -14,6 +14,7 @@ and tableauhyperapi Python packages (bench/setup.sh installs them into bench/.ve
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -98,9 +99,7 @@ def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
     started = time.perf_counter()
-    con.execute(schema_sql())
-    for t in TABLES:
-        con.execute(f"COPY {t} FROM '{os.path.join(data_dir, t + '.tbl')}' (DELIMITER '|')")
+    load_duckdb(con, data_dir)
     print(f"duckdb loaded SF{sf:g} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
     results = {}
     for q in queries:
@@ -135,27 +134,52 @@ def hyper_pids():
     return pids
 
 
+def load_duckdb(con, data_dir):
+    """Creates the TPC-H tables on DuckDB connection `con` and loads data_dir's .tbl files."""
+    con.execute(schema_sql())
+    for t in TABLES:
+        con.execute(f"COPY {t} FROM '{os.path.join(data_dir, t + '.tbl')}' (DELIMITER '|')")
+
+
+def load_hyper(con, data_dir):
+    """Creates the TPC-H tables on Hyper connection `con` and loads data_dir's .tbl files."""
+    for statement in schema_sql().split(";"):
+        if statement.strip():
+            con.execute_command(statement)
+    for t in TABLES:
+        # .tbl lines end with the delimiter: a throw-away column takes the empty last field.
+        path = os.path.join(data_dir, t + ".tbl")
+        con.execute_command(f"ALTER TABLE {t} ADD COLUMN trailing_delimiter TEXT")
+        con.execute_command(f"COPY {t} FROM '{path}' WITH (FORMAT csv, DELIMITER '|')")
+        con.execute_command(f"ALTER TABLE {t} DROP COLUMN trailing_delimiter")
+
+
+@contextlib.contextmanager
+def hyper_server(threads):
+    """A running Hyper process (hyperd), pinned to `threads` cores when that is fewer than
+    the machine's (Hyper has no thread setting), and a scratch directory for its logs and
+    database files, removed afterwards; yields (hyper, workdir)."""
+    from tableauhyperapi import HyperProcess, Telemetry
+    workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
+    try:
+        with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU,
+                          parameters={"log_dir": workdir}) as hyper:
+            if threads < os.cpu_count():
+                for pid in hyper_pids():
+                    os.sched_setaffinity(pid, set(range(threads)))
+            yield hyper, workdir
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def run_hyper(sf, threads, runs, data_dir, queries, apiary_results):
     """Times Tableau Hyper like DuckDB above (same DDL, same .tbl files, same checks)."""
-    from tableauhyperapi import Connection, CreateMode, HyperProcess, Telemetry
-    workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
+    from tableauhyperapi import Connection, CreateMode
     results = {}
-    with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU,
-                      parameters={"log_dir": workdir}) as hyper:
-        if threads < os.cpu_count():
-            for pid in hyper_pids():
-                os.sched_setaffinity(pid, set(range(threads)))
+    with hyper_server(threads) as (hyper, workdir):
         with Connection(hyper.endpoint, os.path.join(workdir, "tpch.hyper"), CreateMode.CREATE_AND_REPLACE) as con:
             started = time.perf_counter()
-            for statement in schema_sql().split(";"):
-                if statement.strip():
-                    con.execute_command(statement)
-            for t in TABLES:
-                # .tbl lines end with the delimiter: a throw-away column takes the empty last field.
-                path = os.path.join(data_dir, t + ".tbl")
-                con.execute_command(f"ALTER TABLE {t} ADD COLUMN trailing_delimiter TEXT")
-                con.execute_command(f"COPY {t} FROM '{path}' WITH (FORMAT csv, DELIMITER '|')")
-                con.execute_command(f"ALTER TABLE {t} DROP COLUMN trailing_delimiter")
+            load_hyper(con, data_dir)
             print(f"hyper loaded SF{sf:g} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
             for q in queries:
                 sql = query_text(q)
@@ -173,7 +197,6 @@ def run_hyper(sf, threads, runs, data_dir, queries, apiary_results):
                 if expected is None and ours is not None:
                     result["agree"] = same(ours, rows)
                 results[q] = result
-    shutil.rmtree(workdir, ignore_errors=True)
     return results
 
 

@@ -33,11 +33,27 @@ pub struct ConcurrentOptions {
     pub print_queries: bool,
 }
 
-/// The clients' query texts.
-pub fn client_queries(options: &ConcurrentOptions) -> Result<Vec<(usize, String)>> {
-    if options.mix.is_empty() || options.clients == 0 {
+fn check_mix_and_clients(mix: &[usize], clients: usize) -> Result<()> {
+    if mix.is_empty() || clients == 0 {
         return Err(ApiaryError::Internal("--mix and --clients must not be empty".into()));
     }
+    Ok(())
+}
+
+/// Prints (query number, text) pairs as a JSON array (read by the bench/ scripts).
+fn print_texts(texts: &[(usize, String)]) {
+    let items: Vec<String> = texts.iter().map(|(number, sql)| format!("{{\"query\":{number},\"sql\":{sql:?}}}")).collect();
+    println!("[{}]", items.join(","));
+}
+
+/// Waits for every client thread; the first error (or panic) fails the measurement.
+fn join_clients<T>(clients: Vec<thread::JoinHandle<Result<T>>>) -> Result<Vec<T>> {
+    clients.into_iter().map(|client| client.join().map_err(|_| ApiaryError::Internal("a client panicked".into()))?).collect()
+}
+
+/// The clients' query texts.
+pub fn client_queries(options: &ConcurrentOptions) -> Result<Vec<(usize, String)>> {
+    check_mix_and_clients(&options.mix, options.clients)?;
     let mut rng = ParameterRng::new(options.seed);
     (0..options.clients)
         .map(|client| {
@@ -91,10 +107,7 @@ fn concurrent(db: &Database, queries: &[(usize, String)]) -> Result<(f64, Vec<f6
         })
         .collect();
     barrier.wait();
-    let mut spans = Vec::new();
-    for client in clients {
-        spans.push(client.join().map_err(|_| ApiaryError::Internal("a client panicked".into()))??);
-    }
+    let spans = join_clients(clients)?;
     let first = spans.iter().map(|s| s.0).min().expect("at least one client");
     let last = spans.iter().map(|s| s.1).max().expect("at least one client");
     Ok(((last - first).as_secs_f64(), spans.iter().map(|(start, end)| (*end - *start).as_secs_f64()).collect()))
@@ -103,8 +116,7 @@ fn concurrent(db: &Database, queries: &[(usize, String)]) -> Result<(f64, Vec<f6
 pub fn run(options: ConcurrentOptions) -> Result<()> {
     let queries = client_queries(&options)?;
     if options.print_queries {
-        let texts: Vec<String> = queries.iter().map(|(number, sql)| format!("{{\"query\":{number},\"sql\":{sql:?}}}")).collect();
-        println!("[{}]", texts.join(","));
+        print_texts(&queries);
         return Ok(());
     }
     let db = Database::open_in_memory()?;
@@ -192,26 +204,21 @@ fn closed_loop(db: &Database, options: &ThroughputOptions, clients: usize) -> Re
         })
         .collect();
     barrier.wait();
-    let mut total = 0;
-    for worker in workers {
-        total += worker.join().map_err(|_| ApiaryError::Internal("a client panicked".into()))??;
-    }
+    let total = join_clients(workers)?.into_iter().sum();
     Ok((total, started.elapsed().as_secs_f64()))
 }
 
 pub fn throughput(options: ThroughputOptions) -> Result<()> {
-    if options.mix.is_empty() || options.clients == 0 {
-        return Err(ApiaryError::Internal("--mix and --clients must not be empty".into()));
-    }
+    check_mix_and_clients(&options.mix, options.clients)?;
     if let Some(per_query) = options.print_pool {
         let mut rng = ParameterRng::new(options.seed);
         let mut texts = Vec::new();
         for &number in &options.mix {
             for _ in 0..per_query {
-                texts.push(format!("{{\"query\":{number},\"sql\":{:?}}}", random_query(number, &mut rng)?));
+                texts.push((number, random_query(number, &mut rng)?));
             }
         }
-        println!("[{}]", texts.join(","));
+        print_texts(&texts);
         return Ok(());
     }
     let db = Database::open_in_memory()?;

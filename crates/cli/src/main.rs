@@ -333,6 +333,17 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// The exit code of a command that ended with `result`; an error is printed on stderr.
+fn exit_code(result: apiary::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     // A file-size limit (ulimit -f) must fail the write that hits it with an error, as a
     // full disk does, instead of killing the process mid-statement.
@@ -399,56 +410,24 @@ fn main() -> ExitCode {
             };
         }
         Some(Command::Bench { suite: BenchSuite::Concurrency { sf, threads, runs } }) => {
-            return match concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("Error: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            return exit_code(concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }));
         }
         Some(Command::Bench {
             suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries },
         }) => {
             let options = concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries };
-            return match concurrent_bench::run(options) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("Error: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            return exit_code(concurrent_bench::run(options));
         }
         Some(Command::Bench { suite: BenchSuite::Throughput { sf, threads, clients, mix, seconds, seed, print_pool, settings } }) => {
             let options = concurrent_bench::ThroughputOptions { sf, threads, clients, mix, seconds, seed, print_pool, settings };
-            return match concurrent_bench::throughput(options) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("Error: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            return exit_code(concurrent_bench::throughput(options));
         }
         Some(Command::Bench { suite: BenchSuite::Replay { workload, from, settings } }) => {
-            return match fuzz::replay(&workload, from, &settings) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("Error: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            return exit_code(fuzz::replay(&workload, from, &settings));
         }
         Some(Command::Serve(args)) => return serve(*args),
         Some(Command::Demo { sf, threads }) => return demo(sf, threads),
-        Some(Command::TpchGen { sf, dir }) => {
-            return match apiary::tpch::write_tbl(&dir, sf) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("Error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Some(Command::TpchGen { sf, dir }) => return exit_code(apiary::tpch::write_tbl(&dir, sf)),
         None => {}
     }
     let db = match &cli.dbpath {

@@ -32,16 +32,11 @@ impl ParameterRng {
     }
 
     fn pick<'a>(&mut self, choices: &[&'a str]) -> &'a str {
-        choices[self.index(choices.len())]
+        choices[self.below(choices.len())]
     }
 
-    /// A value below `len` (a client choosing its next query, say).
+    /// A value below `len` (an index into `len` choices).
     pub fn below(&mut self, len: usize) -> usize {
-        self.index(len)
-    }
-
-    /// An index below `len`.
-    fn index(&mut self, len: usize) -> usize {
         self.range(0, len as i64 - 1) as usize
     }
 
@@ -63,7 +58,7 @@ impl ParameterRng {
     }
 
     fn nation(&mut self) -> (&'static str, usize) {
-        NATIONS[self.index(NATIONS.len())]
+        NATIONS[self.below(NATIONS.len())]
     }
 
     /// The first day of a month from January 1993 to October 1997 (Q4, Q15).
@@ -235,8 +230,8 @@ pub fn random_query(number: usize, rng: &mut ParameterRng) -> Result<String> {
         }
         4 => vec![("'1993-07-01'", format!("'{}'", rng.month_start()))],
         7 => {
-            let first = rng.index(NATIONS.len());
-            let second = (first + 1 + rng.index(NATIONS.len() - 1)) % NATIONS.len();
+            let first = rng.below(NATIONS.len());
+            let second = (first + 1 + rng.below(NATIONS.len() - 1)) % NATIONS.len();
             vec![("'FRANCE'", format!("'{}'", NATIONS[first].0)), ("'GERMANY'", format!("'{}'", NATIONS[second].0))]
         }
         8 => {

@@ -325,11 +325,19 @@ fn scans_read_each_row_once_alone_and_under_load() {
     let sql = "SELECT count(*), sum(l_quantity) FROM lineitem";
     let alone: Vec<Vec<ScalarValue>> = conn.query(sql).unwrap().rows().collect();
     assert_eq!(alone[0][0], ScalarValue::Int64(60_175));
-    let long = run_in_thread(&db, &[], LONG_QUERY);
+    while_long_query_runs(&db, &[], || {
+        let loaded: Vec<Vec<ScalarValue>> = conn.query(sql).unwrap().rows().collect();
+        assert_eq!(loaded, alone, "cut into short work orders while another query runs");
+    });
+}
+
+/// Runs `body` while [`LONG_QUERY`] (after `setup`) runs in another session, then cancels
+/// the long query.
+fn while_long_query_runs(db: &Database, setup: &[&str], body: impl FnOnce()) {
+    let long = run_in_thread(db, setup, LONG_QUERY);
     let mut admin = db.connect();
     let id = wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
-    let loaded: Vec<Vec<ScalarValue>> = conn.query(sql).unwrap().rows().collect();
-    assert_eq!(loaded, alone, "cut into short work orders while another query runs");
+    body();
     admin.query(&format!("SELECT apiary_cancel({id})")).unwrap();
     assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
 }
@@ -354,18 +362,15 @@ fn only_queries_that_may_keep_others_waiting_cut_their_scans_short() {
     let sql = "SELECT count(*), sum(l_quantity) FROM lineitem";
     let alone = scan_work_orders(&mut conn, sql);
     assert!(alone < 10, "lineitem (60,175 rows) alone scans in whole blocks, not {alone} work orders");
-    let long = run_in_thread(&db, &["SET priority = 5"], LONG_QUERY);
-    let mut admin = db.connect();
-    let id = wait_for_query(&mut admin, LONG_QUERY_TEXT, "running");
-    for priority in [1, 5] {
-        conn.execute(&format!("SET priority = {priority}")).unwrap();
-        let orders = scan_work_orders(&mut conn, sql);
-        assert!(orders >= 60, "at priority {priority} beside a query at 5, the scan is cut into 1,000-row work orders, not {orders}");
-    }
-    conn.execute("SET priority = 6").unwrap();
-    assert_eq!(scan_work_orders(&mut conn, sql), alone, "a query outranking every running query scans whole blocks");
-    admin.query(&format!("SELECT apiary_cancel({id})")).unwrap();
-    assert!(matches!(long.join().unwrap(), Err(ApiaryError::Interrupted)));
+    while_long_query_runs(&db, &["SET priority = 5"], || {
+        for priority in [1, 5] {
+            conn.execute(&format!("SET priority = {priority}")).unwrap();
+            let orders = scan_work_orders(&mut conn, sql);
+            assert!(orders >= 60, "at priority {priority} beside a query at 5, the scan is cut into 1,000-row work orders, not {orders}");
+        }
+        conn.execute("SET priority = 6").unwrap();
+        assert_eq!(scan_work_orders(&mut conn, sql), alone, "a query outranking every running query scans whole blocks");
+    });
 }
 
 #[test]

@@ -90,11 +90,30 @@ struct RunState {
 }
 
 impl RunState {
+    /// The work order [`QueryRun::next_work`] hands out next, without handing it out:
+    /// the next morsel of the first running pipeline that has one, else the next task of
+    /// the first finalizing sink.
+    fn ready_work(&self) -> Option<WorkOrder> {
+        if self.error.is_some() {
+            return None;
+        }
+        let morsel = self.pipelines.iter().enumerate().find_map(|(pipeline, phase)| match *phase {
+            PipelinePhase::Running { next, total, stopped, .. } if next < total && !stopped => {
+                Some(WorkOrder::Morsel { pipeline, morsel: next })
+            }
+            _ => None,
+        });
+        morsel.or_else(|| {
+            self.sinks.iter().enumerate().find_map(|(sink, phase)| match *phase {
+                SinkPhase::Finalizing { next, total, .. } if next < total => Some(WorkOrder::FinalizeTask { sink, task: next }),
+                _ => None,
+            })
+        })
+    }
+
     /// Whether [`QueryRun::next_work`] would hand out a work order now.
     fn has_ready_work(&self) -> bool {
-        self.error.is_none()
-            && (self.pipelines.iter().any(|p| matches!(p, PipelinePhase::Running { next, total, stopped, .. } if next < total && !stopped))
-                || self.sinks.iter().any(|s| matches!(s, SinkPhase::Finalizing { next, total, .. } if next < total)))
+        self.ready_work().is_some()
     }
 
     fn done(&self) -> bool {
@@ -181,28 +200,20 @@ impl QueryRun {
 
     /// The next work order, if any is ready (caller holds the lock).
     fn next_work(&self, state: &mut RunState) -> Option<WorkOrder> {
-        if state.error.is_some() {
-            return None;
-        }
-        for (idx, phase) in state.pipelines.iter_mut().enumerate() {
-            if let PipelinePhase::Running { next, total, stopped, .. } = phase {
-                if *next < *total && !*stopped {
-                    let morsel = *next;
+        let work = state.ready_work()?;
+        match work {
+            WorkOrder::Morsel { pipeline, .. } => {
+                if let PipelinePhase::Running { next, .. } = &mut state.pipelines[pipeline] {
                     *next += 1;
-                    return Some(WorkOrder::Morsel { pipeline: idx, morsel });
+                }
+            }
+            WorkOrder::FinalizeTask { sink, .. } => {
+                if let SinkPhase::Finalizing { next, .. } = &mut state.sinks[sink] {
+                    *next += 1;
                 }
             }
         }
-        for (sink, phase) in state.sinks.iter_mut().enumerate() {
-            if let SinkPhase::Finalizing { next, total, .. } = phase {
-                if *next < *total {
-                    let task = *next;
-                    *next += 1;
-                    return Some(WorkOrder::FinalizeTask { sink, task });
-                }
-            }
-        }
-        None
+        Some(work)
     }
 
     /// Pipelines whose morsels are all done but that were not combined yet (including
