@@ -373,6 +373,33 @@ fn only_queries_that_may_keep_others_waiting_cut_their_scans_short() {
     });
 }
 
+/// Beside another query, scans are cut into `morsel_size` rows and cheap cut work orders
+/// are batched again (consecutive ranges of a block scanned as one): the answers, and the
+/// order of rows a LIMIT without ORDER BY keeps, are those of whole blocks.
+#[test]
+fn cut_and_batched_scans_answer_as_whole_blocks_do() {
+    let db = tpch_database();
+    let mut conn = db.connect();
+    conn.execute("SET morsel_size = 1000").unwrap();
+    let queries = [
+        "SELECT l_orderkey, l_linenumber FROM lineitem LIMIT 2500",
+        "SELECT l_orderkey, l_linenumber FROM lineitem WHERE l_quantity < 3 LIMIT 700",
+        "SELECT count(*), sum(l_extendedprice) FROM lineitem WHERE l_quantity < 5",
+        "SELECT l_returnflag, count(*) FROM lineitem WHERE l_shipdate > DATE '1998-09-01' GROUP BY l_returnflag ORDER BY 1",
+    ];
+    let answer = |conn: &mut Connection, sql: &str| conn.query(sql).unwrap().rows().collect::<Vec<_>>();
+    let alone: Vec<_> = queries.iter().map(|sql| answer(&mut conn, sql)).collect();
+    while_long_query_runs(&db, &["SET priority = 5"], || {
+        let orders = scan_work_orders(&mut conn, queries[2]);
+        assert!(orders >= 60, "the scan is cut into 1,000-row morsels beside the long query, not {orders}");
+        for (sql, expected) in queries.iter().zip(&alone) {
+            for _ in 0..3 {
+                assert_eq!(&answer(&mut conn, sql), expected, "{sql}");
+            }
+        }
+    });
+}
+
 #[test]
 fn a_prepared_query_with_parameters_is_optimized_once_and_runs_with_each_executions_values() {
     let db = Database::open_in_memory().unwrap();

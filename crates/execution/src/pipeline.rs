@@ -103,14 +103,17 @@ impl Pipeline {
         }
     }
 
-    /// Runs one work order: produces morsel `morsel` and pushes it to the sink.
-    pub fn run_morsel(&self, morsel: usize, local: &mut PipelineLocal, ctx: &ExecContext) -> Result<Control> {
+    /// Runs one work order: produces morsels `first..first + count` and pushes them to
+    /// the sink.
+    pub fn run_morsels(&self, first: usize, count: usize, local: &mut PipelineLocal, ctx: &ExecContext) -> Result<Control> {
         let started = std::time::Instant::now();
-        let order = order_key(self.feeder, morsel);
+        // The batch's rows go under its first morsel's order key; the later morsels are
+        // reported done (empty) after it, so order-keeping sinks see the same sequence.
+        let order = order_key(self.feeder, first);
         let mut finished = false;
         let PipelineLocal { source, operators, sink, reported_memory } = local;
         let stats = &ctx.state.pipeline_stats[self.index];
-        self.source.produce(morsel, source, ctx, &mut |chunk| {
+        self.source.produce_run(first, count, source, ctx, &mut |chunk| {
             stats.source_rows.fetch_add(chunk.row_count() as u64, Ordering::Relaxed);
             let control = push(chunk, &self.operators, operators, (&self.sink, sink, reported_memory), order, ctx, stats, 0)?;
             if control == Control::Finished {
@@ -136,8 +139,10 @@ impl Pipeline {
             }
             finished = control == Control::Finished;
         }
-        self.sink.morsel_done(order, ctx)?;
-        stats.morsels.fetch_add(1, Ordering::Relaxed);
+        for morsel in first..first + count {
+            self.sink.morsel_done(order_key(self.feeder, morsel), ctx)?;
+        }
+        stats.morsels.fetch_add(count as u64, Ordering::Relaxed);
         stats.busy_nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(if finished { Control::Finished } else { Control::Continue })
     }

@@ -156,6 +156,23 @@ pub trait Source: Send + Sync {
     }
     /// Produces the chunks of morsel `morsel`.
     fn produce(&self, morsel: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()>;
+    /// Produces the chunks of morsels `first..first + count` in order (one work order that
+    /// batches short morsels); stops when `emit` answers [`Control::Finished`]. Sources
+    /// whose consecutive morsels are one range of data produce them as one.
+    fn produce_run(&self, first: usize, count: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        let mut finished = false;
+        for morsel in first..first + count {
+            self.produce(morsel, local, ctx, &mut |chunk| {
+                let control = emit(chunk)?;
+                finished |= control == Control::Finished;
+                Ok(control)
+            })?;
+            if finished {
+                break;
+            }
+        }
+        Ok(())
+    }
     /// Whether a stage boundary follows the source (ROF §4) under `staging`.
     fn ends_stage(&self, _staging: bool) -> bool {
         false

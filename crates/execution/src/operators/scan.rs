@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use apiary_common::Result;
+use apiary_storage::block::Block;
 use apiary_storage::encoding::Dictionary;
 use apiary_storage::{Table, TableData};
 use apiary_types::{DataChunk, ScalarValue, Vector};
@@ -215,12 +216,45 @@ impl Source for TableScan {
             .then(|| format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", global.data.blocks.len()))
     }
 
-    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+    fn produce(&self, morsel: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
+        self.produce_run(morsel, 1, local, ctx, emit)
+    }
+
+    /// Consecutive work orders of one block are one range of it: scanned as one, as if
+    /// the block had not been cut.
+    fn produce_run(&self, first: usize, count: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let global = ctx.global::<ScanGlobal>(self.slot)?;
         let morsels = global.morsels(ctx.morsel_rows);
-        let Some(&(block_index, first_row)) = morsels.starts.get(morsel) else { return Ok(()) };
-        let Some(block) = global.data.blocks.get(block_index as usize) else { return Ok(()) };
-        let (first_row, end_row) = (first_row as usize, (first_row as usize).saturating_add(morsels.rows).min(block.row_count));
+        let end = first.saturating_add(count).min(morsels.starts.len());
+        let mut morsel = first;
+        while morsel < end {
+            let (block_index, first_row) = morsels.starts[morsel];
+            let mut last = morsel;
+            while last + 1 < end && morsels.starts[last + 1].0 == block_index {
+                last += 1;
+            }
+            morsel = last + 1;
+            let Some(block) = global.data.blocks.get(block_index as usize) else { continue };
+            let end_row = (morsels.starts[last].1 as usize).saturating_add(morsels.rows).min(block.row_count);
+            if self.scan_range(global, block, first_row as usize, end_row, ctx, emit)? == Control::Finished {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl TableScan {
+    /// Scans rows `first_row..end_row` of `block`.
+    fn scan_range(
+        &self,
+        global: &ScanGlobal,
+        block: &Block,
+        first_row: usize,
+        end_row: usize,
+        ctx: &ExecContext,
+        emit: &mut Emit,
+    ) -> Result<Control> {
         // Block counters count each block once (at its first range).
         let count_block = |counter: &AtomicU64| {
             if first_row == 0 {
@@ -233,7 +267,7 @@ impl Source for TableScan {
             let upper = p.upper.as_ref().map(|(v, inclusive)| (v, *inclusive));
             if !zone.may_contain_range(lower, upper) {
                 count_block(&global.blocks_skipped);
-                return Ok(());
+                return Ok(Control::Continue);
             }
         }
         let vector_size = ctx.config.vector_size;
@@ -252,7 +286,7 @@ impl Source for TableScan {
         }
         let Some(block_filter) = self.block_filter(&dictionaries)? else {
             count_block(&global.blocks_skipped);
-            return Ok(());
+            return Ok(Control::Continue);
         };
         if matches!(block_filter, BlockFilter::Codes { .. }) {
             count_block(&global.blocks_on_codes);
@@ -285,7 +319,7 @@ impl Source for TableScan {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
                     offset += len;
                     if stage.len() >= vector_size && self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
-                        return Ok(());
+                        return Ok(Control::Finished);
                     }
                     continue;
                 }
@@ -296,7 +330,7 @@ impl Source for TableScan {
                 // Dense survivors pass through with a selection vector (no copy), after
                 // whatever the stage holds, so rows stay in order.
                 if self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
-                    return Ok(());
+                    return Ok(Control::Finished);
                 }
                 if selected.len() < len {
                     chunk.set_selection(Some(selected));
@@ -306,10 +340,9 @@ impl Source for TableScan {
             }
             let chunk = if self.output.len() == self.read_columns.len() { chunk } else { chunk.project(&self.output) };
             if emit(chunk)? == Control::Finished {
-                return Ok(());
+                return Ok(Control::Finished);
             }
         }
-        self.flush_stage(&vectors, &mut stage, emit)?;
-        Ok(())
+        self.flush_stage(&vectors, &mut stage, emit)
     }
 }
