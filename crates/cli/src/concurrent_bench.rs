@@ -31,6 +31,17 @@ pub struct ConcurrentOptions {
     pub seed: u64,
     pub rounds: usize,
     pub print_queries: bool,
+    /// SET statements run on every connection (the ablation: `SET shared_scans = off`).
+    pub settings: Vec<String>,
+}
+
+/// A connection with `settings` run on it.
+fn connect(db: &Database, settings: &[String]) -> Result<apiary::Connection> {
+    let mut conn = db.connect();
+    for statement in settings {
+        conn.execute(statement)?;
+    }
+    Ok(conn)
 }
 
 fn check_mix_and_clients(mix: &[usize], clients: usize) -> Result<()> {
@@ -79,8 +90,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Runs every query on one connection, one after another; their times in seconds.
-fn serial(db: &Database, queries: &[(usize, String)]) -> Result<Vec<f64>> {
-    let mut conn = db.connect();
+fn serial(db: &Database, queries: &[(usize, String)], settings: &[String]) -> Result<Vec<f64>> {
+    let mut conn = connect(db, settings)?;
     queries
         .iter()
         .map(|(_, sql)| {
@@ -92,20 +103,20 @@ fn serial(db: &Database, queries: &[(usize, String)]) -> Result<Vec<f64>> {
 }
 
 /// Runs all queries at once; (makespan, each query's latency) in seconds.
-fn concurrent(db: &Database, queries: &[(usize, String)]) -> Result<(f64, Vec<f64>)> {
+fn concurrent(db: &Database, queries: &[(usize, String)], settings: &[String]) -> Result<(f64, Vec<f64>)> {
     let barrier = Arc::new(Barrier::new(queries.len() + 1));
     let clients: Vec<_> = queries
         .iter()
-        .map(|(_, sql)| {
-            let (mut conn, sql, barrier) = (db.connect(), sql.clone(), Arc::clone(&barrier));
-            thread::spawn(move || -> Result<(Instant, Instant)> {
+        .map(|(_, sql)| -> Result<_> {
+            let (mut conn, sql, barrier) = (connect(db, settings)?, sql.clone(), Arc::clone(&barrier));
+            Ok(thread::spawn(move || -> Result<(Instant, Instant)> {
                 barrier.wait();
                 let started = Instant::now();
                 conn.query(&sql)?;
                 Ok((started, Instant::now()))
-            })
+            }))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     barrier.wait();
     let spans = join_clients(clients)?;
     let first = spans.iter().map(|s| s.0).min().expect("at least one client");
@@ -127,13 +138,13 @@ pub fn run(options: ConcurrentOptions) -> Result<()> {
     eprintln!("loading TPC-H SF{} in memory...", options.sf);
     tpch::load(&mut conn, options.sf)?;
     // Warm up: each text once.
-    serial(&db, &queries)?;
+    serial(&db, &queries, &options.settings)?;
     let mix: Vec<String> = options.mix.iter().map(|q| q.to_string()).collect();
     let mut ratios = Vec::new();
     for round in 0..options.rounds.max(1) {
-        let serial_times = serial(&db, &queries)?;
+        let serial_times = serial(&db, &queries, &options.settings)?;
         let serial_sum: f64 = serial_times.iter().sum();
-        let (makespan, latencies) = concurrent(&db, &queries)?;
+        let (makespan, latencies) = concurrent(&db, &queries, &options.settings)?;
         let ratio = makespan / serial_sum;
         ratios.push(ratio);
         println!(

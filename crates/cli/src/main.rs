@@ -241,6 +241,9 @@ enum BenchSuite {
         /// Print the clients' query texts as JSON and exit.
         #[arg(long)]
         print_queries: bool,
+        /// SET statements run on every connection, e.g. --set "SET shared_scans = off"
+        #[arg(long = "set", value_name = "SQL")]
+        settings: Vec<String>,
     },
     /// Queries per second of N clients, each running random queries of the mix with drawn
     /// TPC-H substitution parameters for a while, against one client (in memory).
@@ -413,9 +416,10 @@ fn main() -> ExitCode {
             return exit_code(concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }));
         }
         Some(Command::Bench {
-            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries },
+            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings },
         }) => {
-            let options = concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries };
+            let options =
+                concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings };
             return exit_code(concurrent_bench::run(options));
         }
         Some(Command::Bench { suite: BenchSuite::Throughput { sf, threads, clients, mix, seconds, seed, print_pool, settings } }) => {

@@ -19,6 +19,8 @@ use crate::operators::{order_key, Control, ExecContext, ExecutionState, LocalSta
 #[derive(Default, Debug)]
 pub struct PipelineStats {
     pub morsels: AtomicU64,
+    /// Morsels whose block was read once for this and other queries' scans (shared scans).
+    pub shared_morsels: AtomicU64,
     pub source_rows: AtomicU64,
     /// Rows emitted by each operator.
     pub operator_rows: Vec<AtomicU64>,
@@ -201,8 +203,10 @@ impl Pipeline {
         let inclusive: Vec<u64> = stats.operator_nanos.iter().map(load).collect();
         let sink = load(&stats.sink_nanos);
         let downstream = |i: usize| inclusive.get(i).copied().unwrap_or(sink);
+        let shared = load(&stats.shared_morsels);
+        let shared = if shared > 0 { format!(", {shared} read together with other queries' scans") } else { String::new() };
         let mut lines = vec![format!(
-            "Pipeline {index}: {} work orders, busy {:.2} ms (sum over workers), combine {:.2} ms",
+            "Pipeline {index}: {} work orders{shared}, busy {:.2} ms (sum over workers), combine {:.2} ms",
             load(&stats.morsels),
             ms(busy),
             ms(load(&stats.combine_nanos))

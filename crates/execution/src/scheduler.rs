@@ -165,6 +165,11 @@ impl QueryRun {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The shared range morsel `morsel` of pipeline `pipeline` reads, if any.
+    fn shared_range(&self, pipeline: usize, morsel: usize) -> Option<crate::operators::SharedRange> {
+        self.plan.pipelines[pipeline].source.shared_range(morsel, &self.context())
+    }
+
     fn context(&self) -> ExecContext<'_> {
         ExecContext {
             config: &self.config,
@@ -628,6 +633,9 @@ impl Queue {
             if let Some(work) = scheduled.run.next_work(&mut state) {
                 state.in_flight += 1;
                 drop(state);
+                if let WorkOrder::Morsel { pipeline, first, count } = work {
+                    scheduled.run.plan.pipelines[pipeline].source.handed_out(first + count - 1, &scheduled.run.context());
+                }
                 scheduled.pass += scheduled.average_nanos / share_weight(scheduled.run.priority);
                 return Some((index, Arc::clone(&scheduled.run), work));
             }
@@ -642,6 +650,58 @@ impl Queue {
             SchedulingPolicy::FairShare => untried.min_by(|&a, &b| self.queries[a].pass.total_cmp(&self.queries[b].pass)),
             SchedulingPolicy::Fifo => untried.min_by_key(|&i| self.queries[i].sequence),
         }
+    }
+
+    /// The work orders of other queries that read the same range as `work` of `run` (a
+    /// shared scan's block, see [`crate::operators::Source::shared_range`]), handed out
+    /// with it so that one worker runs them back to back on the block it just read.
+    /// Each query still sees every block once: a query's next work order is taken only
+    /// when it is the one reading that range. A query's work order joins only while the
+    /// group's estimated time stays within [`SHARED_WORK_ORDER_NANOS`], so that a cheap
+    /// scan does not take on an expensive one's block (which would then wait behind it).
+    fn share_work(&mut self, run: &Arc<QueryRun>, work: &WorkOrder) -> Vec<(Arc<QueryRun>, WorkOrder)> {
+        let WorkOrder::Morsel { pipeline, first, count } = *work else { return Vec::new() };
+        if !run.config.shared_scans || self.queries.len() < 2 {
+            return Vec::new();
+        }
+        let Some(range) = run.shared_range(pipeline, first) else { return Vec::new() };
+        let mut estimate = run.lock().morsel_nanos[pipeline] * count as f64;
+        let mut shared = Vec::new();
+        for scheduled in &mut self.queries {
+            if Arc::ptr_eq(&scheduled.run, run) || !scheduled.run.config.shared_scans {
+                continue;
+            }
+            let mut state = scheduled.run.lock();
+            if state.error.is_some() {
+                continue;
+            }
+            let reading = (0..state.pipelines.len()).find_map(|p| match state.pipelines[p] {
+                PipelinePhase::Running { next, total, stopped: false, .. }
+                    if next < total && scheduled.run.shared_range(p, next) == Some(range) =>
+                {
+                    Some((p, next, count.min(total - next)))
+                }
+                _ => None,
+            });
+            let Some((p, next, take)) = reading else { continue };
+            let cost = state.morsel_nanos[p] * take as f64;
+            if estimate + cost > SHARED_WORK_ORDER_NANOS {
+                continue;
+            }
+            estimate += cost;
+            if let PipelinePhase::Running { next, .. } = &mut state.pipelines[p] {
+                *next += take;
+            }
+            state.in_flight += 1;
+            drop(state);
+            scheduled.pass += scheduled.average_nanos / share_weight(scheduled.run.priority);
+            scheduled.run.execution.pipeline_stats[p].shared_morsels.fetch_add(take as u64, Ordering::Relaxed);
+            shared.push((Arc::clone(&scheduled.run), WorkOrder::Morsel { pipeline: p, first: next, count: take }));
+        }
+        if !shared.is_empty() {
+            run.execution.pipeline_stats[pipeline].shared_morsels.fetch_add(count as u64, Ordering::Relaxed);
+        }
+        shared
     }
 
     /// Whether a worker about to take a work order of `candidate` should wait briefly
@@ -721,6 +781,10 @@ fn share_weight(priority: u32) -> f64 {
 fn worth_waiting_for(state: &RunState) -> bool {
     state.in_flight > 0 && state.error.is_none() && !state.has_ready_work()
 }
+
+/// The most worker time (estimated) that the work orders of several queries reading one
+/// shared block are handed out together for: more would keep other queries waiting.
+const SHARED_WORK_ORDER_NANOS: f64 = 8_000_000.0;
 
 /// How much worker time one work order should take when a pipeline's morsels are short:
 /// consecutive morsels are batched up to it. Scans are cut into `morsel_size` rows while
@@ -1209,14 +1273,16 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
     // Whether this worker may spin before sleeping: after it ran work (not again after
     // waking up with nothing to do, so an idle pool sleeps).
     let mut may_spin = false;
-    // The work order this worker just ran, charged when it next takes the queue lock.
-    let mut ran: Option<(Arc<QueryRun>, f64)> = None;
+    // The work orders this worker just ran, charged when it next takes the queue lock.
+    let mut ran: Vec<(Arc<QueryRun>, f64)> = Vec::new();
     loop {
         let mut lingered = 0;
-        let (run, work) = {
+        let (run, work, shared_work) = {
             let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((run, nanos)) = ran.take() {
-                queue.charge(&run, nanos);
+            if !ran.is_empty() {
+                for (run, nanos) in ran.drain(..) {
+                    queue.charge(&run, nanos);
+                }
                 // Completing work may have made more work available. Notifying under the
                 // queue lock orders this with a worker that is about to wait.
                 shared.signal();
@@ -1235,7 +1301,8 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
                         queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
                         continue;
                     }
-                    break (run, work);
+                    let shared_work = queue.share_work(&run, &work);
+                    break (run, work, shared_work);
                 }
                 if may_spin {
                     may_spin = false;
@@ -1250,9 +1317,11 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
             }
         };
         may_spin = true;
-        let started = Instant::now();
-        run.execute(work, id);
-        ran = Some((run, started.elapsed().as_nanos() as f64));
+        for (run, work) in std::iter::once((run, work)).chain(shared_work) {
+            let started = Instant::now();
+            run.execute(work, id);
+            ran.push((run, started.elapsed().as_nanos() as f64));
+        }
     }
 }
 

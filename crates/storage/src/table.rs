@@ -1,6 +1,7 @@
 //! Tables: a schema and an atomically replaced snapshot of immutable blocks.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use apiary_common::{internal_err, ApiaryError, Result};
@@ -42,6 +43,43 @@ pub struct Table {
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
     writer: Mutex<Option<UniqueIndex>>,
+    /// Where the table's scans are, so that a scan starting while others run joins them.
+    pub scan_position: ScanPosition,
+}
+
+/// The position of a table's running scans (shared circular scans, DataPath): a scan that
+/// starts while others are under way starts at the block they read next and wraps around,
+/// so that its work orders line up with theirs and one read of each block serves all of
+/// them (the scheduler runs the work orders of one block together). As PostgreSQL's
+/// `synchronize_seqscans`, this changes only the order in which rows come out.
+#[derive(Debug, Default)]
+pub struct ScanPosition {
+    /// Scans started and not finished.
+    active: AtomicUsize,
+    /// The block after the last one handed out to a scan.
+    next_block: AtomicUsize,
+}
+
+impl ScanPosition {
+    /// A scan starts over `blocks` blocks: the block to start at (0 when no other scan of
+    /// the table is under way). Pair with [`ScanPosition::finish`].
+    pub fn start(&self, blocks: usize) -> usize {
+        let others = self.active.fetch_add(1, Ordering::Relaxed);
+        if others == 0 || blocks == 0 {
+            0
+        } else {
+            self.next_block.load(Ordering::Relaxed) % blocks
+        }
+    }
+
+    pub fn finish(&self) {
+        self.active.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A scan's work orders up to block `block` were handed out.
+    pub fn handed_out(&self, block: usize) {
+        self.next_block.store(block + 1, Ordering::Relaxed);
+    }
 }
 
 impl Table {
@@ -55,6 +93,7 @@ impl Table {
             unique: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats })),
             writer: Mutex::new(None),
+            scan_position: ScanPosition::default(),
         }
     }
 

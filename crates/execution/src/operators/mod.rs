@@ -139,6 +139,17 @@ impl ExecContext<'_> {
     }
 }
 
+/// What a shared scan's work order reads: rows `first_row..first_row + rows` (cut at the
+/// block's end) of block `block` of one table snapshot (`snapshot`: its address, equal
+/// only for scans of the same snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedRange {
+    pub snapshot: usize,
+    pub block: u32,
+    pub first_row: u32,
+    pub rows: usize,
+}
+
 /// The callback a producer pushes chunks into.
 pub type Emit<'a> = dyn FnMut(DataChunk) -> Result<Control> + 'a;
 
@@ -173,6 +184,15 @@ pub trait Source: Send + Sync {
         }
         Ok(())
     }
+    /// The data morsel `morsel` reads, for a source whose reads other queries' scans can
+    /// share (`SET shared_scans`): the scheduler runs work orders that read the same
+    /// range together. `None` when not shared or not started.
+    fn shared_range(&self, _morsel: usize, _ctx: &ExecContext) -> Option<SharedRange> {
+        None
+    }
+    /// The scheduler handed out the work orders up to morsel `last`: a shared scan
+    /// tells the table where its scans are, so that a scan starting now lines up.
+    fn handed_out(&self, _last: usize, _ctx: &ExecContext) {}
     /// Whether a stage boundary follows the source (ROF §4) under `staging`.
     fn ends_stage(&self, _staging: bool) -> bool {
         false

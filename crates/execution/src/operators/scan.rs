@@ -9,7 +9,7 @@
 //! stripes into vectors (zero-copy), evaluates the pushed-down filter into a selection
 //! vector and emits the chunk.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use apiary_common::Result;
@@ -18,7 +18,7 @@ use apiary_storage::encoding::Dictionary;
 use apiary_storage::{Table, TableData};
 use apiary_types::{DataChunk, ScalarValue, Vector};
 
-use super::{Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Source, StateSlot, Stateful};
+use super::{Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, SharedRange, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
 
 /// A range condition on one column that zone maps can check.
@@ -56,7 +56,16 @@ pub struct TableScan {
 
 /// One execution's view of the table and its counters.
 struct ScanGlobal {
+    table: Arc<Table>,
     data: Arc<TableData>,
+    /// Whether the scan shares its reads with other scans of the table (`shared_scans`);
+    /// known when its work orders are fixed.
+    shared: std::sync::OnceLock<bool>,
+    /// Whether the scan is counted in the table's running scans: from when its work
+    /// orders are fixed until all of them ran (or the execution ends, after a LIMIT).
+    running: AtomicBool,
+    /// Work orders (morsels) that ran.
+    morsels_done: AtomicUsize,
     /// The work orders, fixed once (when the pipeline starts, or when a progress report
     /// asks first): every work order of the execution must use the same ranges.
     morsels: std::sync::OnceLock<ScanMorsels>,
@@ -73,12 +82,22 @@ struct ScanMorsels {
 }
 
 impl ScanGlobal {
-    /// The work orders, cut at `morsel_rows` rows the first time they are asked for.
-    fn morsels(&self, morsel_rows: usize) -> &ScanMorsels {
+    /// The work orders, cut at `morsel_rows` rows the first time they are asked for. A
+    /// shared scan starts at the block other running scans of the table read next.
+    fn morsels(&self, ctx: &ExecContext) -> &ScanMorsels {
         self.morsels.get_or_init(|| {
-            let rows = morsel_rows.max(1);
+            let rows = ctx.morsel_rows.max(1);
+            let blocks = self.data.blocks.len();
+            let shared = *self.shared.get_or_init(|| ctx.config.shared_scans);
+            let first_block = if shared {
+                self.running.store(true, Ordering::Relaxed);
+                self.table.scan_position.start(blocks)
+            } else {
+                0
+            };
             let mut starts = Vec::new();
-            for (index, block) in self.data.blocks.iter().enumerate() {
+            for index in (first_block..blocks).chain(0..first_block) {
+                let block = &self.data.blocks[index];
                 let mut start = 0;
                 while start < block.row_count.max(1) {
                     starts.push((index as u32, start as u32));
@@ -90,9 +109,28 @@ impl ScanGlobal {
     }
 }
 
+impl ScanGlobal {
+    /// The scan no longer counts among the table's running scans.
+    fn stop_running(&self) {
+        if self.running.swap(false, Ordering::Relaxed) {
+            self.table.scan_position.finish();
+        }
+    }
+}
+
+impl Drop for ScanGlobal {
+    fn drop(&mut self) {
+        self.stop_running();
+    }
+}
+
 impl Stateful for TableScan {
     fn new_state(&self) -> Result<GlobalState> {
         Ok(Box::new(ScanGlobal {
+            table: Arc::clone(&self.table),
+            shared: std::sync::OnceLock::new(),
+            running: AtomicBool::new(false),
+            morsels_done: AtomicUsize::new(0),
             data: self.table.snapshot(),
             morsels: std::sync::OnceLock::new(),
             blocks_skipped: AtomicU64::new(0),
@@ -197,11 +235,26 @@ impl Source for TableScan {
     }
 
     fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
-        Ok(ctx.global::<ScanGlobal>(self.slot)?.morsels(ctx.morsel_rows).starts.len())
+        Ok(ctx.global::<ScanGlobal>(self.slot)?.morsels(ctx).starts.len())
     }
 
     fn morsels_ahead(&self, ctx: &ExecContext) -> Option<usize> {
         self.morsels(ctx).ok()
+    }
+
+    fn shared_range(&self, morsel: usize, ctx: &ExecContext) -> Option<SharedRange> {
+        let global = ctx.global::<ScanGlobal>(self.slot).ok()?;
+        if global.shared.get() != Some(&true) {
+            return None;
+        }
+        let morsels = global.morsels.get()?;
+        let &(block, first_row) = morsels.starts.get(morsel)?;
+        Some(SharedRange { snapshot: Arc::as_ptr(&global.data) as usize, block, first_row, rows: morsels.rows })
+    }
+
+    fn handed_out(&self, last: usize, ctx: &ExecContext) {
+        let Some(range) = self.shared_range(last, ctx) else { return };
+        self.table.scan_position.handed_out(range.block as usize);
     }
 
     fn ends_stage(&self, staging: bool) -> bool {
@@ -224,7 +277,7 @@ impl Source for TableScan {
     /// the block had not been cut.
     fn produce_run(&self, first: usize, count: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
         let global = ctx.global::<ScanGlobal>(self.slot)?;
-        let morsels = global.morsels(ctx.morsel_rows);
+        let morsels = global.morsels(ctx);
         let end = first.saturating_add(count).min(morsels.starts.len());
         let mut morsel = first;
         while morsel < end {
@@ -239,6 +292,9 @@ impl Source for TableScan {
             if self.scan_range(global, block, first_row as usize, end_row, ctx, emit)? == Control::Finished {
                 break;
             }
+        }
+        if global.shared.get() == Some(&true) && global.morsels_done.fetch_add(count, Ordering::Relaxed) + count >= morsels.starts.len() {
+            global.stop_running();
         }
         Ok(())
     }
