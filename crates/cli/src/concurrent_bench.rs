@@ -33,6 +33,8 @@ pub struct ConcurrentOptions {
     pub print_queries: bool,
     /// SET statements run on every connection (the ablation: `SET shared_scans = off`).
     pub settings: Vec<String>,
+    /// A database file to run on (TPC-H is loaded into it first if it has no tables).
+    pub database: Option<std::path::PathBuf>,
 }
 
 /// A connection with `settings` run on it.
@@ -130,13 +132,18 @@ pub fn run(options: ConcurrentOptions) -> Result<()> {
         print_texts(&queries);
         return Ok(());
     }
-    let db = Database::open_in_memory()?;
+    let db = match &options.database {
+        Some(path) => Database::open(path)?,
+        None => Database::open_in_memory()?,
+    };
     let mut conn = db.connect();
     conn.execute(&format!("SET threads = {}", options.threads))?;
     // Every client runs at once: none waits at admission.
     conn.execute(&format!("SET max_concurrent_queries = {}", options.clients.max(1)))?;
-    eprintln!("loading TPC-H SF{} in memory...", options.sf);
-    tpch::load(&mut conn, options.sf)?;
+    if conn.query("SHOW TABLES")?.row_count() == 0 {
+        eprintln!("loading TPC-H SF{}...", options.sf);
+        tpch::load(&mut conn, options.sf)?;
+    }
     // Warm up: each text once.
     serial(&db, &queries, &options.settings)?;
     let mix: Vec<String> = options.mix.iter().map(|q| q.to_string()).collect();

@@ -244,6 +244,9 @@ enum BenchSuite {
         /// SET statements run on every connection, e.g. --set "SET shared_scans = off"
         #[arg(long = "set", value_name = "SQL")]
         settings: Vec<String>,
+        /// Run against this database file (loading TPC-H into it first if it is empty).
+        #[arg(long)]
+        db: Option<PathBuf>,
     },
     /// Queries per second of N clients, each running random queries of the mix with drawn
     /// TPC-H substitution parameters for a while, against one client (in memory).
@@ -416,10 +419,20 @@ fn main() -> ExitCode {
             return exit_code(concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }));
         }
         Some(Command::Bench {
-            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings },
+            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings, db },
         }) => {
-            let options =
-                concurrent_bench::ConcurrentOptions { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings };
+            let options = concurrent_bench::ConcurrentOptions {
+                sf,
+                threads,
+                clients,
+                mix,
+                random_params,
+                seed,
+                rounds,
+                print_queries,
+                settings,
+                database: db,
+            };
             return exit_code(concurrent_bench::run(options));
         }
         Some(Command::Bench { suite: BenchSuite::Throughput { sf, threads, clients, mix, seconds, seed, print_pool, settings } }) => {

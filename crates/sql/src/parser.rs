@@ -3,9 +3,12 @@
 //! We parse with PostgreSQL's dialect (the closest to what Apiary accepts) and rewrite
 //! its error messages into "syntax error at line L, column C: expected X, found Y".
 
+use std::any::TypeId;
+
 use apiary_common::{ApiaryError, Result};
-use sqlparser::ast::Statement;
-use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::ast::{Expr, Statement};
+use sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::Token;
 
@@ -14,7 +17,7 @@ use sqlparser::tokenizer::Token;
 /// `CHECKPOINT` (which sqlparser does not know) is accepted as a statement of its own and
 /// represented as `CALL checkpoint()`, which is also accepted.
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
-    let dialect = PostgreSqlDialect {};
+    let dialect = ApiaryDialect(PostgreSqlDialect {});
     let parse = || -> std::result::Result<Vec<Statement>, ParserError> {
         let mut parser = Parser::new(&dialect).with_recursion_limit(256).try_with_sql(sql)?;
         let mut statements = Vec::new();
@@ -96,6 +99,234 @@ fn parse_line_column(text: &str) -> Option<(u64, u64)> {
     Some((line.trim().parse().ok()?, column.parse().ok()?))
 }
 
+/// PostgreSQL's dialect, with one repair: sqlparser reads `x IN ((SELECT ...), y)` as
+/// `x IN (<parenthesised subquery>` and then fails at the comma, where PostgreSQL reads a
+/// list whose first element is a scalar subquery. Everything else is PostgreSqlDialect's:
+/// each method it overrides is forwarded, and `dialect()` reports its type, so that
+/// sqlparser's checks for PostgreSQL (`dialect_of!`) hold as before.
+#[derive(Debug)]
+struct ApiaryDialect(PostgreSqlDialect);
+
+impl ApiaryDialect {
+    /// `[NOT] IN (` followed by `(`: a subquery only if its closing parenthesis closes the
+    /// IN; otherwise a list (whose first element starts with a parenthesis).
+    fn parse_in_starting_with_parenthesis(parser: &mut Parser, expr: &Expr) -> Option<std::result::Result<Expr, ParserError>> {
+        let is = |token: &Token, keyword: Keyword| matches!(token, Token::Word(w) if w.keyword == keyword);
+        let [first, second, third, fourth] = parser.peek_tokens::<4>();
+        let negated = is(&first, Keyword::NOT);
+        let (in_keyword, open, inner) = if negated { (&second, &third, &fourth) } else { (&first, &second, &third) };
+        if !is(in_keyword, Keyword::IN) || *open != Token::LParen || *inner != Token::LParen {
+            return None;
+        }
+        Some((|| {
+            if negated {
+                parser.expect_keyword_is(Keyword::NOT)?;
+            }
+            parser.expect_keyword_is(Keyword::IN)?;
+            parser.expect_token(&Token::LParen)?;
+            let subquery = parser.maybe_parse(|p| {
+                let query = p.parse_query()?;
+                match p.peek_token_ref().token {
+                    Token::RParen => Ok(query),
+                    _ => p.expected("the end of the IN subquery", p.peek_token()),
+                }
+            })?;
+            let in_expr = match subquery {
+                Some(subquery) => Expr::InSubquery { expr: Box::new(expr.clone()), subquery, negated },
+                None => Expr::InList { expr: Box::new(expr.clone()), list: parser.parse_comma_separated(Parser::parse_expr)?, negated },
+            };
+            parser.expect_token(&Token::RParen)?;
+            Ok(in_expr)
+        })())
+    }
+}
+
+impl Dialect for ApiaryDialect {
+    fn dialect(&self) -> TypeId {
+        self.0.dialect()
+    }
+
+    fn parse_infix(&self, parser: &mut Parser, expr: &Expr, precedence: u8) -> Option<std::result::Result<Expr, ParserError>> {
+        Self::parse_in_starting_with_parenthesis(parser, expr).or_else(|| self.0.parse_infix(parser, expr, precedence))
+    }
+
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        self.0.identifier_quote_style(identifier)
+    }
+
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.0.is_delimited_identifier_start(ch)
+    }
+
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.0.is_identifier_start(ch)
+    }
+
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.0.is_identifier_part(ch)
+    }
+
+    fn supports_unicode_string_literal(&self) -> bool {
+        self.0.supports_unicode_string_literal()
+    }
+
+    fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
+        self.0.is_reserved_for_identifier(kw)
+    }
+
+    fn is_table_alias(&self, kw: &Keyword, parser: &mut Parser) -> bool {
+        self.0.is_table_alias(kw, parser)
+    }
+
+    fn is_custom_operator_part(&self, ch: char) -> bool {
+        self.0.is_custom_operator_part(ch)
+    }
+
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        self.0.get_next_precedence(parser)
+    }
+
+    fn supports_filter_during_aggregation(&self) -> bool {
+        self.0.supports_filter_during_aggregation()
+    }
+
+    fn supports_group_by_expr(&self) -> bool {
+        self.0.supports_group_by_expr()
+    }
+
+    fn supports_alter_user_as_alter_role(&self) -> bool {
+        self.0.supports_alter_user_as_alter_role()
+    }
+
+    fn prec_value(&self, prec: Precedence) -> u8 {
+        self.0.prec_value(prec)
+    }
+
+    fn allow_extract_custom(&self) -> bool {
+        self.0.allow_extract_custom()
+    }
+
+    fn allow_extract_single_quotes(&self) -> bool {
+        self.0.allow_extract_single_quotes()
+    }
+
+    fn supports_create_index_with_clause(&self) -> bool {
+        self.0.supports_create_index_with_clause()
+    }
+
+    fn supports_explain_with_utility_options(&self) -> bool {
+        self.0.supports_explain_with_utility_options()
+    }
+
+    fn supports_listen_notify(&self) -> bool {
+        self.0.supports_listen_notify()
+    }
+
+    fn supports_exclude_constraint(&self) -> bool {
+        self.0.supports_exclude_constraint()
+    }
+
+    fn supports_factorial_operator(&self) -> bool {
+        self.0.supports_factorial_operator()
+    }
+
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        self.0.supports_bitwise_shift_operators()
+    }
+
+    fn supports_comment_on(&self) -> bool {
+        self.0.supports_comment_on()
+    }
+
+    fn supports_load_extension(&self) -> bool {
+        self.0.supports_load_extension()
+    }
+
+    fn supports_named_fn_args_with_colon_operator(&self) -> bool {
+        self.0.supports_named_fn_args_with_colon_operator()
+    }
+
+    fn supports_named_fn_args_with_expr_name(&self) -> bool {
+        self.0.supports_named_fn_args_with_expr_name()
+    }
+
+    fn supports_empty_projections(&self) -> bool {
+        self.0.supports_empty_projections()
+    }
+
+    fn supports_nested_comments(&self) -> bool {
+        self.0.supports_nested_comments()
+    }
+
+    fn supports_string_escape_constant(&self) -> bool {
+        self.0.supports_string_escape_constant()
+    }
+
+    fn supports_numeric_literal_underscores(&self) -> bool {
+        self.0.supports_numeric_literal_underscores()
+    }
+
+    fn supports_array_typedef_with_brackets(&self) -> bool {
+        self.0.supports_array_typedef_with_brackets()
+    }
+
+    fn supports_geometric_types(&self) -> bool {
+        self.0.supports_geometric_types()
+    }
+
+    fn supports_order_by_using_operator(&self) -> bool {
+        self.0.supports_order_by_using_operator()
+    }
+
+    fn supports_set_names(&self) -> bool {
+        self.0.supports_set_names()
+    }
+
+    fn supports_alter_column_type_using(&self) -> bool {
+        self.0.supports_alter_column_type_using()
+    }
+
+    fn supports_left_associative_joins_without_parens(&self) -> bool {
+        self.0.supports_left_associative_joins_without_parens()
+    }
+
+    fn supports_notnull_operator(&self) -> bool {
+        self.0.supports_notnull_operator()
+    }
+
+    fn supports_interval_options(&self) -> bool {
+        self.0.supports_interval_options()
+    }
+
+    fn supports_insert_table_alias(&self) -> bool {
+        self.0.supports_insert_table_alias()
+    }
+
+    fn supports_create_table_like_parenthesized(&self) -> bool {
+        self.0.supports_create_table_like_parenthesized()
+    }
+
+    fn supports_select_wildcard_with_alias(&self) -> bool {
+        self.0.supports_select_wildcard_with_alias()
+    }
+
+    fn supports_comma_separated_trim(&self) -> bool {
+        self.0.supports_comma_separated_trim()
+    }
+
+    fn supports_xml_expressions(&self) -> bool {
+        self.0.supports_xml_expressions()
+    }
+
+    fn supports_aliased_function_args(&self) -> bool {
+        self.0.supports_aliased_function_args()
+    }
+
+    fn supports_comment_optimizer_hint(&self) -> bool {
+        self.0.supports_comment_optimizer_hint()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +345,39 @@ mod tests {
     #[test]
     fn parses_several_statements() {
         assert_eq!(parse_sql("select 1; select 2;").unwrap().len(), 2);
+    }
+
+    /// The wrapper must parse as PostgreSqlDialect does (every method PostgreSqlDialect
+    /// overrides is forwarded; after a sqlparser upgrade, a new override that is not
+    /// forwarded shows up here or in the sqllogictest suite).
+    #[test]
+    fn the_dialect_parses_as_postgresql_does() {
+        let statements = [
+            "SELECT a::INTEGER, E'x\\ny', $1, 5 !, 1 << 2, x ->> 'k' FROM t WHERE s LIKE 'a%' ESCAPE '!'",
+            "SELECT count(*) FILTER (WHERE a > 1), \"Quoted Name\" FROM t GROUP BY ALL ORDER BY 1 NULLS LAST",
+            "SELECT x FROM t WHERE x IN (SELECT y FROM u) AND x NOT IN (1, 2) AND x IN ((1), 2)",
+            "SELECT 1_000, INTERVAL '1 day', DATE '2020-01-01' + 1, ARRAY[1, 2], x IS NOT DISTINCT FROM y FROM t",
+            "SELECT * FROM a LEFT JOIN b ON a.k = b.k JOIN c USING (k) LIMIT 5 OFFSET 2",
+            "CREATE TABLE t (a INTEGER PRIMARY KEY, b VARCHAR(10) NOT NULL, UNIQUE (b))",
+            "COPY t FROM STDIN WITH (FORMAT csv, HEADER true)",
+            "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT * FROM r",
+        ];
+        for sql in statements {
+            let postgres = Parser::parse_sql(&PostgreSqlDialect {}, sql).map(|s| format!("{s:?}")).map_err(|e| e.to_string());
+            let ours = Parser::parse_sql(&ApiaryDialect(PostgreSqlDialect {}), sql).map(|s| format!("{s:?}")).map_err(|e| e.to_string());
+            assert_eq!(ours, postgres, "{sql}");
+        }
+    }
+
+    /// Regression (found by `apiary bench fuzz --seed 2311`): PostgreSQL reads these as
+    /// lists whose first element is a scalar subquery; sqlparser failed at the comma.
+    #[test]
+    fn an_in_list_may_start_with_a_scalar_subquery() {
+        for sql in ["SELECT 1 IN ((SELECT 1), 2)", "SELECT 1 NOT IN ((SELECT 1), (SELECT 2))"] {
+            let statement = parse_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            assert!(format!("{statement:?}").contains("InList"), "{sql}");
+        }
+        let statement = parse_sql("SELECT 1 IN ((SELECT 1))").unwrap();
+        assert!(format!("{statement:?}").contains("InSubquery"), "a subquery whose parenthesis closes the IN");
     }
 }
