@@ -35,6 +35,9 @@ pub struct ConcurrentOptions {
     pub settings: Vec<String>,
     /// A database file to run on (TPC-H is loaded into it first if it has no tables).
     pub database: Option<std::path::PathBuf>,
+    /// Late arrivals: each client starts after a random delay below this many seconds
+    /// (drawn from the seed and the round, so equal across runs with other settings).
+    pub arrival_spread: f64,
 }
 
 /// A connection with `settings` run on it.
@@ -105,14 +108,16 @@ fn serial(db: &Database, queries: &[(usize, String)], settings: &[String]) -> Re
 }
 
 /// Runs all queries at once; (makespan, each query's latency) in seconds.
-fn concurrent(db: &Database, queries: &[(usize, String)], settings: &[String]) -> Result<(f64, Vec<f64>)> {
+fn concurrent(db: &Database, queries: &[(usize, String)], settings: &[String], delays: &[f64]) -> Result<(f64, Vec<f64>)> {
     let barrier = Arc::new(Barrier::new(queries.len() + 1));
     let clients: Vec<_> = queries
         .iter()
-        .map(|(_, sql)| -> Result<_> {
+        .zip(delays)
+        .map(|((_, sql), &delay)| -> Result<_> {
             let (mut conn, sql, barrier) = (connect(db, settings)?, sql.clone(), Arc::clone(&barrier));
             Ok(thread::spawn(move || -> Result<(Instant, Instant)> {
                 barrier.wait();
+                thread::sleep(std::time::Duration::from_secs_f64(delay));
                 let started = Instant::now();
                 conn.query(&sql)?;
                 Ok((started, Instant::now()))
@@ -151,17 +156,22 @@ pub fn run(options: ConcurrentOptions) -> Result<()> {
     for round in 0..options.rounds.max(1) {
         let serial_times = serial(&db, &queries, &options.settings)?;
         let serial_sum: f64 = serial_times.iter().sum();
-        let (makespan, latencies) = concurrent(&db, &queries, &options.settings)?;
+        let mut rng = ParameterRng::new(options.seed.wrapping_mul(1_000_003).wrapping_add(round as u64));
+        let delays: Vec<f64> = queries.iter().map(|_| options.arrival_spread * rng.below(1_000_000) as f64 / 1_000_000.0).collect();
+        let (makespan, latencies) = concurrent(&db, &queries, &options.settings, &delays)?;
         let ratio = makespan / serial_sum;
         ratios.push(ratio);
+        let mean_latency = latencies.iter().sum::<f64>() / latencies.len() as f64;
         println!(
-            "{{\"measure\":\"concurrent\",\"engine\":\"apiary\",\"round\":{round},\"sf\":{},\"threads\":{},\"clients\":{},\"mix\":\"{}\",\"random_params\":{},\"serial_sum_s\":{serial_sum:.6},\"makespan_s\":{makespan:.6},\"ratio\":{ratio:.3},\"serial_s\":{},\"concurrent_latency_s\":{}}}",
+            "{{\"measure\":\"concurrent\",\"engine\":\"apiary\",\"round\":{round},\"sf\":{},\"threads\":{},\"clients\":{},\"mix\":\"{}\",\"random_params\":{},\"arrival_spread_s\":{},\"serial_sum_s\":{serial_sum:.6},\"makespan_s\":{makespan:.6},\"ratio\":{ratio:.3},\"mean_latency_s\":{mean_latency:.6},\"serial_s\":{},\"arrival_delay_s\":{},\"concurrent_latency_s\":{}}}",
             options.sf,
             options.threads,
             options.clients,
             mix.join(","),
             options.random_params,
+            options.arrival_spread,
             json_list(&serial_times),
+            json_list(&delays),
             json_list(&latencies)
         );
     }

@@ -247,6 +247,10 @@ enum BenchSuite {
         /// Run against this database file (loading TPC-H into it first if it is empty).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Late arrivals: each client starts after a random delay below this many seconds
+        /// (the same delays whatever --set says, for the sharing on/off comparison).
+        #[arg(long, default_value_t = 0.0)]
+        arrival_spread: f64,
     },
     /// Queries per second of N clients, each running random queries of the mix with drawn
     /// TPC-H substitution parameters for a while, against one client (in memory).
@@ -419,7 +423,8 @@ fn main() -> ExitCode {
             return exit_code(concurrency_bench::run(concurrency_bench::ConcurrencyOptions { sf, threads, runs }));
         }
         Some(Command::Bench {
-            suite: BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings, db },
+            suite:
+                BenchSuite::Concurrent { sf, threads, clients, mix, random_params, seed, rounds, print_queries, settings, db, arrival_spread },
         }) => {
             let options = concurrent_bench::ConcurrentOptions {
                 sf,
@@ -432,6 +437,7 @@ fn main() -> ExitCode {
                 print_queries,
                 settings,
                 database: db,
+                arrival_spread,
             };
             return exit_code(concurrent_bench::run(options));
         }
