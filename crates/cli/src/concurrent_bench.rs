@@ -153,17 +153,28 @@ pub fn run(options: ConcurrentOptions) -> Result<()> {
     serial(&db, &queries, &options.settings)?;
     let mix: Vec<String> = options.mix.iter().map(|q| q.to_string()).collect();
     let mut ratios = Vec::new();
+    // Blocks read from a database file (`apiary_storage_info().loads`; 0 in memory).
+    let loads = |conn: &mut apiary::Connection| -> Result<i64> {
+        match conn.query("SELECT sum(loads)::BIGINT FROM apiary_storage_info()")?.value(0, 0) {
+            Some(apiary::ScalarValue::Int64(loads)) => Ok(loads),
+            _ => Ok(0),
+        }
+    };
     for round in 0..options.rounds.max(1) {
+        let before = loads(&mut conn)?;
         let serial_times = serial(&db, &queries, &options.settings)?;
+        let serial_loads = loads(&mut conn)? - before;
         let serial_sum: f64 = serial_times.iter().sum();
         let mut rng = ParameterRng::new(options.seed.wrapping_mul(1_000_003).wrapping_add(round as u64));
         let delays: Vec<f64> = queries.iter().map(|_| options.arrival_spread * rng.below(1_000_000) as f64 / 1_000_000.0).collect();
+        let before = loads(&mut conn)?;
         let (makespan, latencies) = concurrent(&db, &queries, &options.settings, &delays)?;
+        let concurrent_loads = loads(&mut conn)? - before;
         let ratio = makespan / serial_sum;
         ratios.push(ratio);
         let mean_latency = latencies.iter().sum::<f64>() / latencies.len() as f64;
         println!(
-            "{{\"measure\":\"concurrent\",\"engine\":\"apiary\",\"round\":{round},\"sf\":{},\"threads\":{},\"clients\":{},\"mix\":\"{}\",\"random_params\":{},\"arrival_spread_s\":{},\"serial_sum_s\":{serial_sum:.6},\"makespan_s\":{makespan:.6},\"ratio\":{ratio:.3},\"mean_latency_s\":{mean_latency:.6},\"serial_s\":{},\"arrival_delay_s\":{},\"concurrent_latency_s\":{}}}",
+            "{{\"measure\":\"concurrent\",\"engine\":\"apiary\",\"round\":{round},\"sf\":{},\"threads\":{},\"clients\":{},\"mix\":\"{}\",\"random_params\":{},\"arrival_spread_s\":{},\"serial_sum_s\":{serial_sum:.6},\"makespan_s\":{makespan:.6},\"ratio\":{ratio:.3},\"mean_latency_s\":{mean_latency:.6},\"serial_loads\":{serial_loads},\"concurrent_loads\":{concurrent_loads},\"serial_s\":{},\"arrival_delay_s\":{},\"concurrent_latency_s\":{}}}",
             options.sf,
             options.threads,
             options.clients,

@@ -196,16 +196,18 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
         Field::new("encodings", text, false),
         Field::new("stored_bytes", DataType::BigInt, false),
         Field::new("memory_bytes", DataType::BigInt, false),
+        Field::new("loads", DataType::BigInt, false),
     ];
     let mut builders: Vec<VectorBuilder> = fields.iter().map(|f| VectorBuilder::new(f.data_type)).collect();
     for table in catalog.tables() {
         let data = table.snapshot();
         for (column, field) in table.schema.fields.iter().enumerate() {
             let mut encodings: BTreeMap<String, usize> = BTreeMap::new();
-            let (mut stored_bytes, mut memory_bytes) = (0i64, 0i64);
+            let (mut stored_bytes, mut memory_bytes, mut loads) = (0i64, 0i64, 0i64);
             for block in &data.blocks {
                 let stripe = block.column(column);
                 memory_bytes += stripe.memory_bytes() as i64;
+                loads += stripe.loads() as i64;
                 let kind = match stripe.stored_location() {
                     Some(stored) => {
                         stored_bytes += stored.extent.len as i64;
@@ -225,6 +227,7 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
                 ScalarValue::Utf8(summary.join(", ")),
                 ScalarValue::Int64(stored_bytes),
                 ScalarValue::Int64(memory_bytes),
+                ScalarValue::Int64(loads),
             ];
             for (builder, value) in builders.iter_mut().zip(&values) {
                 builder.push_scalar(value);

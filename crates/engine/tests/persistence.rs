@@ -274,6 +274,43 @@ fn the_memory_limit_evicts_cached_blocks() {
     assert!(error.contains("memory_limit must be a size"), "{error}");
 }
 
+/// `apiary_storage_info().loads` counts reads of a column's blocks from the file: once
+/// per block while they stay cached, again for each scan once they are evicted.
+#[test]
+fn storage_info_counts_the_loads_of_each_columns_blocks() {
+    let dir = scratch("loads");
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        tpch_lineitem(&db);
+    }
+    let db = Database::open(&path).unwrap();
+    let loads = |db: &Database, column: &str| {
+        query(
+            db,
+            &format!("SELECT loads, block_count FROM apiary_storage_info() WHERE table_name = 'lineitem' AND column_name = '{column}'"),
+        )
+        .remove(0)
+    };
+    assert_eq!(loads(&db, "l_quantity")[0], ScalarValue::Int64(0), "nothing loaded yet");
+    let scan = "SELECT sum(l_quantity) FROM lineitem";
+    let expected = query(&db, scan);
+    let [ref loaded, ref blocks] = loads(&db, "l_quantity")[..] else { panic!() };
+    assert_eq!(loaded, blocks, "one load per block");
+    assert_eq!(loads(&db, "l_comment")[0], ScalarValue::Int64(0), "columns not read are not loaded");
+    assert_eq!(query(&db, scan), expected);
+    assert_eq!(&loads(&db, "l_quantity")[0], blocks, "cached blocks are not loaded again");
+    // Less than l_comment takes in memory (about 2 MB): its blocks evict each other.
+    let mut conn = db.connect();
+    conn.execute("SET memory_limit = '1MB'").unwrap();
+    let comments = "SELECT max(l_comment) FROM lineitem";
+    let first = conn.query(comments).unwrap().rows().collect::<Vec<_>>();
+    assert_eq!(conn.query(comments).unwrap().rows().collect::<Vec<_>>(), first);
+    let ScalarValue::Int64(after) = loads(&db, "l_comment")[0] else { panic!() };
+    let ScalarValue::Int64(blocks) = *blocks else { panic!() };
+    assert!(after > blocks, "evicted blocks are loaded again: {after} loads of {blocks} blocks");
+}
+
 #[test]
 fn a_query_that_does_not_fit_the_memory_limit_fails_cleanly() {
     let db = Database::open_in_memory().unwrap();

@@ -134,6 +134,9 @@ pub struct ColumnStripe {
     stored: OnceLock<StoredStripe>,
     /// The two most recent accesses (buffer-pool clock ticks), for LRU-2 eviction.
     pub(crate) accesses: [AtomicU64; 2],
+    /// Times the stripe was read from the database file and decoded (shared scans read
+    /// a block once for all the queries scanning it; `apiary_storage_info().loads`).
+    loads: AtomicU64,
 }
 
 /// A stripe's values in memory.
@@ -189,6 +192,7 @@ impl ColumnStripe {
             resident: RwLock::new(Some(Resident::new(values, None))),
             stored: OnceLock::new(),
             accesses: Default::default(),
+            loads: AtomicU64::new(0),
         }
     }
 
@@ -201,11 +205,17 @@ impl ColumnStripe {
             resident: RwLock::new(None),
             stored: OnceLock::from(stored),
             accesses: Default::default(),
+            loads: AtomicU64::new(0),
         }
     }
 
     pub fn len(&self) -> usize {
         self.rows
+    }
+
+    /// Times the stripe was read from the database file and decoded.
+    pub fn loads(&self) -> u64 {
+        self.loads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -231,6 +241,7 @@ impl ColumnStripe {
             return Ok(resident.values.clone());
         }
         let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
+        self.loads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (values, dictionary) = decode_with_dictionary(&bytes, self.data_type, self.rows, &stored.label)?;
         // A stripe stored without a dictionary has too many distinct values for one.
         let resident = Resident::new(values, Some(dictionary.map(Arc::new)));
