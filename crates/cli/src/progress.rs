@@ -117,6 +117,8 @@ mod tests {
             rows: 0,
             memory_bytes: 0,
             estimated_left: left.map(Duration::from_secs_f64),
+            shared_work_orders: 0,
+            shared_with: Vec::new(),
         }
     }
 

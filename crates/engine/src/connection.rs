@@ -316,6 +316,11 @@ impl Connection {
                 execute(&self.db.scheduler, &plan, &self.settings.execution, Arc::clone(&self.interrupted), self.query_meta(&plan))?;
             let elapsed = started.elapsed();
             lines.push(format!("Total time: {:.3} ms, threads: {}", elapsed.as_secs_f64() * 1e3, self.db.scheduler.threads()));
+            let shared_with = state.shared_with();
+            if !shared_with.is_empty() {
+                let ids: Vec<String> = shared_with.iter().map(u64::to_string).collect();
+                lines.push(format!("Scans read blocks together with queries {} (apiary_queries ids)", ids.join(", ")));
+            }
             let last_feeder = |sink: usize| executed.pipelines.iter().rposition(|p| p.sink_id == sink);
             for (idx, pipeline) in executed.pipelines.iter().enumerate() {
                 lines.extend(pipeline.analyze(idx, self.settings.execution.staging, &state));

@@ -259,6 +259,8 @@ fn running_queries(scheduler: &Scheduler, block_rows: usize) -> Result<Arc<Table
         Field::new("rows_produced", DataType::BigInt, false),
         Field::new("memory_bytes", DataType::BigInt, false),
         Field::new("estimated_left_s", DataType::Double, true),
+        Field::new("shared_work_orders", DataType::BigInt, false),
+        Field::new("shared_with", text, false),
     ];
     let mut builders: Vec<VectorBuilder> = fields.iter().map(|f| VectorBuilder::new(f.data_type)).collect();
     for query in scheduler.queries() {
@@ -278,6 +280,8 @@ fn running_queries(scheduler: &Scheduler, block_rows: usize) -> Result<Arc<Table
             ScalarValue::Int64(query.rows as i64),
             ScalarValue::Int64(query.memory_bytes as i64),
             query.estimated_left.map_or(ScalarValue::Null, |d| ScalarValue::Float64(d.as_secs_f64())),
+            ScalarValue::Int64(query.shared_work_orders as i64),
+            ScalarValue::Utf8(query.shared_with.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
         ];
         for (builder, value) in builders.iter_mut().zip(&values) {
             builder.push_scalar(value);

@@ -93,13 +93,18 @@ fn every_tpch_query_beside_others_answers_as_alone_without_shared_scans() {
 /// EXPLAIN ANALYZE's pipeline lines).
 fn shared_reads(conn: &mut Connection, sql: &str) -> u64 {
     let plan = conn.query(&format!("EXPLAIN ANALYZE {sql}")).unwrap();
-    plan.rows()
-        .map(|row| format!("{}", row[0]))
+    let lines: Vec<String> = plan.rows().map(|row| format!("{}", row[0])).collect();
+    let shared = lines
+        .iter()
         .filter_map(|line| {
             let (_, rest) = line.split_once(" work orders, ")?;
             rest.split_once(" read together")?.0.parse::<u64>().ok()
         })
-        .sum()
+        .sum();
+    // The queries it shared with are named (their apiary_queries ids).
+    let names_them = lines.iter().any(|line| line.starts_with("Scans read blocks together with queries "));
+    assert_eq!(shared > 0, names_them, "{lines:#?}");
+    shared
 }
 
 /// Clients scanning lineitem at once share block reads (seen in EXPLAIN ANALYZE), and the

@@ -141,6 +141,8 @@ enum WorkOrder {
 
 /// One query being executed.
 struct QueryRun {
+    /// The query's id in the registry (`apiary_queries().id`).
+    id: u64,
     plan: Arc<PhysicalPlan>,
     config: ExecutionConfig,
     state: Mutex<RunState>,
@@ -507,6 +509,10 @@ pub struct QueryProgress {
     pub memory_bytes: usize,
     /// Time left, extrapolated from the work orders done (none before the first).
     pub estimated_left: Option<Duration>,
+    /// Work orders whose block was read together with other queries' scans, and the ids
+    /// of those queries (shared scans).
+    pub shared_work_orders: u64,
+    pub shared_with: Vec<u64>,
 }
 
 impl QueryProgress {
@@ -700,6 +706,11 @@ impl Queue {
         }
         if !shared.is_empty() {
             run.execution.pipeline_stats[pipeline].shared_morsels.fetch_add(count as u64, Ordering::Relaxed);
+            let group: Vec<&Arc<QueryRun>> = std::iter::once(run).chain(shared.iter().map(|(other, _)| other)).collect();
+            for member in &group {
+                let mut with = member.execution.shared_with.lock().unwrap_or_else(|e| e.into_inner());
+                with.extend(group.iter().filter(|other| !Arc::ptr_eq(other, member)).map(|other| other.id));
+            }
         }
         shared
     }
@@ -1013,6 +1024,10 @@ impl Scheduler {
                     Some(run) => (run.progress_counts(), run.result_rows(), run.memory.reserved()),
                     None => (Vec::new(), 0, 0),
                 };
+                let (shared_work_orders, shared_with) = match &entry.run {
+                    Some(run) => (run.execution.shared_work_orders(), run.execution.shared_with()),
+                    None => (0, Vec::new()),
+                };
                 let done: usize = pipelines.iter().map(|p| p.0).sum();
                 let total: usize = pipelines.iter().map(|p| p.1).sum();
                 let estimated_left = (done > 0 && entry.run.is_some()).then(|| {
@@ -1033,6 +1048,8 @@ impl Scheduler {
                     rows,
                     memory_bytes,
                     estimated_left,
+                    shared_work_orders,
+                    shared_with,
                 }
             })
             .collect()
@@ -1202,6 +1219,7 @@ impl Scheduler {
         let pipelines = plan.pipelines.len();
         let execution = Arc::new(ExecutionState::new(plan).map_err(|e| (e, false))?);
         let run = Arc::new(QueryRun {
+            id,
             state: Mutex::new(RunState {
                 pipelines: vec![PipelinePhase::Waiting; pipelines],
                 totals: vec![None; pipelines],

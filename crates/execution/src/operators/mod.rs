@@ -79,6 +79,9 @@ pub struct ExecutionState {
     states: Vec<GlobalState>,
     pub pipeline_stats: Vec<PipelineStats>,
     pub sink_stats: Vec<SinkStats>,
+    /// The ids (`apiary_queries().id`) of the queries whose scans read blocks together
+    /// with this execution's (shared scans).
+    pub shared_with: std::sync::Mutex<std::collections::BTreeSet<u64>>,
 }
 
 impl ExecutionState {
@@ -87,7 +90,18 @@ impl ExecutionState {
             states: plan.stateful.iter().map(|s| s.new_state()).collect::<Result<_>>()?,
             pipeline_stats: plan.pipelines.iter().map(|p| PipelineStats::new(p.operators.len())).collect(),
             sink_stats: (0..plan.sink_count).map(|_| SinkStats::default()).collect(),
+            shared_with: Default::default(),
         })
+    }
+
+    /// The queries this execution's scans read blocks together with, in id order.
+    pub fn shared_with(&self) -> Vec<u64> {
+        self.shared_with.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect()
+    }
+
+    /// Work orders of this execution read together with other queries' scans.
+    pub fn shared_work_orders(&self) -> u64 {
+        self.pipeline_stats.iter().map(|s| s.shared_morsels.load(std::sync::atomic::Ordering::Relaxed)).sum()
     }
 
     /// The global state in `slot`, created by the operator that reads it.
