@@ -20,6 +20,13 @@ fn tpch_database() -> Database {
     db
 }
 
+/// A connection with `shared_scans` on.
+fn sharing(db: &Database) -> Connection {
+    let mut conn = db.connect();
+    conn.execute("SET shared_scans = on").unwrap();
+    conn
+}
+
 /// The rows of `sql`'s answer, sorted: rows without an ORDER BY may come in another order
 /// when a scan starts mid-table.
 fn sorted_answer(conn: &mut Connection, sql: &str) -> Vec<String> {
@@ -120,8 +127,7 @@ fn concurrent_scans_of_a_table_read_blocks_together_unless_switched_off() {
         .map(|_| {
             let (db, expected) = (db.clone(), expected.clone());
             thread::spawn(move || {
-                let mut conn = db.connect();
-                conn.execute("SET shared_scans = on").unwrap();
+                let mut conn = sharing(&db);
                 let mut shared = 0;
                 for _ in 0..200 {
                     shared += shared_reads(&mut conn, sql);
@@ -178,22 +184,19 @@ fn a_cancelled_or_failing_query_does_not_disturb_the_queries_sharing_its_scans()
     let db = tpch_database();
     let sql = "SELECT l_linestatus, count(*), sum(l_extendedprice) FROM lineitem WHERE l_quantity < 30 GROUP BY l_linestatus";
     let failing = "SELECT sum(1 / (l_quantity - 25)) FROM lineitem";
-    let mut conn = db.connect();
-    conn.execute("SET shared_scans = on").unwrap();
+    let mut conn = sharing(&db);
     let expected = sorted_answer(&mut conn, sql);
     let long = {
         let db = db.clone();
         thread::spawn(move || {
-            let mut conn = db.connect();
-            conn.execute("SET shared_scans = on").unwrap();
+            let mut conn = sharing(&db);
             conn.query(LONG_QUERY)
         })
     };
     let failer = {
         let db = db.clone();
         thread::spawn(move || {
-            let mut conn = db.connect();
-            conn.execute("SET shared_scans = on").unwrap();
+            let mut conn = sharing(&db);
             (0..30).all(|_| conn.query(failing).is_err())
         })
     };
@@ -201,8 +204,7 @@ fn a_cancelled_or_failing_query_does_not_disturb_the_queries_sharing_its_scans()
         .map(|_| {
             let (db, expected) = (db.clone(), expected.clone());
             thread::spawn(move || {
-                let mut conn = db.connect();
-                conn.execute("SET shared_scans = on").unwrap();
+                let mut conn = sharing(&db);
                 for _ in 0..30 {
                     assert_eq!(sorted_answer(&mut conn, sql), expected);
                 }

@@ -639,8 +639,11 @@ impl Queue {
             if let Some(work) = scheduled.run.next_work(&mut state) {
                 state.in_flight += 1;
                 drop(state);
-                if let WorkOrder::Morsel { pipeline, first, count } = work {
-                    scheduled.run.plan.pipelines[pipeline].source.handed_out(first + count - 1, &scheduled.run.context());
+                // Only shared scans track where they are (this runs once per work order).
+                if scheduled.run.config.shared_scans {
+                    if let WorkOrder::Morsel { pipeline, first, count } = work {
+                        scheduled.run.plan.pipelines[pipeline].source.handed_out(first + count - 1, &scheduled.run.context());
+                    }
                 }
                 scheduled.pass += scheduled.average_nanos / share_weight(scheduled.run.priority);
                 return Some((index, Arc::clone(&scheduled.run), work));

@@ -107,9 +107,7 @@ impl ScanGlobal {
             ScanMorsels { rows, starts }
         })
     }
-}
 
-impl ScanGlobal {
     /// The scan no longer counts among the table's running scans.
     fn stop_running(&self) {
         if self.running.swap(false, Ordering::Relaxed) {
