@@ -3,7 +3,7 @@
 another, in Apiary, DuckDB and Tableau Hyper, in the same run (issue 12).
 
     bench/.venv/bin/python bench/concurrent_compare.py --sf 1 --threads 2 --clients 8 \
-        --mix 1,3,5,6,9,10,12,14 [--random-params] [--rounds 3] [--data DIR]
+        --mix 1,3,5,6,9,10,12,14 [--random-params] [--rounds 3] [--data DIR] [--set "SET ..."]
 
 The query texts come from `apiary bench concurrent --print-queries` (the same mix, the
 same drawn substitution parameters for every engine). Apiary runs `apiary bench
@@ -32,7 +32,8 @@ APIARY = os.path.join(ROOT, "target/release/apiary")
 
 def apiary_args(args):
     return ["--sf", f"{args.sf:g}", "--threads", str(args.threads), "--clients", str(args.clients), "--mix", args.mix,
-            "--seed", str(args.seed), "--rounds", str(args.rounds)] + (["--random-params"] if args.random_params else [])
+            "--seed", str(args.seed), "--rounds", str(args.rounds)] + (["--random-params"] if args.random_params else []) \
+        + [a for statement in args.set for a in ("--set", statement)]
 
 
 def rounds(label, serial_run, concurrent_run, queries, count):
@@ -118,6 +119,8 @@ def main():
     parser.add_argument("--random-params", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--set", action="append", default=[],
+                        help="a SET statement for Apiary's connections, e.g. \"SET shared_operators = on\" (repeatable)")
     parser.add_argument("--data", help="directory with <table>.tbl (default bench/data/sf<SF>)")
     args = parser.parse_args()
     subprocess.run(["cargo", "build", "--release", "-p", "apiary-cli"], cwd=ROOT, check=True)

@@ -30,6 +30,9 @@ pub struct Connection {
     id: u64,
     /// The statement being run, as `apiary_queries()` shows it.
     current_sql: String,
+    /// How many queries the last query shared its operators with, itself included (0: it
+    /// ran alone).
+    pub(crate) last_shared_with: std::sync::atomic::AtomicUsize,
     /// Plans of queries this session ran through `execute_cached`.
     pub(crate) plan_cache: crate::prepared::PlanCache,
     /// Who is connected (`current_user`, `pg_catalog`); set by the wire server.
@@ -55,6 +58,7 @@ impl Connection {
             parameter_values: None,
             id,
             current_sql: String::new(),
+            last_shared_with: Default::default(),
             plan_cache: Default::default(),
         }
     }
@@ -79,6 +83,7 @@ impl Connection {
     pub(crate) fn begin_statement(&mut self, statement: &ast::Statement) {
         self.interrupted.store(false, Ordering::Relaxed);
         self.current_sql = statement.to_string();
+        self.last_shared_with.store(0, Ordering::Relaxed);
     }
 
     /// Runs a physical plan (a prepared query's) and returns its result chunks.
@@ -130,6 +135,21 @@ impl Connection {
             pending.extend(node.children());
         }
         tables
+    }
+
+    pub(crate) fn db(&self) -> &Arc<DatabaseInner> {
+        &self.db
+    }
+
+    /// How many queries the last statement shared a scan, its selection and its
+    /// aggregation with (`SET shared_operators`), itself included; 0 when it ran alone.
+    pub fn last_statement_shared_with(&self) -> usize {
+        self.last_shared_with.load(Ordering::Relaxed)
+    }
+
+    /// The text of the statement running now.
+    pub(crate) fn current_sql(&self) -> &str {
+        &self.current_sql
     }
 
     pub fn settings(&self) -> &Settings {
@@ -285,9 +305,16 @@ impl Connection {
     }
 
     fn run_query(&mut self, query: &ast::Query) -> Result<QueryResult> {
-        let (bound, plan) = self.plan_query(query)?;
+        let planning = crate::shared_operators::Planning::start(&self.db.shared_groups);
+        let planned = self.plan_query(query);
+        drop(planning);
+        let (bound, plan) = planned?;
         let types = plan.output().iter().map(|c| c.data_type).collect();
-        let chunks = self.run_plan(&plan)?;
+        let shared = if self.settings.shared_operators { crate::shared_operators::run_shared(self, &plan)? } else { None };
+        let chunks = match shared {
+            Some(chunks) => chunks,
+            None => self.run_plan(&plan)?,
+        };
         Ok(QueryResult::rows_result(bound.names, types, chunks))
     }
 

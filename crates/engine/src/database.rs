@@ -21,6 +21,8 @@ pub(crate) struct DatabaseInner {
     /// `None` for an in-memory database.
     pub store: Option<Arc<DurableStore>>,
     pub next_connection_id: std::sync::atomic::AtomicU64,
+    /// Groups of concurrent queries sharing operators, while they gather members.
+    pub shared_groups: crate::shared_operators::SharedGroups,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -44,6 +46,7 @@ impl Database {
             pool,
             store: None,
             next_connection_id: 1.into(),
+            shared_groups: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -67,6 +70,7 @@ impl Database {
             pool,
             store: Some(store),
             next_connection_id: 1.into(),
+            shared_groups: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }

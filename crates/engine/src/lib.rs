@@ -39,6 +39,7 @@ pub mod pg_catalog;
 mod prepared;
 mod result;
 mod settings;
+mod shared_operators;
 mod table_functions;
 pub mod tpch;
 pub mod tpch_parameters;

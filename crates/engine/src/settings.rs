@@ -20,6 +20,11 @@ pub struct Settings {
     pub priority: u32,
     /// How long a query may wait for admission (`max_concurrent_queries`, memory).
     pub queue_timeout: Duration,
+    /// Whether concurrent queries differing only in filter constants share one scan,
+    /// selection and aggregation (`shared_operators.rs`).
+    pub shared_operators: bool,
+    /// How long a query arriving at an idle engine waits for others to share with.
+    pub shared_operators_wait: Duration,
 }
 
 impl Default for Settings {
@@ -30,6 +35,8 @@ impl Default for Settings {
             disabled_optimizers: BTreeSet::new(),
             priority: DEFAULT_PRIORITY,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
+            shared_operators: false,
+            shared_operators_wait: Duration::ZERO,
         }
     }
 }
@@ -49,6 +56,8 @@ pub const SETTING_NAMES: &[&str] = &[
     "simd",
     "staging",
     "shared_scans",
+    "shared_operators",
+    "shared_operators_wait",
     "block_size",
     "disabled_optimizers",
 ];
@@ -143,6 +152,14 @@ impl Settings {
             "simd" => self.execution.simd = parse_bool(name, value)?,
             "staging" => self.execution.staging = parse_bool(name, value)?,
             "shared_scans" => self.execution.shared_scans = parse_bool(name, value)?,
+            "shared_operators" => self.shared_operators = parse_bool(name, value)?,
+            "shared_operators_wait" => {
+                let wait = parse_duration(name, value)?;
+                if wait > Duration::from_secs(1) {
+                    return Err(bind_err!("shared_operators_wait must be at most 1s, not '{value}'"));
+                }
+                self.shared_operators_wait = wait;
+            }
             "block_size" => self.block_rows = parse_usize(name, value, 64, 1 << 24)?,
             "priority" => self.priority = parse_usize(name, value, 1, MAX_PRIORITY as usize)? as u32,
             "queue_timeout" => self.queue_timeout = parse_duration(name, value)?,
@@ -180,6 +197,8 @@ impl Settings {
             "simd" => self.execution.simd = defaults.execution.simd,
             "staging" => self.execution.staging = defaults.execution.staging,
             "shared_scans" => self.execution.shared_scans = defaults.execution.shared_scans,
+            "shared_operators" => self.shared_operators = defaults.shared_operators,
+            "shared_operators_wait" => self.shared_operators_wait = defaults.shared_operators_wait,
             "block_size" => self.block_rows = defaults.block_rows,
             "priority" => self.priority = defaults.priority,
             "queue_timeout" => self.queue_timeout = defaults.queue_timeout,
@@ -201,6 +220,8 @@ impl Settings {
             "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
             "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),
             "shared_scans" => if self.execution.shared_scans { "on" } else { "off" }.to_string(),
+            "shared_operators" => if self.shared_operators { "on" } else { "off" }.to_string(),
+            "shared_operators_wait" => format_duration(self.shared_operators_wait),
             "block_size" => self.block_rows.to_string(),
             "priority" => self.priority.to_string(),
             "queue_timeout" => format_duration(self.queue_timeout),

@@ -1016,6 +1016,11 @@ impl Scheduler {
         self.admission_changed.notify_all();
     }
 
+    /// How many queries are running or queued.
+    pub fn query_count(&self) -> usize {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Running and queued queries, oldest first.
     pub fn queries(&self) -> Vec<QueryProgress> {
         let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use apiary_sql::expr::{BinaryOp, ColumnId, Expr, UnaryOp};
+use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::ScalarValue;
 
@@ -98,6 +98,13 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                         Expr::Column(c) => input.columns.get(&c.id).cloned(),
                         _ => None,
                     },
+                    // Shared operators' query masks: at most one value per set of queries.
+                    Expr::Function { func: ScalarFunction::QueryMask, args, .. } => Some(ColumnEstimate {
+                        ndv: 2f64.powi(args.len() as i32).min(input.rows).max(1.0),
+                        min: None,
+                        max: None,
+                        null_fraction: 0.0,
+                    }),
                     _ => None,
                 };
                 let stat = stat.unwrap_or(ColumnEstimate { ndv: input.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });

@@ -177,6 +177,13 @@ pub enum ScalarFunction {
     Concat,
     /// `date_trunc(unit, date)` -> the unit is the first argument (a literal).
     DateTrunc,
+    /// Internal (shared operators): BIGINT whose bit `i` is set where boolean argument `i`
+    /// is TRUE: which of the queries sharing a scan each row qualifies for. Never NULL.
+    QueryMask,
+    /// Internal (shared operators): `avg` finished from a sum and a count computed apart,
+    /// `(sum, count)`, exactly as the `avg` aggregate finishes its own; NULL when the
+    /// count is NULL or 0. The result type is the average's.
+    AverageOf,
 }
 
 impl ScalarFunction {
@@ -209,6 +216,8 @@ impl ScalarFunction {
             StartsWith => "starts_with".into(),
             Concat => "concat".into(),
             DateTrunc => "date_trunc".into(),
+            QueryMask => "query_mask".into(),
+            AverageOf => "average_of".into(),
         }
     }
 }
@@ -435,7 +444,8 @@ impl Expr {
             }
             Expr::Function { func: ScalarFunction::Coalesce, args, .. } => args.iter().all(|a| a.nullable()),
             Expr::Function { func: ScalarFunction::NullIf, .. } => true,
-            Expr::Function { func: ScalarFunction::Concat, .. } => false,
+            Expr::Function { func: ScalarFunction::Concat | ScalarFunction::QueryMask, .. } => false,
+            Expr::Function { func: ScalarFunction::AverageOf, .. } => true,
             Expr::Function { args, .. } => args.iter().any(|a| a.nullable()),
             Expr::Subquery(_) | Expr::Parameter { .. } => true,
         }

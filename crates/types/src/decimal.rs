@@ -54,6 +54,17 @@ pub fn div_round(value: i128, divisor: i128) -> i128 {
     }
 }
 
+/// The average `sum / count` of decimals, scaled up by `factor` (10^(output scale - input
+/// scale)) and rounded half away from zero; `None` when it overflows. Computed as
+/// `(q + r/count) * factor`, so a large sum times the factor cannot overflow when the
+/// average itself fits. `count` must be positive.
+#[inline]
+pub fn decimal_average(sum: i128, count: i64, factor: i128) -> Option<i128> {
+    let count = count as i128;
+    let (q, r) = (sum / count, sum % count);
+    q.checked_mul(factor).and_then(|whole| whole.checked_add(div_round(r * factor, count)))
+}
+
 /// Whether `value` fits in `precision` digits.
 #[inline]
 pub fn fits_precision(value: i128, precision: u8) -> bool {

@@ -371,3 +371,67 @@ impl PhysicalExpr for GreatestLeast {
         Ok(scatter.finish())
     }
 }
+
+/// `average_of(sum, count)`: the `avg` aggregate's result from a sum and a count
+/// aggregated apart (shared operators merge per-query partial aggregates).
+#[derive(Debug)]
+struct AverageOf {
+    sum: ExprRef,
+    count: ExprRef,
+    data_type: DataType,
+}
+
+pub fn average_of(args: Vec<ExprRef>, data_type: DataType) -> Result<ExprRef> {
+    let [sum, count]: [ExprRef; 2] = args.try_into().map_err(|_| internal_err!("average_of takes (sum, count)"))?;
+    Ok(Arc::new(AverageOf { sum, count, data_type }))
+}
+
+impl PhysicalExpr for AverageOf {
+    fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let sums = self.sum.evaluate(chunk)?;
+        let counts = self.count.evaluate(chunk)?;
+        let len = chunk.physical_len();
+        let count_values = counts.values::<i64>();
+        let mut valid = vec![false; len];
+        super::for_each_row(len, rows_of(chunk), |i| {
+            valid[i] = sums.is_valid(i) && counts.is_valid(i) && count_values[i] > 0;
+        });
+        let data = match (self.data_type, sums.data_type) {
+            (DataType::Decimal { scale: out_scale, .. }, DataType::Decimal { scale: in_scale, .. }) => {
+                let factor = POW10[(out_scale - in_scale.min(out_scale)) as usize];
+                let sum_values = sums.values::<i128>();
+                let mut out = vec![0i128; len];
+                for i in (0..len).filter(|&i| valid[i]) {
+                    out[i] = apiary_types::decimal::decimal_average(sum_values[i], count_values[i], factor)
+                        .ok_or_else(|| exec_err!("average out of range for {}", self.data_type))?;
+                }
+                wrap(out)
+            }
+            (DataType::Double, sum_type) => {
+                let sum_as_f64: Box<dyn Fn(usize) -> f64> = match sum_type.physical() {
+                    PhysicalType::I64 => {
+                        let v = sums.values::<i64>();
+                        Box::new(move |i| v[i] as f64)
+                    }
+                    PhysicalType::I128 => {
+                        let v = sums.values::<i128>();
+                        Box::new(move |i| v[i] as f64)
+                    }
+                    PhysicalType::F64 => {
+                        let v = sums.values::<f64>();
+                        Box::new(move |i| v[i])
+                    }
+                    other => return Err(internal_err!("average_of over {other:?} sums")),
+                };
+                let out: Vec<f64> = (0..len).map(|i| if valid[i] { sum_as_f64(i) / count_values[i] as f64 } else { 0.0 }).collect();
+                wrap(out)
+            }
+            (out, sum) => return Err(internal_err!("average_of: {out} from a {sum} sum")),
+        };
+        Ok(Vector::new(self.data_type, data, Some(apiary_common::Bitmap::from_bools(valid.iter().copied()))))
+    }
+}

@@ -19,6 +19,7 @@
 //! logic.rs       AND / OR / NOT / IS NULL / CASE / COALESCE (three-valued logic)
 //! string.rs      LIKE, SUBSTRING, UPPER/LOWER, TRIM, LENGTH, ||, ...
 //! functions.rs   EXTRACT, ROUND, ABS, math and date functions
+//! query_mask.rs  which of the queries sharing a scan each row qualifies for
 //! ```
 
 mod arithmetic;
@@ -26,6 +27,7 @@ mod cast;
 mod compare;
 mod functions;
 mod logic;
+mod query_mask;
 pub mod simd;
 mod string;
 
@@ -236,6 +238,7 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
                 _ => string::like_dynamic(value, compile(pattern, layout)?, *negated, *case_insensitive, *escape),
             }
         }
+        Expr::Function { func: ScalarFunction::QueryMask, args, .. } => query_mask::compile(args, layout, options)?,
         Expr::Function { func, args, data_type } => {
             let compiled = args.iter().map(|a| compile(a, layout)).collect::<Result<Vec<_>>>()?;
             let literals: Vec<Option<&ScalarValue>> = args.iter().map(literal_of).collect();
@@ -317,6 +320,8 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
             functions::math(func, args, literals, data_type)?
         }
         F::DateTrunc => functions::date_trunc(args, literals)?,
+        F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
+        F::AverageOf => functions::average_of(args, data_type)?,
     })
 }
 

@@ -301,6 +301,109 @@ mod x86 {
         }
         count + super::select_scalar(&values[i..], first, second, &mut out[count..], i)
     }
+
+    /// `masks[i] &= table[values[i] - base]` for every `i` whose value is in the table;
+    /// false when some value is not (its mask is left as it was).
+    ///
+    /// # Safety
+    /// Requires AVX-512F and AVX-512VL; `masks.len() >= values.len()`; `table.len()` and
+    /// `|base|` below 2^30 (so `values[i] - base` cannot wrap into the table's range).
+    #[target_feature(enable = "avx512f,avx512vl")]
+    pub unsafe fn lookup_and_i32_avx512(values: &[i32], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+        let n = values.len();
+        let mut i = 0;
+        let mut all_found = true;
+        // SAFETY: loads read 8 values inside `values`, loads and stores 8 masks inside
+        // `masks`; gathers read only lanes whose index is below `table.len()`.
+        unsafe {
+            let vbase = _mm256_set1_epi32(base as i32);
+            let vlen = _mm256_set1_epi32(table.len() as i32);
+            let unchanged = _mm512_set1_epi64(-1);
+            while i + 8 <= n {
+                let index = _mm256_sub_epi32(_mm256_loadu_si256(values.as_ptr().add(i) as *const _), vbase);
+                let found = _mm256_cmplt_epu32_mask(index, vlen);
+                all_found &= found == 0xFF;
+                let entries = _mm512_mask_i32gather_epi64::<8>(unchanged, found, index, table.as_ptr() as *const _);
+                let target = masks.as_mut_ptr().add(i) as *mut __m512i;
+                _mm512_storeu_si512(target as *mut _, _mm512_and_si512(_mm512_loadu_si512(target as *const _), entries));
+                i += 8;
+            }
+        }
+        super::lookup_and_scalar(&values[i..], base, table, &mut masks[i..]) && all_found
+    }
+
+    /// [`lookup_and_i32_avx512`] over 64-bit values.
+    ///
+    /// # Safety
+    /// As for [`lookup_and_i32_avx512`] (`|base|` below 2^62).
+    #[target_feature(enable = "avx512f,avx512vl")]
+    pub unsafe fn lookup_and_i64_avx512(values: &[i64], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+        let n = values.len();
+        let mut i = 0;
+        let mut all_found = true;
+        // SAFETY: as in `lookup_and_i32_avx512`.
+        unsafe {
+            let vbase = _mm512_set1_epi64(base);
+            let vlen = _mm512_set1_epi64(table.len() as i64);
+            let unchanged = _mm512_set1_epi64(-1);
+            while i + 8 <= n {
+                let index = _mm512_sub_epi64(_mm512_loadu_si512(values.as_ptr().add(i) as *const _), vbase);
+                let found = _mm512_cmplt_epu64_mask(index, vlen);
+                all_found &= found == 0xFF;
+                let entries = _mm512_mask_i64gather_epi64::<8>(unchanged, found, index, table.as_ptr() as *const _);
+                let target = masks.as_mut_ptr().add(i) as *mut __m512i;
+                _mm512_storeu_si512(target as *mut _, _mm512_and_si512(_mm512_loadu_si512(target as *const _), entries));
+                i += 8;
+            }
+        }
+        super::lookup_and_scalar(&values[i..], base, table, &mut masks[i..]) && all_found
+    }
+}
+
+/// Values with a table-lookup kernel: `masks[i] &= table[values[i] - base]` for every `i`
+/// whose value is in the table (the shared selection of `query_mask`); false when some
+/// value is not (its mask is left as it was).
+pub trait SimdLookup: Copy + Into<i64> {
+    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], _level: SimdLevel) -> bool {
+        lookup_and_scalar(values, base, table, masks)
+    }
+}
+
+impl SimdLookup for i16 {}
+
+impl SimdLookup for i32 {
+    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], level: SimdLevel) -> bool {
+        assert!(masks.len() >= values.len());
+        #[cfg(target_arch = "x86_64")]
+        if level == SimdLevel::Avx512 && table.len() < 1 << 30 && base.unsigned_abs() < 1 << 30 {
+            // SAFETY: AVX-512F/VL detected on this CPU; lengths and bounds checked above.
+            return unsafe { x86::lookup_and_i32_avx512(values, base, table, masks) };
+        }
+        lookup_and_scalar(values, base, table, masks)
+    }
+}
+
+impl SimdLookup for i64 {
+    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], level: SimdLevel) -> bool {
+        assert!(masks.len() >= values.len());
+        #[cfg(target_arch = "x86_64")]
+        if level == SimdLevel::Avx512 && table.len() < 1 << 30 && base.unsigned_abs() < 1 << 62 {
+            // SAFETY: AVX-512F/VL detected on this CPU; lengths and bounds checked above.
+            return unsafe { x86::lookup_and_i64_avx512(values, base, table, masks) };
+        }
+        lookup_and_scalar(values, base, table, masks)
+    }
+}
+
+fn lookup_and_scalar<T: Copy + Into<i64>>(values: &[T], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+    let mut all_found = true;
+    for (mask, &v) in masks.iter_mut().zip(values) {
+        match table.get(v.into().wrapping_sub(base) as usize) {
+            Some(entry) => *mask &= entry,
+            None => all_found = false,
+        }
+    }
+    all_found
 }
 
 impl SimdSelect for i32 {

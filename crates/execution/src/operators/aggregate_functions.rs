@@ -13,7 +13,7 @@ use apiary_common::Bitmap;
 use apiary_common::{exec_err, internal_err, Result};
 use apiary_sql::expr::AggregateFunction;
 use apiary_types::datatype::PhysicalType;
-use apiary_types::decimal::{div_round, POW10};
+use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, StrColumnBuilder, Vector, VectorData};
 
@@ -282,13 +282,8 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
                         averages.push(0);
                         continue;
                     }
-                    // (q + r/c) * factor, so a large sum times the factor cannot overflow
-                    // when the average itself fits.
-                    let (q, r) = (s / c as i128, s % c as i128);
-                    let average = q
-                        .checked_mul(factor)
-                        .and_then(|whole| whole.checked_add(div_round(r * factor, c as i128)))
-                        .ok_or_else(|| exec_err!("average out of range for {}", self.output_type))?;
+                    let average =
+                        decimal_average(s, c, factor).ok_or_else(|| exec_err!("average out of range for {}", self.output_type))?;
                     averages.push(average);
                 }
                 VectorData::I128(averages.into())

@@ -260,6 +260,7 @@ fn strict(expr: &Expr, columns: &BTreeSet<ColumnId>) -> bool {
                     | ScalarFunction::Concat
                     | ScalarFunction::Greatest
                     | ScalarFunction::Least
+                    | ScalarFunction::QueryMask
             ) && args.iter().any(|a| strict(a, columns))
         }
         _ => false,

@@ -31,6 +31,18 @@ const AGGREGATES: &[&str] = &[
     "var_pop",
 ];
 
+/// The type of `sum` over values of type `input` (PostgreSQL's: integers widen, so that
+/// sums of INTEGER are BIGINT and sums of BIGINT are NUMERIC).
+pub fn sum_type(input: DataType) -> DataType {
+    match input {
+        DataType::SmallInt | DataType::Integer => DataType::BigInt,
+        DataType::BigInt => DataType::decimal(MAX_DECIMAL_PRECISION, 0),
+        DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale),
+        DataType::Real | DataType::Double => DataType::Double,
+        _ => DataType::BigInt,
+    }
+}
+
 pub fn is_aggregate_function(name: &str) -> bool {
     AGGREGATES.contains(&name)
 }
@@ -77,14 +89,7 @@ impl Binder<'_> {
             "count" => (F::Count, DataType::BigInt),
             "sum" => {
                 numeric("sum")?;
-                let t = match input {
-                    DataType::SmallInt | DataType::Integer => DataType::BigInt,
-                    DataType::BigInt => DataType::decimal(MAX_DECIMAL_PRECISION, 0),
-                    DataType::Decimal { scale, .. } => DataType::decimal(MAX_DECIMAL_PRECISION, scale),
-                    DataType::Real | DataType::Double => DataType::Double,
-                    _ => DataType::BigInt,
-                };
-                (F::Sum, t)
+                (F::Sum, sum_type(input))
             }
             "avg" | "mean" => {
                 numeric("avg")?;

@@ -33,7 +33,7 @@ use sqlparser::ast;
 use crate::expr::{AggregateCall, ColumnId, ColumnRef};
 use crate::plan::LogicalPlan;
 
-pub use function::is_aggregate_function;
+pub use function::{is_aggregate_function, sum_type};
 
 /// How deeply expressions may nest (DuckDB's default `max_expression_depth`). Chains of
 /// AND / OR do not count: they are rebuilt as balanced trees.

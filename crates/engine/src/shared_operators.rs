@@ -1,0 +1,508 @@
+//! Shared operators between concurrent queries (DataPath's shared selection and
+//! aggregation waypoints, ../shared/papers/003).
+//!
+//! Queries that aggregate the rows of one table the same way and differ only in the
+//! constants of their scan filters (the TPC-H queries with different substitution
+//! parameters, a dashboard's tiles over different date ranges) run as one **group**: one
+//! scan, one pass of every predicate, one hash aggregation for all of them.
+//!
+//! ```text
+//!   member i:  upper_i ── Aggregate[g](aggs) ── Scan t  filter: common ∧ own_i
+//!
+//!   the group: Aggregate[g, mask](partial aggs) ── Project mask = query_mask(own_0, own_1, ...)
+//!                ── Scan t  filter: common ∧ query_mask(own_0, own_1, ...) ≠ 0
+//!
+//!   member i then:  upper_i ── Project ── Aggregate[g](merge partials)
+//!                     ── the group's rows whose mask has bit i
+//! ```
+//!
+//! Every row carries the set of member queries it qualifies for (`mask`, DataPath's query
+//! bitmap), and is aggregated once, keyed by its group *and* its mask. Rows qualifying for
+//! the same queries fall in the same (group, mask) entry, so for range predicates over
+//! one column (which nest), eight queries produce at most nine masks per group: the
+//! aggregation costs what one query's does. Each member then merges the entries of its
+//! bit into its own groups (sums of sums, sums of counts, min of mins, `avg` from its sum
+//! and count) and runs the rest of its plan (HAVING, ORDER BY, LIMIT, ...) on its own.
+//!
+//! **Forming groups.** A query that can share joins an open group of its template (its
+//! aggregation with the filter constants blanked), or opens one. The opener waits until
+//! no other query is being planned and none has joined for a quiet window, at most
+//! [`MAX_WAIT`]. The window is [`QUIET_WINDOW`] while the engine is busy (queries running
+//! or being planned) and `SET shared_operators_wait` (default 0) when it is idle: by
+//! default a query arriving alone at an idle engine starts at once, and only queries
+//! arriving together with or while others run wait, briefly, for partners. A group of one runs the
+//! query's own plan. If the group's execution fails (a member's filter raises an error,
+//! the memory limit), every member runs alone, so one failing query fails only itself.
+//!
+//! This is work sharing, not result caching: nothing outlives the group.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use apiary_common::{internal_err, ApiaryError, Result};
+use apiary_execution::{execute, QueryMeta};
+use apiary_optimizer::cardinality;
+use apiary_sql::binder::sum_type;
+use apiary_sql::expr::{ColumnId, ColumnRef};
+use apiary_sql::plan::Scan;
+use apiary_sql::{AggregateCall, AggregateFunction, BinaryOp, Expr, LogicalPlan, ScalarFunction};
+use apiary_types::{DataChunk, DataType, ScalarValue};
+
+use crate::connection::Connection;
+
+/// How long a group's opener waits for another member after the last one joined, when
+/// the engine is busy (`SET shared_operators_wait` sets it for an idle engine too).
+pub const QUIET_WINDOW: Duration = Duration::from_millis(2);
+/// The longest a group's opener waits for members (unless `shared_operators_wait` is
+/// longer).
+pub const MAX_WAIT: Duration = Duration::from_millis(10);
+/// The most queries in one group (the bits of the mask).
+pub const MAX_MEMBERS: usize = 64;
+/// Groups are formed only over aggregations expected to have at most this many groups:
+/// each member merges the (group, mask) entries of its bit, and those are few only when
+/// the groups are.
+pub const MAX_GROUPS: f64 = 10_000.0;
+/// How often a member waiting for its group checks whether it was cancelled.
+const CANCEL_POLL: Duration = Duration::from_millis(2);
+
+/// The groups still gathering members, across the database's connections.
+#[derive(Default)]
+pub(crate) struct SharedGroups {
+    open: Mutex<Vec<Arc<Group>>>,
+    /// Queries being parsed and planned now: each may join a group once planned.
+    planning: AtomicUsize,
+}
+
+/// Counts a query as being planned while it lives (see [`SharedGroups::planning`]).
+pub(crate) struct Planning<'a>(&'a SharedGroups);
+
+impl<'a> Planning<'a> {
+    pub(crate) fn start(groups: &'a SharedGroups) -> Self {
+        groups.planning.fetch_add(1, Ordering::SeqCst);
+        Planning(groups)
+    }
+}
+
+impl Drop for Planning<'_> {
+    fn drop(&mut self) {
+        self.0.planning.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+struct Group {
+    /// The shared aggregation with the constants of its scan filters blanked.
+    template: LogicalPlan,
+    /// The opener's aggregation (the group's plan is built from it).
+    core: LogicalPlan,
+    state: Mutex<GroupState>,
+    changed: Condvar,
+    /// Cancels the group's execution (set once every member has gone).
+    cancel: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct GroupState {
+    /// Each member's scan filters (conjunct `j` of every member has the same template).
+    filters: Vec<Vec<Expr>>,
+    gone: Vec<bool>,
+    last_join: Option<Instant>,
+    outcome: Option<Outcome>,
+}
+
+#[derive(Clone)]
+enum Outcome {
+    /// The group ran: its (group, mask) rows.
+    Shared(Arc<SharedRows>),
+    /// Each member runs alone (a group of one, or the group's execution failed).
+    Alone,
+}
+
+/// The group's result: per (group key, mask), the keys and the partial aggregates.
+struct SharedRows {
+    rows: Vec<(u64, Vec<ScalarValue>)>,
+    /// Types of the values of each row.
+    types: Vec<DataType>,
+    /// How many queries the group had.
+    members: usize,
+}
+
+/// Runs `plan` in a group with other queries of its template when it can share; `None`
+/// when it runs alone (the caller then runs it as usual).
+pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<Option<Vec<DataChunk>>> {
+    let Some(core) = find_core(plan) else { return Ok(None) };
+    if !can_share(connection, core) {
+        return Ok(None);
+    }
+    let LogicalPlan::Aggregate { input, .. } = core else { return Ok(None) };
+    let LogicalPlan::Scan(scan) = input.as_ref() else { return Ok(None) };
+    let db = connection.db();
+    let template = blank_filter_constants(core);
+    let wait = connection.settings().shared_operators_wait;
+    let busy = db.scheduler.query_count() > 0 || db.shared_groups.planning.load(Ordering::SeqCst) > 0;
+    let quiet_window = if busy { wait.max(QUIET_WINDOW) } else { wait };
+    let (group, member) = {
+        let mut open = db.shared_groups.open.lock().unwrap_or_else(|e| e.into_inner());
+        let joined = open.iter().find(|g| g.template == template).and_then(|group| {
+            let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+            (state.outcome.is_none() && state.filters.len() < MAX_MEMBERS).then(|| {
+                state.filters.push(scan.filters.clone());
+                state.gone.push(false);
+                state.last_join = Some(Instant::now());
+                group.changed.notify_all();
+                (Arc::clone(group), state.filters.len() - 1)
+            })
+        });
+        match joined {
+            Some(joined) => joined,
+            None if quiet_window.is_zero() => return Ok(None),
+            None => {
+                let group = Arc::new(Group {
+                    template,
+                    core: core.clone(),
+                    state: Mutex::new(GroupState {
+                        filters: vec![scan.filters.clone()],
+                        gone: vec![false],
+                        last_join: Some(Instant::now()),
+                        outcome: None,
+                    }),
+                    changed: Condvar::new(),
+                    cancel: Arc::new(AtomicBool::new(false)),
+                });
+                open.push(Arc::clone(&group));
+                (group, 0)
+            }
+        }
+    };
+    if member == 0 {
+        gather_and_start(connection, &group, quiet_window);
+    }
+    let shared = match wait_for_outcome(connection, &group, member)? {
+        Outcome::Alone => return Ok(None),
+        Outcome::Shared(rows) => rows,
+    };
+    let member_plan = member_plan(plan, core, &shared, member)?;
+    let chunks = connection.run_plan(&member_plan)?;
+    connection.last_shared_with.store(shared.members, Ordering::Relaxed);
+    Ok(Some(chunks))
+}
+
+/// The query's aggregation a group can share: reached from the root through operators
+/// with one input, an aggregation directly over a scan.
+fn find_core(plan: &LogicalPlan) -> Option<&LogicalPlan> {
+    match plan {
+        LogicalPlan::Sort { input, .. }
+        | LogicalPlan::Limit { input, .. }
+        | LogicalPlan::Project { input, .. }
+        | LogicalPlan::Filter { input, .. } => find_core(input),
+        LogicalPlan::Aggregate { input, .. } if matches!(input.as_ref(), LogicalPlan::Scan(_)) => Some(plan),
+        _ => None,
+    }
+}
+
+/// Whether the aggregation's partial results merge exactly, its table is the catalog's
+/// (not a table function's), and it has few groups.
+fn can_share(connection: &Connection, core: &LogicalPlan) -> bool {
+    let LogicalPlan::Aggregate { aggregates, input, .. } = core else { return false };
+    let LogicalPlan::Scan(scan) = input.as_ref() else { return false };
+    use AggregateFunction as F;
+    let mergeable = aggregates.iter().all(|(call, _)| {
+        !call.distinct
+            && matches!(call.func, F::CountStar | F::Count | F::Sum | F::Avg | F::Min | F::Max | F::AnyValue | F::BoolAnd | F::BoolOr)
+    });
+    mergeable
+        && !scan.filters.iter().any(|f| f.contains_subquery() || f.contains_parameter())
+        && connection.reads_only_catalog_tables(core)
+        && cardinality::estimate(core).rows <= MAX_GROUPS
+}
+
+/// The aggregation with every literal of its scan filters replaced by a NULL of its type:
+/// queries whose templates are equal differ only in those constants.
+fn blank_filter_constants(core: &LogicalPlan) -> LogicalPlan {
+    let mut template = core.clone();
+    if let LogicalPlan::Aggregate { input, .. } = &mut template {
+        if let LogicalPlan::Scan(scan) = input.as_mut() {
+            let filters = std::mem::take(&mut scan.filters);
+            scan.filters = filters
+                .into_iter()
+                .map(|f| {
+                    f.transform_up(&mut |e| match e {
+                        Expr::Literal(_, data_type) => Expr::Literal(ScalarValue::Null, data_type),
+                        other => other,
+                    })
+                })
+                .collect();
+        }
+    }
+    template
+}
+
+/// The opener: waits for members while they keep coming, closes the group, and starts its
+/// execution on a thread of its own (so that it goes on if the opener is cancelled).
+fn gather_and_start(connection: &Connection, group: &Arc<Group>, quiet_window: Duration) {
+    let db = connection.db();
+    let opened = Instant::now();
+    let max_wait = MAX_WAIT.max(quiet_window);
+    loop {
+        let state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        // While other queries are being planned, they may join: wait for them too.
+        let others_planning = db.shared_groups.planning.load(Ordering::SeqCst) > 0;
+        let quiet_until = state.last_join.unwrap_or(opened) + quiet_window;
+        let deadline = if others_planning { opened + max_wait } else { quiet_until.min(opened + max_wait) };
+        if now >= deadline || state.filters.len() >= MAX_MEMBERS || connection.interrupt_flag().load(Ordering::Relaxed) {
+            break;
+        }
+        // Planning ends without a notification: look again soon while it goes on.
+        let timeout = if others_planning { (deadline - now).min(Duration::from_micros(200)) } else { deadline - now };
+        drop(group.changed.wait_timeout(state, timeout).unwrap_or_else(|e| e.into_inner()));
+    }
+    // Close: from here on, queries of this template open a new group.
+    db.shared_groups.open.lock().unwrap_or_else(|e| e.into_inner()).retain(|g| !Arc::ptr_eq(g, group));
+    let filters = group.state.lock().unwrap_or_else(|e| e.into_inner()).filters.clone();
+    if filters.len() < 2 {
+        finish(group, Outcome::Alone);
+        return;
+    }
+    let plan = match group_plan(&group.core, &filters) {
+        Ok(plan) => plan,
+        Err(_) => {
+            finish(group, Outcome::Alone);
+            return;
+        }
+    };
+    let db = Arc::clone(db);
+    let config = connection.settings().execution.clone();
+    let meta = QueryMeta {
+        sql: format!("/* shared by {} queries */ {}", filters.len(), connection.current_sql()),
+        ..connection.query_meta(&plan)
+    };
+    let group = Arc::clone(group);
+    let members = filters.len();
+    let keys = match &group.core {
+        LogicalPlan::Aggregate { groups, .. } => groups.len(),
+        _ => 0,
+    };
+    std::thread::spawn(move || {
+        let outcome = execute(&db.scheduler, &plan, &config, Arc::clone(&group.cancel), meta)
+            .and_then(|(chunks, _, _)| shared_rows(&chunks, keys, members))
+            .map_or(Outcome::Alone, |rows| Outcome::Shared(Arc::new(rows)));
+        finish(&group, outcome);
+    });
+}
+
+fn finish(group: &Group, outcome: Outcome) {
+    let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.outcome = Some(outcome);
+    group.changed.notify_all();
+}
+
+/// Waits for the group's rows; a member cancelled meanwhile leaves (the last one to
+/// leave cancels the group's execution).
+fn wait_for_outcome(connection: &Connection, group: &Group, member: usize) -> Result<Outcome> {
+    let interrupted = connection.interrupt_flag();
+    let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(outcome) = &state.outcome {
+            return Ok(outcome.clone());
+        }
+        if interrupted.load(Ordering::Relaxed) {
+            state.gone[member] = true;
+            if state.gone.iter().all(|&gone| gone) {
+                group.cancel.store(true, Ordering::Relaxed);
+            }
+            return Err(ApiaryError::Interrupted);
+        }
+        state = group.changed.wait_timeout(state, CANCEL_POLL).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+/// The group's plan: one scan with the filters every member has, each row's mask of the
+/// members whose own filters it passes, and the aggregation keyed by group and mask.
+fn group_plan(core: &LogicalPlan, members: &[Vec<Expr>]) -> Result<LogicalPlan> {
+    let LogicalPlan::Aggregate { groups, aggregates, input } = core else { return Err(internal_err!("shared core is not an aggregation")) };
+    let LogicalPlan::Scan(scan) = input.as_ref() else { return Err(internal_err!("shared aggregation is not over a scan")) };
+    let conjuncts = members[0].len();
+    if members.iter().any(|f| f.len() != conjuncts) {
+        return Err(internal_err!("members of a shared group with different filters"));
+    }
+    let common: Vec<bool> = (0..conjuncts).map(|j| members.iter().all(|f| f[j] == members[0][j])).collect();
+    let own = |filters: &[Expr]| {
+        Expr::conjunction(filters.iter().zip(&common).filter(|(_, &c)| !c).map(|(f, _)| f.clone())).unwrap_or(Expr::boolean(true))
+    };
+    let mut ids = FreshIds::after(core);
+    let mask = ids.column("query_mask", DataType::BigInt, false);
+    let query_mask =
+        Expr::Function { func: ScalarFunction::QueryMask, args: members.iter().map(|f| own(f)).collect(), data_type: DataType::BigInt };
+    // The scan keeps the rows some member wants (and gathers them into full vectors);
+    // the projection computes the masks again, for those rows only.
+    let mut filters: Vec<Expr> = members[0].iter().zip(&common).filter(|(_, &c)| c).map(|(f, _)| f.clone()).collect();
+    filters.push(Expr::compare(BinaryOp::NotEq, query_mask.clone(), Expr::literal(ScalarValue::Int64(0))));
+    let shared_scan = Scan { filters, ..scan.clone() };
+    let mut exprs: Vec<(Expr, ColumnRef)> = scan.columns.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
+    exprs.push((query_mask, mask.clone()));
+    let masked = LogicalPlan::Project { exprs, input: Box::new(LogicalPlan::Scan(shared_scan)) };
+    let mut shared_groups = groups.clone();
+    shared_groups.push((mask.expr(), ids.column("query_mask", DataType::BigInt, false)));
+    let mut partials = Vec::new();
+    for (call, _) in aggregates {
+        for partial in partial_calls(call) {
+            let output = ids.column("partial", partial.data_type, true);
+            partials.push((partial, output));
+        }
+    }
+    Ok(LogicalPlan::Aggregate { groups: shared_groups, aggregates: partials, input: Box::new(masked) })
+}
+
+/// The aggregates each member merges into its own: `avg` as a sum and a count, the others
+/// as themselves.
+fn partial_calls(call: &AggregateCall) -> Vec<AggregateCall> {
+    match call.func {
+        AggregateFunction::Avg => {
+            let input = call.args[0].data_type();
+            vec![
+                AggregateCall { func: AggregateFunction::Sum, data_type: sum_type(input), ..call.clone() },
+                AggregateCall { func: AggregateFunction::Count, data_type: DataType::BigInt, ..call.clone() },
+            ]
+        }
+        _ => vec![call.clone()],
+    }
+}
+
+/// The group's result rows, each with its mask apart from its keys and partial
+/// aggregates (the plan puts the mask right after the `keys` group keys).
+fn shared_rows(chunks: &[DataChunk], keys: usize, members: usize) -> Result<SharedRows> {
+    let mut rows = Vec::new();
+    let mut types = Vec::new();
+    for chunk in chunks {
+        let chunk = chunk.clone().compact();
+        types = chunk.columns.iter().enumerate().filter(|(i, _)| *i != keys).map(|(_, c)| c.data_type).collect();
+        for row in 0..chunk.row_count() {
+            let mask = match chunk.columns[keys].get_scalar(row) {
+                ScalarValue::Int64(mask) => mask as u64,
+                other => return Err(internal_err!("shared aggregation mask {other:?}")),
+            };
+            let values = chunk.columns.iter().enumerate().filter(|(i, _)| *i != keys).map(|(_, c)| c.get_scalar(row)).collect();
+            rows.push((mask, values));
+        }
+    }
+    Ok(SharedRows { rows, types, members })
+}
+
+/// Column ids above every id `plan` uses.
+struct FreshIds {
+    next: u32,
+}
+
+impl FreshIds {
+    fn after(plan: &LogicalPlan) -> FreshIds {
+        let mut max = 0;
+        let mut pending = vec![plan];
+        while let Some(node) = pending.pop() {
+            for column in node.output() {
+                max = max.max(column.id.0);
+            }
+            if let LogicalPlan::Scan(scan) = node {
+                for (_, column) in &scan.columns {
+                    max = max.max(column.id.0);
+                }
+            }
+            pending.extend(node.children());
+        }
+        FreshIds { next: max + 1 }
+    }
+
+    fn column(&mut self, name: &str, data_type: DataType, nullable: bool) -> ColumnRef {
+        let id = ColumnId(self.next);
+        self.next += 1;
+        ColumnRef { id, name: name.into(), data_type, nullable }
+    }
+}
+
+/// Member `member`'s plan: its own plan with its aggregation replaced by the merge of the
+/// group's rows whose mask has its bit.
+fn member_plan(plan: &LogicalPlan, core: &LogicalPlan, shared: &SharedRows, member: usize) -> Result<LogicalPlan> {
+    let LogicalPlan::Aggregate { groups, aggregates, .. } = core else { return Err(internal_err!("shared core is not an aggregation")) };
+    let mut ids = FreshIds::after(plan);
+    let values: Vec<ColumnRef> = shared.types.iter().map(|&t| ids.column("shared", t, true)).collect();
+    let bit = 1u64 << member;
+    let rows = shared
+        .rows
+        .iter()
+        .filter(|(mask, _)| mask & bit != 0)
+        .map(|(_, row)| row.iter().zip(&shared.types).map(|(v, &t)| Expr::Literal(v.clone(), t)).collect())
+        .collect();
+    let mut merged_groups = Vec::with_capacity(groups.len());
+    let mut outputs = Vec::with_capacity(groups.len() + aggregates.len());
+    for ((_, key), value) in groups.iter().zip(&values) {
+        merged_groups.push((value.expr(), key.clone()));
+        outputs.push((key.expr(), key.clone()));
+    }
+    let mut partials = values[groups.len()..].iter();
+    let mut next_partial = || partials.next().cloned().ok_or_else(|| internal_err!("shared aggregation has too few columns"));
+    let mut merges = Vec::new();
+    let merge = |func: AggregateFunction, partial: &ColumnRef, data_type: DataType| AggregateCall {
+        func,
+        args: vec![partial.expr()],
+        distinct: false,
+        filter: None,
+        data_type,
+    };
+    use AggregateFunction as F;
+    for (call, output) in aggregates {
+        let result = match call.func {
+            F::Avg => {
+                let (sum, count) = (next_partial()?, next_partial()?);
+                let merged_sum = ids.column("sum", sum.data_type, true);
+                let merged_count = ids.column("count", DataType::BigInt, true);
+                merges.push((merge(F::Sum, &sum, sum.data_type), merged_sum.clone()));
+                merges.push((merge(F::Sum, &count, DataType::BigInt), merged_count.clone()));
+                Expr::Function {
+                    func: ScalarFunction::AverageOf,
+                    args: vec![merged_sum.expr(), merged_count.expr()],
+                    data_type: call.data_type,
+                }
+            }
+            F::Count | F::CountStar => {
+                let merged = ids.column("count", DataType::BigInt, true);
+                merges.push((merge(F::Sum, &next_partial()?, DataType::BigInt), merged.clone()));
+                // A sum over no rows is NULL; a count is 0.
+                Expr::Function {
+                    func: ScalarFunction::Coalesce,
+                    args: vec![merged.expr(), Expr::Literal(ScalarValue::Int64(0), DataType::BigInt)],
+                    data_type: DataType::BigInt,
+                }
+            }
+            func => {
+                let merged = ids.column(func.name(), call.data_type, true);
+                merges.push((merge(func, &next_partial()?, call.data_type), merged.clone()));
+                merged.expr()
+            }
+        };
+        outputs.push((result, output.clone()));
+    }
+    let merged = LogicalPlan::Project {
+        exprs: outputs,
+        input: Box::new(LogicalPlan::Aggregate {
+            groups: merged_groups,
+            aggregates: merges,
+            input: Box::new(LogicalPlan::Values { rows, output: values }),
+        }),
+    };
+    replace_core(plan, core, merged)
+}
+
+/// `plan` with the node `core` (reached as [`find_core`] reaches it) replaced.
+fn replace_core(plan: &LogicalPlan, core: &LogicalPlan, replacement: LogicalPlan) -> Result<LogicalPlan> {
+    if std::ptr::eq(plan, core) {
+        return Ok(replacement);
+    }
+    let rebuilt = |input: &LogicalPlan| replace_core(input, core, replacement).map(Box::new);
+    Ok(match plan {
+        LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys: keys.clone(), input: rebuilt(input)? },
+        LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit: *limit, offset: *offset, input: rebuilt(input)? },
+        LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs: exprs.clone(), input: rebuilt(input)? },
+        LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate: predicate.clone(), input: rebuilt(input)? },
+        _ => return Err(internal_err!("the shared aggregation is not where it was found")),
+    })
+}
