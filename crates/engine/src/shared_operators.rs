@@ -63,6 +63,9 @@ pub const MAX_MEMBERS: usize = 64;
 /// each member merges the (group, mask) entries of its bit, and those are few only when
 /// the groups are.
 pub const MAX_GROUPS: f64 = 10_000.0;
+/// A query running alone is folded into a group of its template only while it has done
+/// less than this fraction of its work orders.
+pub const FOLD_BEFORE: f64 = 0.5;
 /// How often a member waiting for its group checks whether it was cancelled.
 const CANCEL_POLL: Duration = Duration::from_millis(2);
 
@@ -72,6 +75,20 @@ pub(crate) struct SharedGroups {
     open: Mutex<Vec<Arc<Group>>>,
     /// Queries being parsed and planned now: each may join a group once planned.
     planning: AtomicUsize,
+    /// Queries that could share but started alone (nobody else was there): a group that
+    /// forms while one has done little of its work folds it in.
+    alone: Mutex<Vec<Arc<LoneQuery>>>,
+}
+
+/// A query running alone that a group of its template may fold in.
+struct LoneQuery {
+    template: LogicalPlan,
+    filters: Vec<Expr>,
+    connection: u64,
+    interrupted: Arc<AtomicBool>,
+    /// Set (with the query's interrupt flag) by the group that folded it: the group and
+    /// its member number there.
+    folded: Mutex<Option<(Arc<Group>, usize)>>,
 }
 
 /// Counts a query as being planned while it lives (see [`SharedGroups::planning`]).
@@ -105,6 +122,8 @@ struct Group {
 struct GroupState {
     /// Each member's scan filters (conjunct `j` of every member has the same template).
     filters: Vec<Vec<Expr>>,
+    /// Each member's connection.
+    connections: Vec<u64>,
     gone: Vec<bool>,
     last_join: Option<Instant>,
     outcome: Option<Outcome>,
@@ -147,6 +166,7 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
             let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
             (state.outcome.is_none() && state.filters.len() < MAX_MEMBERS).then(|| {
                 state.filters.push(scan.filters.clone());
+                state.connections.push(connection.id());
                 state.gone.push(false);
                 state.last_join = Some(Instant::now());
                 group.changed.notify_all();
@@ -155,13 +175,17 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
         });
         match joined {
             Some(joined) => joined,
-            None if quiet_window.is_zero() => return Ok(None),
+            None if quiet_window.is_zero() => {
+                drop(open);
+                return run_alone(connection, plan, core, template, &scan.filters);
+            }
             None => {
                 let group = Arc::new(Group {
                     template,
                     core: core.clone(),
                     state: Mutex::new(GroupState {
                         filters: vec![scan.filters.clone()],
+                        connections: vec![connection.id()],
                         gone: vec![false],
                         last_join: Some(Instant::now()),
                         outcome: None,
@@ -177,7 +201,18 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
     if member == 0 {
         gather_and_start(connection, &group, quiet_window);
     }
-    let shared = match wait_for_outcome(connection, &group, member)? {
+    finish_as_member(connection, plan, core, &group, member)
+}
+
+/// Waits for the group's rows and merges this member's; `None` when it must run alone.
+fn finish_as_member(
+    connection: &Connection,
+    plan: &LogicalPlan,
+    core: &LogicalPlan,
+    group: &Group,
+    member: usize,
+) -> Result<Option<Vec<DataChunk>>> {
+    let shared = match wait_for_outcome(connection, group, member)? {
         Outcome::Alone => return Ok(None),
         Outcome::Shared(rows) => rows,
     };
@@ -185,6 +220,85 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
     let chunks = connection.run_plan(&member_plan)?;
     connection.last_shared_with.store(shared.members, Ordering::Relaxed);
     Ok(Some(chunks))
+}
+
+/// Runs the query's own plan, where a group forming meanwhile can fold it in: the group
+/// takes its filters as a member and interrupts the run, and the query then waits for the
+/// group like any member (the little work it did is lost; the group does it again).
+fn run_alone(
+    connection: &Connection,
+    plan: &LogicalPlan,
+    core: &LogicalPlan,
+    template: LogicalPlan,
+    filters: &[Expr],
+) -> Result<Option<Vec<DataChunk>>> {
+    let groups = &connection.db().shared_groups;
+    let alone = Arc::new(LoneQuery {
+        template,
+        filters: filters.to_vec(),
+        connection: connection.id(),
+        interrupted: connection.interrupt_flag(),
+        folded: Mutex::new(None),
+    });
+    groups.alone.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::clone(&alone));
+    let result = connection.run_plan(plan);
+    // No group folds it from here on.
+    groups.alone.lock().unwrap_or_else(|e| e.into_inner()).retain(|a| !Arc::ptr_eq(a, &alone));
+    let folded = alone.folded.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match (result, folded) {
+        (Err(ApiaryError::Interrupted), Some((group, member))) => {
+            // The interrupt was the fold's (a query interrupted by its user is never
+            // folded: the group checks the flag first).
+            alone.interrupted.store(false, Ordering::Relaxed);
+            match finish_as_member(connection, plan, core, &group, member)? {
+                Some(chunks) => Ok(Some(chunks)),
+                None => connection.run_plan(plan).map(Some),
+            }
+        }
+        (result, folded) => {
+            if let Some((group, member)) = folded {
+                // It finished before the fold's interrupt stopped it: the group need not
+                // wait for it, and the interrupt is not the user's.
+                group.state.lock().unwrap_or_else(|e| e.into_inner()).gone[member] = true;
+                alone.interrupted.store(false, Ordering::Relaxed);
+            }
+            result.map(Some)
+        }
+    }
+}
+
+/// Folds into `group` the queries of its template running alone that have done less than
+/// [`FOLD_BEFORE`] of their work orders.
+fn fold_lone_queries(connection: &Connection, group: &Arc<Group>) {
+    let db = connection.db();
+    let alone = db.shared_groups.alone.lock().unwrap_or_else(|e| e.into_inner());
+    if !alone.iter().any(|a| a.template == group.template) {
+        return;
+    }
+    let progress = db.scheduler.queries();
+    for candidate in alone.iter().filter(|a| a.template == group.template) {
+        let done = progress
+            .iter()
+            .filter(|q| q.connection == candidate.connection)
+            .map(|q| q.work_orders_done as f64 / q.work_orders_total.max(1) as f64)
+            .fold(0.0, f64::max);
+        let mut folded = candidate.folded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+        if folded.is_some() || done >= FOLD_BEFORE || state.filters.len() >= MAX_MEMBERS {
+            continue;
+        }
+        // A query its user has interrupted is not folded (its interrupt must stop it). A
+        // user's interrupt landing between this check and the fold's is taken for the
+        // fold's, and the query finishes as a member.
+        if candidate.interrupted.load(Ordering::Relaxed) {
+            continue;
+        }
+        state.filters.push(candidate.filters.clone());
+        state.connections.push(candidate.connection);
+        state.gone.push(false);
+        *folded = Some((Arc::clone(group), state.filters.len() - 1));
+        candidate.interrupted.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The query's aggregation a group can share: reached from the root through operators
@@ -259,7 +373,11 @@ fn gather_and_start(connection: &Connection, group: &Arc<Group>, quiet_window: D
     }
     // Close: from here on, queries of this template open a new group.
     db.shared_groups.open.lock().unwrap_or_else(|e| e.into_inner()).retain(|g| !Arc::ptr_eq(g, group));
-    let filters = group.state.lock().unwrap_or_else(|e| e.into_inner()).filters.clone();
+    fold_lone_queries(connection, group);
+    let (filters, connections) = {
+        let state = group.state.lock().unwrap_or_else(|e| e.into_inner());
+        (state.filters.clone(), state.connections.clone())
+    };
     if filters.len() < 2 {
         finish(group, Outcome::Alone);
         return;
@@ -274,7 +392,12 @@ fn gather_and_start(connection: &Connection, group: &Arc<Group>, quiet_window: D
     let db = Arc::clone(db);
     let config = connection.settings().execution.clone();
     let meta = QueryMeta {
-        sql: format!("/* shared by {} queries */ {}", filters.len(), connection.current_sql()),
+        sql: format!(
+            "/* shared operators: {} queries, connections {} */ {}",
+            filters.len(),
+            connections.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+            connection.current_sql()
+        ),
         ..connection.query_meta(&plan)
     };
     let group = Arc::clone(group);

@@ -231,3 +231,45 @@ fn random_groups_at_random_arrivals_answer_as_alone_one_thread() {
 fn random_groups_at_random_arrivals_answer_as_alone_two_threads() {
     random_groups_answer_as_alone(2, 25, 12);
 }
+
+/// A query that started alone on an idle engine is folded into the group that forms
+/// while it runs (it has done little of its work): it answers as alone, and shares.
+#[test]
+fn a_query_started_alone_is_folded_into_the_group_that_forms() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    apiary::tpch::load(&mut conn, 0.1).unwrap();
+    let mut rng = ParameterRng::new(99);
+    let mut folded = false;
+    for attempt in 0..5 {
+        let queries: Vec<String> = (0..4).map(|_| random_query(1, &mut rng).unwrap()).collect();
+        let expected = alone(&db, &queries);
+        let handles: Vec<_> = queries
+            .iter()
+            .enumerate()
+            .map(|(i, sql)| {
+                let (db, sql) = (db.clone(), sql.clone());
+                thread::spawn(move || {
+                    let mut conn = db.connect();
+                    conn.execute("SET threads = 1").unwrap();
+                    conn.execute("SET shared_operators = on").unwrap();
+                    // The first starts on an idle engine, alone; the others 3 ms later.
+                    if i > 0 {
+                        thread::sleep(std::time::Duration::from_millis(3));
+                    }
+                    let result = answer(&mut conn, &sql);
+                    (result, conn.last_statement_shared_with())
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for ((sql, expected), (got, _)) in queries.iter().zip(&expected).zip(&results) {
+            assert_eq!(got, expected, "attempt {attempt}: {sql}");
+        }
+        if results[0].1 > 0 {
+            folded = true;
+            break;
+        }
+    }
+    assert!(folded, "the first query was never folded into the group of the others");
+}
