@@ -21,7 +21,7 @@ use apiary_types::{DataChunk, DataType, Vector, VectorData};
 use super::simd::{SimdLevel, SimdLookup};
 use super::{compile_with, selected_rows, CompileOptions, ExprRef, Layout, PhysicalExpr};
 
-/// The widest value range a lookup table covers (entries, one `u64` each).
+/// The widest value range a lookup table covers (entries, one `i64` each).
 const MAX_TABLE_VALUES: i64 = 1 << 16;
 
 pub(super) fn compile(members: &[Expr], layout: &dyn Layout, options: &CompileOptions) -> Result<ExprRef> {
@@ -70,7 +70,7 @@ pub(super) fn compile(members: &[Expr], layout: &dyn Layout, options: &CompileOp
             });
         }
     }
-    let all = if members.len() == 64 { u64::MAX } else { (1u64 << members.len()) - 1 };
+    let all = if members.len() == 64 { -1i64 } else { (1i64 << members.len()) - 1 };
     Ok(Arc::new(QueryMask { all, columns, residuals }))
 }
 
@@ -100,7 +100,7 @@ fn lookup_column(conjunct: &Expr, layout: &dyn Layout) -> Option<(ColumnId, Data
 #[derive(Debug)]
 struct QueryMask {
     /// Every query's bit.
-    all: u64,
+    all: i64,
     columns: Vec<LookupColumn>,
     /// Per query, its conjuncts not answered by a lookup table.
     residuals: Vec<Option<ExprRef>>,
@@ -123,9 +123,9 @@ struct LookupColumn {
 struct LookupTable {
     low: i64,
     /// `masks[v - low]`: the queries whose conjuncts value `v` passes.
-    masks: Vec<u64>,
+    masks: Vec<i64>,
     /// The queries whose conjuncts a NULL passes.
-    null_mask: u64,
+    null_mask: i64,
 }
 
 impl LookupTable {
@@ -137,7 +137,7 @@ impl LookupTable {
 impl LookupColumn {
     /// The table for values in `low..=high`, built (or widened) if needed; `None` when
     /// the range is too wide for a table.
-    fn table(&self, all: u64, low: i64, high: i64) -> Result<Option<Arc<LookupTable>>> {
+    fn table(&self, all: i64, low: i64, high: i64) -> Result<Option<Arc<LookupTable>>> {
         if let Some(table) = self.table.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if table.covers(low, high) {
                 return Ok(Some(Arc::clone(table)));
@@ -166,7 +166,7 @@ impl LookupColumn {
         let mut null_mask = all;
         for (member, conjunct) in self.conjuncts.iter().enumerate() {
             let Some(conjunct) = conjunct else { continue };
-            let bit = 1u64 << member;
+            let bit = 1i64 << member;
             let mut passes = vec![false; len];
             for row in conjunct.select(&chunk, &rows)? {
                 passes[row as usize] = true;
@@ -186,7 +186,7 @@ impl LookupColumn {
     }
 
     /// ANDs each selected row's mask with the queries its value passes.
-    fn apply(&self, all: u64, chunk: &DataChunk, rows: &[u32], masks: &mut [u64]) -> Result<()> {
+    fn apply(&self, all: i64, chunk: &DataChunk, rows: &[u32], masks: &mut [i64]) -> Result<()> {
         let vector = &chunk.columns[self.position];
         if rows.is_empty() {
             return Ok(());
@@ -199,7 +199,7 @@ impl LookupColumn {
         }
     }
 
-    fn apply_values<T>(&self, all: u64, chunk: &DataChunk, rows: &[u32], masks: &mut [u64]) -> Result<()>
+    fn apply_values<T>(&self, all: i64, chunk: &DataChunk, rows: &[u32], masks: &mut [i64]) -> Result<()>
     where
         T: apiary_types::vector::NativeType + SimdLookup,
     {
@@ -247,7 +247,7 @@ impl LookupColumn {
     }
 
     /// The table covering the values at `rows` (and the values of the current table).
-    fn table_for_rows<T: Copy + Into<i64>>(&self, all: u64, values: &[T], rows: &[u32]) -> Result<Option<Arc<LookupTable>>> {
+    fn table_for_rows<T: Copy + Into<i64>>(&self, all: i64, values: &[T], rows: &[u32]) -> Result<Option<Arc<LookupTable>>> {
         let (low, high) = rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &r| {
             let v: i64 = values[r as usize].into();
             (lo.min(v), hi.max(v))
@@ -256,11 +256,11 @@ impl LookupColumn {
     }
 
     /// Without a table (values too far apart): each query's conjuncts on the column alone.
-    fn apply_per_query(&self, chunk: &DataChunk, rows: &[u32], masks: &mut [u64]) -> Result<()> {
+    fn apply_per_query(&self, chunk: &DataChunk, rows: &[u32], masks: &mut [i64]) -> Result<()> {
         let single = DataChunk::new(vec![chunk.columns[self.position].clone()], chunk.physical_len());
         for (member, conjunct) in self.conjuncts.iter().enumerate() {
             if let Some(conjunct) = conjunct {
-                clear_failing(conjunct, &single, rows, 1u64 << member, masks)?;
+                clear_failing(conjunct, &single, rows, 1i64 << member, masks)?;
             }
         }
         Ok(())
@@ -268,7 +268,7 @@ impl LookupColumn {
 }
 
 /// Clears `bit` on the rows among `rows` where `predicate` is not TRUE.
-fn clear_failing(predicate: &ExprRef, chunk: &DataChunk, rows: &[u32], bit: u64, masks: &mut [u64]) -> Result<()> {
+fn clear_failing(predicate: &ExprRef, chunk: &DataChunk, rows: &[u32], bit: i64, masks: &mut [i64]) -> Result<()> {
     let passing = predicate.select(chunk, rows)?;
     let mut passing = passing.iter().peekable();
     for &row in rows {
@@ -289,22 +289,27 @@ impl PhysicalExpr for QueryMask {
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let len = chunk.physical_len();
         let rows = selected_rows(chunk);
-        let mut masks = vec![0u64; len];
-        for &r in &rows {
-            masks[r as usize] = self.all;
-        }
+        let mut masks = match chunk.selection() {
+            None => vec![self.all; len],
+            Some(selection) => {
+                let mut masks = vec![0i64; len];
+                for &r in selection {
+                    masks[r as usize] = self.all;
+                }
+                masks
+            }
+        };
         for column in &self.columns {
             column.apply(self.all, chunk, &rows, &mut masks)?;
         }
         for (member, residual) in self.residuals.iter().enumerate() {
             let Some(residual) = residual else { continue };
-            let bit = 1u64 << member;
+            let bit = 1i64 << member;
             let candidates: Vec<u32> = rows.iter().copied().filter(|&r| masks[r as usize] & bit != 0).collect();
             if !candidates.is_empty() {
                 clear_failing(residual, chunk, &candidates, bit, &mut masks)?;
             }
         }
-        let masks: Vec<i64> = masks.into_iter().map(|m| m as i64).collect();
         Ok(Vector::new(DataType::BigInt, VectorData::I64(masks.into()), None))
     }
 }

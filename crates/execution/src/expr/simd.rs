@@ -309,7 +309,7 @@ mod x86 {
     /// Requires AVX-512F and AVX-512VL; `masks.len() >= values.len()`; `table.len()` and
     /// `|base|` below 2^30 (so `values[i] - base` cannot wrap into the table's range).
     #[target_feature(enable = "avx512f,avx512vl")]
-    pub unsafe fn lookup_and_i32_avx512(values: &[i32], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+    pub unsafe fn lookup_and_i32_avx512(values: &[i32], base: i64, table: &[i64], masks: &mut [i64]) -> bool {
         let n = values.len();
         let mut i = 0;
         let mut all_found = true;
@@ -337,7 +337,7 @@ mod x86 {
     /// # Safety
     /// As for [`lookup_and_i32_avx512`] (`|base|` below 2^62).
     #[target_feature(enable = "avx512f,avx512vl")]
-    pub unsafe fn lookup_and_i64_avx512(values: &[i64], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+    pub unsafe fn lookup_and_i64_avx512(values: &[i64], base: i64, table: &[i64], masks: &mut [i64]) -> bool {
         let n = values.len();
         let mut i = 0;
         let mut all_found = true;
@@ -364,7 +364,7 @@ mod x86 {
 /// whose value is in the table (the shared selection of `query_mask`); false when some
 /// value is not (its mask is left as it was).
 pub trait SimdLookup: Copy + Into<i64> {
-    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], _level: SimdLevel) -> bool {
+    fn lookup_and(values: &[Self], base: i64, table: &[i64], masks: &mut [i64], _level: SimdLevel) -> bool {
         lookup_and_scalar(values, base, table, masks)
     }
 }
@@ -372,7 +372,7 @@ pub trait SimdLookup: Copy + Into<i64> {
 impl SimdLookup for i16 {}
 
 impl SimdLookup for i32 {
-    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], level: SimdLevel) -> bool {
+    fn lookup_and(values: &[Self], base: i64, table: &[i64], masks: &mut [i64], level: SimdLevel) -> bool {
         assert!(masks.len() >= values.len());
         #[cfg(target_arch = "x86_64")]
         if level == SimdLevel::Avx512 && table.len() < 1 << 30 && base.unsigned_abs() < 1 << 30 {
@@ -384,7 +384,7 @@ impl SimdLookup for i32 {
 }
 
 impl SimdLookup for i64 {
-    fn lookup_and(values: &[Self], base: i64, table: &[u64], masks: &mut [u64], level: SimdLevel) -> bool {
+    fn lookup_and(values: &[Self], base: i64, table: &[i64], masks: &mut [i64], level: SimdLevel) -> bool {
         assert!(masks.len() >= values.len());
         #[cfg(target_arch = "x86_64")]
         if level == SimdLevel::Avx512 && table.len() < 1 << 30 && base.unsigned_abs() < 1 << 62 {
@@ -395,7 +395,7 @@ impl SimdLookup for i64 {
     }
 }
 
-fn lookup_and_scalar<T: Copy + Into<i64>>(values: &[T], base: i64, table: &[u64], masks: &mut [u64]) -> bool {
+fn lookup_and_scalar<T: Copy + Into<i64>>(values: &[T], base: i64, table: &[i64], masks: &mut [i64]) -> bool {
     let mut all_found = true;
     for (mask, &v) in masks.iter_mut().zip(values) {
         match table.get(v.into().wrapping_sub(base) as usize) {
