@@ -58,8 +58,9 @@ struct PreparedPlan {
 
 /// What a prepared query keeps between executions.
 enum PlanForm {
-    /// A query without parameters: the physical plan, run as it is.
-    Physical(Arc<PhysicalPlan>),
+    /// A query without parameters: the physical plan, run as it is (and the optimized
+    /// plan, for shared operators).
+    Physical(Arc<PhysicalPlan>, LogicalPlan),
     /// A query with parameters: the optimized plan with `Expr::Parameter` slots, made
     /// physical at each execution once its values are in.
     Generic(LogicalPlan),
@@ -177,17 +178,25 @@ impl Connection {
         let Some(plan) = &prepared.plan else {
             return self.execute_unplanned(&prepared.statement, values);
         };
-        let physical = match &plan.form {
-            PlanForm::Physical(physical) => Arc::clone(physical),
-            PlanForm::Generic(generic) => {
-                let logical = with_parameter_values(generic, values)?;
-                let threads = self.db.scheduler.threads();
-                Arc::new(apiary_execution::plan_physical(&logical, &self.settings.execution, threads)?)
-            }
+        let (physical, logical) = match &plan.form {
+            PlanForm::Physical(physical, logical) => (Some(Arc::clone(physical)), std::borrow::Cow::Borrowed(logical)),
+            PlanForm::Generic(generic) => (None, std::borrow::Cow::Owned(with_parameter_values(generic, values)?)),
         };
         let (names, types) = (plan.names.clone(), plan.types.clone());
         let bypass_admission = plan.bypass_admission;
         self.begin_statement(&prepared.statement);
+        if self.settings.shared_operators {
+            if let Some(chunks) = crate::shared_operators::run_shared(self, &logical)? {
+                return Ok(QueryResult::rows_result(names, types, chunks));
+            }
+        }
+        let physical = match physical {
+            Some(physical) => physical,
+            None => {
+                let threads = self.db.scheduler.threads();
+                Arc::new(apiary_execution::plan_physical(&logical, &self.settings.execution, threads)?)
+            }
+        };
         let chunks = self.run_physical(physical, bypass_admission)?;
         Ok(QueryResult::rows_result(names, types, chunks))
     }
@@ -246,7 +255,7 @@ impl Connection {
         let threads = self.db.scheduler.threads();
         let bypass_admission = self.query_meta(&plan).bypass_admission;
         let form = if prepared.parameter_types.is_empty() {
-            PlanForm::Physical(Arc::new(apiary_execution::plan_physical(&plan, &self.settings.execution, threads)?))
+            PlanForm::Physical(Arc::new(apiary_execution::plan_physical(&plan, &self.settings.execution, threads)?), plan)
         } else {
             PlanForm::Generic(plan)
         };

@@ -273,3 +273,69 @@ fn a_query_started_alone_is_folded_into_the_group_that_forms() {
     }
     assert!(folded, "the first query was never folded into the group of the others");
 }
+
+/// Prepared statements (the server's extended protocol) share too: a statement with `$n`
+/// parameters run by several sessions at once with different values, and one without.
+#[test]
+fn prepared_statements_share() {
+    let db = tpch_database();
+    let with_parameters = "SELECT l_returnflag, sum(l_quantity), avg(l_discount), count(*) FROM lineitem \
+                           WHERE l_shipdate <= $1 AND l_quantity < $2 GROUP BY l_returnflag ORDER BY 1";
+    let values: Vec<(i32, i32)> = vec![(9000, 10), (9500, 30), (10000, 50), (10400, 45)];
+    let expected: Vec<_> = {
+        let mut conn = db.connect();
+        values
+            .iter()
+            .map(|(date, quantity)| {
+                let sql = with_parameters.replace("$1", &format!("DATE '1970-01-01' + {date}")).replace("$2", &quantity.to_string());
+                answer(&mut conn, &sql).unwrap()
+            })
+            .collect()
+    };
+    let barrier = Arc::new(Barrier::new(values.len()));
+    let handles: Vec<_> = values
+        .iter()
+        .map(|&(date, quantity)| {
+            let (db, barrier) = (db.clone(), Arc::clone(&barrier));
+            thread::spawn(move || {
+                let mut conn = db.connect();
+                conn.execute("SET shared_operators = on").unwrap();
+                conn.execute("SET shared_operators_wait = '300ms'").unwrap();
+                let mut prepared = conn.prepare(with_parameters).unwrap();
+                barrier.wait();
+                let result = conn
+                    .execute_prepared_with(&mut prepared, &[apiary::ScalarValue::Date(date), apiary::ScalarValue::Int32(quantity)])
+                    .unwrap();
+                (result.rows().map(|row| format!("{row:?}")).collect::<Vec<_>>(), conn.last_statement_shared_with())
+            })
+        })
+        .collect();
+    for (handle, expected) in handles.into_iter().zip(expected) {
+        let (got, shared_with) = handle.join().unwrap();
+        assert_eq!(got, expected);
+        assert_eq!(shared_with, values.len());
+    }
+    // Without parameters: the prepared plan is kept physical and still shares.
+    let q6 = apiary::tpch::query(6).unwrap().to_string();
+    let barrier = Arc::new(Barrier::new(3));
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let (db, barrier, q6) = (db.clone(), Arc::clone(&barrier), q6.clone());
+            thread::spawn(move || {
+                let mut conn = db.connect();
+                conn.execute("SET shared_operators = on").unwrap();
+                conn.execute("SET shared_operators_wait = '300ms'").unwrap();
+                let mut prepared = conn.prepare(&q6).unwrap();
+                barrier.wait();
+                let result = conn.execute_prepared(&mut prepared).unwrap();
+                (result.rows().map(|row| format!("{row:?}")).collect::<Vec<_>>(), conn.last_statement_shared_with())
+            })
+        })
+        .collect();
+    let solo = answer(&mut db.connect(), &q6).unwrap();
+    for handle in handles {
+        let (got, shared_with) = handle.join().unwrap();
+        assert_eq!(got, solo);
+        assert_eq!(shared_with, 3);
+    }
+}
