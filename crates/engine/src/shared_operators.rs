@@ -129,6 +129,17 @@ struct GroupState {
     outcome: Option<Outcome>,
 }
 
+impl GroupState {
+    /// Adds a member with these scan filters; its member number.
+    fn add_member(&mut self, filters: Vec<Expr>, connection: u64) -> usize {
+        self.filters.push(filters);
+        self.connections.push(connection);
+        self.gone.push(false);
+        self.last_join = Some(Instant::now());
+        self.filters.len() - 1
+    }
+}
+
 #[derive(Clone)]
 enum Outcome {
     /// The group ran: its (group, mask) rows.
@@ -149,12 +160,10 @@ struct SharedRows {
 /// Runs `plan` in a group with other queries of its template when it can share; `None`
 /// when it runs alone (the caller then runs it as usual).
 pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<Option<Vec<DataChunk>>> {
-    let Some(core) = find_core(plan) else { return Ok(None) };
-    if !can_share(connection, core) {
+    let Some((core, scan)) = find_core(plan) else { return Ok(None) };
+    if !can_share(connection, core, scan) {
         return Ok(None);
     }
-    let LogicalPlan::Aggregate { input, .. } = core else { return Ok(None) };
-    let LogicalPlan::Scan(scan) = input.as_ref() else { return Ok(None) };
     let db = connection.db();
     let template = blank_filter_constants(core);
     let wait = connection.settings().shared_operators_wait;
@@ -165,12 +174,9 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
         let joined = open.iter().find(|g| g.template == template).and_then(|group| {
             let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
             (state.outcome.is_none() && state.filters.len() < MAX_MEMBERS).then(|| {
-                state.filters.push(scan.filters.clone());
-                state.connections.push(connection.id());
-                state.gone.push(false);
-                state.last_join = Some(Instant::now());
+                let member = state.add_member(scan.filters.clone(), connection.id());
                 group.changed.notify_all();
-                (Arc::clone(group), state.filters.len() - 1)
+                (Arc::clone(group), member)
             })
         });
         match joined {
@@ -180,21 +186,17 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
                 return run_alone(connection, plan, core, template, &scan.filters);
             }
             None => {
+                let mut state = GroupState::default();
+                let member = state.add_member(scan.filters.clone(), connection.id());
                 let group = Arc::new(Group {
                     template,
                     core: core.clone(),
-                    state: Mutex::new(GroupState {
-                        filters: vec![scan.filters.clone()],
-                        connections: vec![connection.id()],
-                        gone: vec![false],
-                        last_join: Some(Instant::now()),
-                        outcome: None,
-                    }),
+                    state: Mutex::new(state),
                     changed: Condvar::new(),
                     cancel: Arc::new(AtomicBool::new(false)),
                 });
                 open.push(Arc::clone(&group));
-                (group, 0)
+                (group, member)
             }
         }
     };
@@ -293,32 +295,32 @@ fn fold_lone_queries(connection: &Connection, group: &Arc<Group>) {
         if candidate.interrupted.load(Ordering::Relaxed) {
             continue;
         }
-        state.filters.push(candidate.filters.clone());
-        state.connections.push(candidate.connection);
-        state.gone.push(false);
-        *folded = Some((Arc::clone(group), state.filters.len() - 1));
+        let member = state.add_member(candidate.filters.clone(), candidate.connection);
+        *folded = Some((Arc::clone(group), member));
         candidate.interrupted.store(true, Ordering::Relaxed);
     }
 }
 
-/// The query's aggregation a group can share: reached from the root through operators
-/// with one input, an aggregation directly over a scan.
-fn find_core(plan: &LogicalPlan) -> Option<&LogicalPlan> {
+/// The query's aggregation a group can share, and its scan: reached from the root
+/// through operators with one input, an aggregation directly over a scan.
+fn find_core(plan: &LogicalPlan) -> Option<(&LogicalPlan, &Scan)> {
     match plan {
         LogicalPlan::Sort { input, .. }
         | LogicalPlan::Limit { input, .. }
         | LogicalPlan::Project { input, .. }
         | LogicalPlan::Filter { input, .. } => find_core(input),
-        LogicalPlan::Aggregate { input, .. } if matches!(input.as_ref(), LogicalPlan::Scan(_)) => Some(plan),
+        LogicalPlan::Aggregate { input, .. } => match input.as_ref() {
+            LogicalPlan::Scan(scan) => Some((plan, scan)),
+            _ => None,
+        },
         _ => None,
     }
 }
 
 /// Whether the aggregation's partial results merge exactly, its table is the catalog's
 /// (not a table function's), and it has few groups.
-fn can_share(connection: &Connection, core: &LogicalPlan) -> bool {
-    let LogicalPlan::Aggregate { aggregates, input, .. } = core else { return false };
-    let LogicalPlan::Scan(scan) = input.as_ref() else { return false };
+fn can_share(connection: &Connection, core: &LogicalPlan, scan: &Scan) -> bool {
+    let LogicalPlan::Aggregate { aggregates, .. } = core else { return false };
     use AggregateFunction as F;
     let mergeable = aggregates.iter().all(|(call, _)| {
         !call.distinct

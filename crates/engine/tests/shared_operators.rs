@@ -18,6 +18,18 @@ fn tpch_database() -> Database {
     db
 }
 
+/// A connection with shared operators on, `threads` workers (when given) and a wait for
+/// partners of `wait` on an idle engine.
+fn sharing(db: &Database, threads: Option<usize>, wait: &str) -> Connection {
+    let mut conn = db.connect();
+    if let Some(threads) = threads {
+        conn.execute(&format!("SET threads = {threads}")).unwrap();
+    }
+    conn.execute("SET shared_operators = on").unwrap();
+    conn.execute(&format!("SET shared_operators_wait = '{wait}'")).unwrap();
+    conn
+}
+
 fn answer(conn: &mut Connection, sql: &str) -> Result<Vec<String>, String> {
     conn.query(sql).map(|result| result.rows().map(|row| format!("{row:?}")).collect()).map_err(|e| e.to_string())
 }
@@ -32,10 +44,7 @@ fn run_together(db: &Database, threads: usize, queries: &[String]) -> Vec<(Resul
         .map(|sql| {
             let (db, sql, barrier) = (db.clone(), sql.clone(), Arc::clone(&barrier));
             thread::spawn(move || {
-                let mut conn = db.connect();
-                conn.execute(&format!("SET threads = {threads}")).unwrap();
-                conn.execute("SET shared_operators = on").unwrap();
-                conn.execute("SET shared_operators_wait = '300ms'").unwrap();
+                let mut conn = sharing(&db, Some(threads), "300ms");
                 barrier.wait();
                 let result = answer(&mut conn, &sql);
                 (result, conn.last_statement_shared_with())
@@ -202,10 +211,7 @@ fn random_groups_answer_as_alone(threads: usize, rounds: usize, seed: u64) {
             .map(|(sql, &delay)| {
                 let (db, sql) = (db.clone(), sql.clone());
                 thread::spawn(move || {
-                    let mut conn = db.connect();
-                    conn.execute(&format!("SET threads = {threads}")).unwrap();
-                    conn.execute("SET shared_operators = on").unwrap();
-                    conn.execute(&format!("SET shared_operators_wait = '{wait}'")).unwrap();
+                    let mut conn = sharing(&db, Some(threads), wait);
                     thread::sleep(std::time::Duration::from_micros(delay));
                     let result = answer(&mut conn, &sql);
                     (result, conn.last_statement_shared_with())
@@ -250,9 +256,7 @@ fn a_query_started_alone_is_folded_into_the_group_that_forms() {
             .map(|(i, sql)| {
                 let (db, sql) = (db.clone(), sql.clone());
                 thread::spawn(move || {
-                    let mut conn = db.connect();
-                    conn.execute("SET threads = 1").unwrap();
-                    conn.execute("SET shared_operators = on").unwrap();
+                    let mut conn = sharing(&db, Some(1), "0");
                     // The first starts on an idle engine, alone; the others 3 ms later.
                     if i > 0 {
                         thread::sleep(std::time::Duration::from_millis(3));
@@ -298,9 +302,7 @@ fn prepared_statements_share() {
         .map(|&(date, quantity)| {
             let (db, barrier) = (db.clone(), Arc::clone(&barrier));
             thread::spawn(move || {
-                let mut conn = db.connect();
-                conn.execute("SET shared_operators = on").unwrap();
-                conn.execute("SET shared_operators_wait = '300ms'").unwrap();
+                let mut conn = sharing(&db, None, "300ms");
                 let mut prepared = conn.prepare(with_parameters).unwrap();
                 barrier.wait();
                 let result = conn
@@ -322,9 +324,7 @@ fn prepared_statements_share() {
         .map(|_| {
             let (db, barrier, q6) = (db.clone(), Arc::clone(&barrier), q6.clone());
             thread::spawn(move || {
-                let mut conn = db.connect();
-                conn.execute("SET shared_operators = on").unwrap();
-                conn.execute("SET shared_operators_wait = '300ms'").unwrap();
+                let mut conn = sharing(&db, None, "300ms");
                 let mut prepared = conn.prepare(&q6).unwrap();
                 barrier.wait();
                 let result = conn.execute_prepared(&mut prepared).unwrap();

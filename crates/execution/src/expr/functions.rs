@@ -412,22 +412,13 @@ impl PhysicalExpr for AverageOf {
                 wrap(out)
             }
             (DataType::Double, sum_type) => {
-                let sum_as_f64: Box<dyn Fn(usize) -> f64> = match sum_type.physical() {
-                    PhysicalType::I64 => {
-                        let v = sums.values::<i64>();
-                        Box::new(move |i| v[i] as f64)
-                    }
-                    PhysicalType::I128 => {
-                        let v = sums.values::<i128>();
-                        Box::new(move |i| v[i] as f64)
-                    }
-                    PhysicalType::F64 => {
-                        let v = sums.values::<f64>();
-                        Box::new(move |i| v[i])
-                    }
+                let sums_as_f64: Vec<f64> = match sum_type.physical() {
+                    PhysicalType::I64 => sums.values::<i64>().iter().map(|&v| v as f64).collect(),
+                    PhysicalType::I128 => sums.values::<i128>().iter().map(|&v| v as f64).collect(),
+                    PhysicalType::F64 => sums.values::<f64>().to_vec(),
                     other => return Err(internal_err!("average_of over {other:?} sums")),
                 };
-                let out: Vec<f64> = (0..len).map(|i| if valid[i] { sum_as_f64(i) / count_values[i] as f64 } else { 0.0 }).collect();
+                let out: Vec<f64> = (0..len).map(|i| if valid[i] { sums_as_f64[i] / count_values[i] as f64 } else { 0.0 }).collect();
                 wrap(out)
             }
             (out, sum) => return Err(internal_err!("average_of: {out} from a {sum} sum")),
