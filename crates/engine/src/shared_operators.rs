@@ -1,10 +1,11 @@
 //! Shared operators between concurrent queries (DataPath's shared selection and
 //! aggregation waypoints, ../shared/papers/003).
 //!
-//! Queries that aggregate the rows of one table the same way and differ only in the
-//! constants of their scan filters (the TPC-H queries with different substitution
-//! parameters, a dashboard's tiles over different date ranges) run as one **group**: one
-//! scan, one pass of every predicate, one hash aggregation for all of them.
+//! Queries that aggregate the same tables the same way and differ only in the constants
+//! of their scan filters (the TPC-H queries with different substitution parameters, a
+//! dashboard's tiles over different date ranges) run as one **group**: one scan of each
+//! table, one pass of every predicate, one join of each pair, one hash aggregation for
+//! all of them.
 //!
 //! ```text
 //!   member i:  upper_i ── Aggregate[g](aggs) ── Scan t  filter: common ∧ own_i
@@ -13,8 +14,16 @@
 //!                ── Scan t  filter: common ∧ query_mask(own_0, own_1, ...) ≠ 0
 //!
 //!   member i then:  upper_i ── Project ── Aggregate[g](merge partials)
-//!                     ── the group's rows whose mask has bit i
+//!                     ── Scan shared_rows  filter: mask & 2^i ≠ 0
 //! ```
+//!
+//! Over inner joins (the aggregation's input may be any tree of inner joins, filters and
+//! projections of scans), each scan whose filters differ between members computes its
+//! rows' masks as above, and each join whose inputs both carry masks gives its output row
+//! `mask_and(left, right)` and drops it when that is 0: a joined row qualifies for a
+//! member exactly when both its rows do (DataPath's shared join waypoint, with per-row
+//! query bits on the build and the probe side). Outer, semi and anti joins are not
+//! shared: their output depends on rows their own query did not keep.
 //!
 //! Every row carries the set of member queries it qualifies for (`mask`, DataPath's query
 //! bitmap), and is aggregated once, keyed by its group *and* its mask. Rows qualifying for
@@ -30,9 +39,15 @@
 //! [`MAX_WAIT`]. The window is [`QUIET_WINDOW`] while the engine is busy (queries running
 //! or being planned) and `SET shared_operators_wait` (default 0) when it is idle: by
 //! default a query arriving alone at an idle engine starts at once, and only queries
-//! arriving together with or while others run wait, briefly, for partners. A group of one runs the
-//! query's own plan. If the group's execution fails (a member's filter raises an error,
-//! the memory limit), every member runs alone, so one failing query fails only itself.
+//! arriving together with or while others run wait, briefly, for partners. A group of one
+//! runs the query's own plan, registered (like a query that started alone) so that a group
+//! of its template forming while it has done less than [`FOLD_BEFORE`] of its work folds
+//! it in. If the group's execution fails (a member's filter raises an error, the memory
+//! limit), every member runs alone, so one failing query fails only itself.
+//!
+//! Groups are formed over aggregations the optimizer expects to have at most
+//! [`MAX_GROUPS`] groups: the group's (group, mask) rows are kept as a table that each
+//! member scans for its bit, so the merge costs a scan of those rows per member.
 //!
 //! This is work sharing, not result caching: nothing outlives the group.
 
@@ -45,9 +60,10 @@ use apiary_execution::{execute, QueryMeta};
 use apiary_optimizer::cardinality;
 use apiary_sql::binder::sum_type;
 use apiary_sql::expr::{ColumnId, ColumnRef};
-use apiary_sql::plan::Scan;
+use apiary_sql::plan::{JoinKind, Scan};
 use apiary_sql::{AggregateCall, AggregateFunction, BinaryOp, Expr, LogicalPlan, ScalarFunction};
-use apiary_types::{DataChunk, DataType, ScalarValue};
+use apiary_storage::Table;
+use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema};
 
 use crate::connection::Connection;
 
@@ -60,9 +76,9 @@ pub const MAX_WAIT: Duration = Duration::from_millis(10);
 /// The most queries in one group (the bits of the mask).
 pub const MAX_MEMBERS: usize = 64;
 /// Groups are formed only over aggregations expected to have at most this many groups:
-/// each member merges the (group, mask) entries of its bit, and those are few only when
-/// the groups are.
-pub const MAX_GROUPS: f64 = 10_000.0;
+/// each member scans all the group's (group, mask) rows for those of its bit (TPC-H Q3
+/// and Q10, at about 0.3M expected groups at SF1, still gain).
+pub const MAX_GROUPS: f64 = 1_000_000.0;
 /// A query running alone is folded into a group of its template only while it has done
 /// less than this fraction of its work orders.
 pub const FOLD_BEFORE: f64 = 0.5;
@@ -83,7 +99,7 @@ pub(crate) struct SharedGroups {
 /// A query running alone that a group of its template may fold in.
 struct LoneQuery {
     template: LogicalPlan,
-    filters: Vec<Expr>,
+    filters: ScanFilters,
     connection: u64,
     interrupted: Arc<AtomicBool>,
     /// Set (with the query's interrupt flag) by the group that folded it: the group and
@@ -118,10 +134,14 @@ struct Group {
     cancel: Arc<AtomicBool>,
 }
 
+/// A query's filters of each scan of its shared core, in [`find_core`]'s order of the
+/// scans: conjunct `j` of scan `k` has the same template in every member of a group.
+type ScanFilters = Vec<Vec<Expr>>;
+
 #[derive(Default)]
 struct GroupState {
-    /// Each member's scan filters (conjunct `j` of every member has the same template).
-    filters: Vec<Vec<Expr>>,
+    /// Each member's scan filters.
+    filters: Vec<ScanFilters>,
     /// Each member's connection.
     connections: Vec<u64>,
     gone: Vec<bool>,
@@ -131,7 +151,7 @@ struct GroupState {
 
 impl GroupState {
     /// Adds a member with these scan filters; its member number.
-    fn add_member(&mut self, filters: Vec<Expr>, connection: u64) -> usize {
+    fn add_member(&mut self, filters: ScanFilters, connection: u64) -> usize {
         self.filters.push(filters);
         self.connections.push(connection);
         self.gone.push(false);
@@ -148,11 +168,13 @@ enum Outcome {
     Alone,
 }
 
-/// The group's result: per (group key, mask), the keys and the partial aggregates.
+/// The group's result: per (group key, mask), the keys, the mask and the partial
+/// aggregates, as a table of the group's (no catalog's) that each member scans for the
+/// rows of its bit.
 struct SharedRows {
-    rows: Vec<(u64, Vec<ScalarValue>)>,
-    /// Types of the values of each row.
-    types: Vec<DataType>,
+    table: Arc<Table>,
+    /// How many group keys come before the mask.
+    keys: usize,
     /// How many queries the group had.
     members: usize,
 }
@@ -160,10 +182,11 @@ struct SharedRows {
 /// Runs `plan` in a group with other queries of its template when it can share; `None`
 /// when it runs alone (the caller then runs it as usual).
 pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<Option<Vec<DataChunk>>> {
-    let Some((core, scan)) = find_core(plan) else { return Ok(None) };
-    if !can_share(connection, core, scan) {
+    let Some((core, scans)) = find_core(plan) else { return Ok(None) };
+    if !can_share(connection, core) {
         return Ok(None);
     }
+    let filters: ScanFilters = scans.iter().map(|scan| scan.filters.clone()).collect();
     let db = connection.db();
     let template = blank_filter_constants(core);
     let wait = connection.settings().shared_operators_wait;
@@ -174,7 +197,7 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
         let joined = open.iter().find(|g| g.template == template).and_then(|group| {
             let mut state = group.state.lock().unwrap_or_else(|e| e.into_inner());
             (state.outcome.is_none() && state.filters.len() < MAX_MEMBERS).then(|| {
-                let member = state.add_member(scan.filters.clone(), connection.id());
+                let member = state.add_member(filters.clone(), connection.id());
                 group.changed.notify_all();
                 (Arc::clone(group), member)
             })
@@ -183,13 +206,13 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
             Some(joined) => joined,
             None if quiet_window.is_zero() => {
                 drop(open);
-                return run_alone(connection, plan, core, template, &scan.filters);
+                return run_alone(connection, plan, core, &template, filters);
             }
             None => {
                 let mut state = GroupState::default();
-                let member = state.add_member(scan.filters.clone(), connection.id());
+                let member = state.add_member(filters.clone(), connection.id());
                 let group = Arc::new(Group {
-                    template,
+                    template: template.clone(),
                     core: core.clone(),
                     state: Mutex::new(state),
                     changed: Condvar::new(),
@@ -203,7 +226,14 @@ pub(crate) fn run_shared(connection: &Connection, plan: &LogicalPlan) -> Result<
     if member == 0 {
         gather_and_start(connection, &group, quiet_window);
     }
-    finish_as_member(connection, plan, core, &group, member)
+    match finish_as_member(connection, plan, core, &group, member)? {
+        Some(chunks) => Ok(Some(chunks)),
+        // Nobody joined (or the group failed): it runs alone, where a group of its
+        // template forming while it has done little can still fold it in. Under load,
+        // that is how queries arriving apart meet: each runs slowly, sharing the workers
+        // with the others, and the next one of its template folds it.
+        None => run_alone(connection, plan, core, &template, filters),
+    }
 }
 
 /// Waits for the group's rows and merges this member's; `None` when it must run alone.
@@ -231,13 +261,13 @@ fn run_alone(
     connection: &Connection,
     plan: &LogicalPlan,
     core: &LogicalPlan,
-    template: LogicalPlan,
-    filters: &[Expr],
+    template: &LogicalPlan,
+    filters: ScanFilters,
 ) -> Result<Option<Vec<DataChunk>>> {
     let groups = &connection.db().shared_groups;
     let alone = Arc::new(LoneQuery {
-        template,
-        filters: filters.to_vec(),
+        template: template.clone(),
+        filters,
         connection: connection.id(),
         interrupted: connection.interrupt_flag(),
         folded: Mutex::new(None),
@@ -301,55 +331,85 @@ fn fold_lone_queries(connection: &Connection, group: &Arc<Group>) {
     }
 }
 
-/// The query's aggregation a group can share, and its scan: reached from the root
-/// through operators with one input, an aggregation directly over a scan.
-fn find_core(plan: &LogicalPlan) -> Option<(&LogicalPlan, &Scan)> {
+/// The query's aggregation a group can share, and the scans under it (in pre-order):
+/// reached from the root through operators with one input, an aggregation over inner
+/// joins, filters and projections of table scans.
+fn find_core(plan: &LogicalPlan) -> Option<(&LogicalPlan, Vec<&Scan>)> {
     match plan {
         LogicalPlan::Sort { input, .. }
         | LogicalPlan::Limit { input, .. }
         | LogicalPlan::Project { input, .. }
         | LogicalPlan::Filter { input, .. } => find_core(input),
-        LogicalPlan::Aggregate { input, .. } => match input.as_ref() {
-            LogicalPlan::Scan(scan) => Some((plan, scan)),
-            _ => None,
-        },
+        LogicalPlan::Aggregate { input, .. } => {
+            let mut scans = Vec::new();
+            collect_scans(input, &mut scans).then_some((plan, scans))
+        }
         _ => None,
     }
 }
 
-/// Whether the aggregation's partial results merge exactly, its table is the catalog's
-/// (not a table function's), and it has few groups.
-fn can_share(connection: &Connection, core: &LogicalPlan, scan: &Scan) -> bool {
+/// Appends the scans of a subtree of inner joins, filters and projections over scans;
+/// `false` when the subtree has another operator. Only through those do the query masks
+/// of the scans combine exactly (a joined row qualifies for the queries both its rows
+/// qualify for); an outer, semi or anti join's output depends on rows its query did not
+/// keep.
+fn collect_scans<'a>(plan: &'a LogicalPlan, scans: &mut Vec<&'a Scan>) -> bool {
+    match plan {
+        LogicalPlan::Scan(scan) => {
+            scans.push(scan);
+            true
+        }
+        LogicalPlan::Filter { input, .. } | LogicalPlan::Project { input, .. } => collect_scans(input, scans),
+        LogicalPlan::Join { kind: JoinKind::Inner, left, right, mark: None, .. } => {
+            collect_scans(left, scans) && collect_scans(right, scans)
+        }
+        _ => false,
+    }
+}
+
+/// Whether the aggregation's partial results merge exactly, it reads only the catalog's
+/// tables (not a table function's), has neither subqueries nor parameters, and has few
+/// groups.
+fn can_share(connection: &Connection, core: &LogicalPlan) -> bool {
     let LogicalPlan::Aggregate { aggregates, .. } = core else { return false };
     use AggregateFunction as F;
     let mergeable = aggregates.iter().all(|(call, _)| {
         !call.distinct
             && matches!(call.func, F::CountStar | F::Count | F::Sum | F::Avg | F::Min | F::Max | F::AnyValue | F::BoolAnd | F::BoolOr)
     });
-    mergeable
-        && !scan.filters.iter().any(|f| f.contains_subquery() || f.contains_parameter())
-        && connection.reads_only_catalog_tables(core)
-        && cardinality::estimate(core).rows <= MAX_GROUPS
+    fn plain(plan: &LogicalPlan) -> bool {
+        plan.expressions().iter().all(|e| !e.contains_subquery() && !e.contains_parameter()) && plan.children().into_iter().all(plain)
+    }
+    mergeable && plain(core) && connection.reads_only_catalog_tables(core) && cardinality::estimate(core).rows <= MAX_GROUPS
 }
 
 /// The aggregation with every literal of its scan filters replaced by a NULL of its type:
 /// queries whose templates are equal differ only in those constants.
 fn blank_filter_constants(core: &LogicalPlan) -> LogicalPlan {
-    let mut template = core.clone();
-    if let LogicalPlan::Aggregate { input, .. } = &mut template {
-        if let LogicalPlan::Scan(scan) = input.as_mut() {
-            let filters = std::mem::take(&mut scan.filters);
-            scan.filters = filters
-                .into_iter()
-                .map(|f| {
-                    f.transform_up(&mut |e| match e {
-                        Expr::Literal(_, data_type) => Expr::Literal(ScalarValue::Null, data_type),
-                        other => other,
+    fn blank(plan: &mut LogicalPlan) {
+        match plan {
+            LogicalPlan::Scan(scan) => {
+                let filters = std::mem::take(&mut scan.filters);
+                scan.filters = filters
+                    .into_iter()
+                    .map(|f| {
+                        f.transform_up(&mut |e| match e {
+                            Expr::Literal(_, data_type) => Expr::Literal(ScalarValue::Null, data_type),
+                            other => other,
+                        })
                     })
-                })
-                .collect();
+                    .collect();
+            }
+            LogicalPlan::Aggregate { input, .. } | LogicalPlan::Filter { input, .. } | LogicalPlan::Project { input, .. } => blank(input),
+            LogicalPlan::Join { left, right, .. } => {
+                blank(left);
+                blank(right);
+            }
+            _ => {}
         }
     }
+    let mut template = core.clone();
+    blank(&mut template);
     template
 }
 
@@ -408,9 +468,10 @@ fn gather_and_start(connection: &Connection, group: &Arc<Group>, quiet_window: D
         LogicalPlan::Aggregate { groups, .. } => groups.len(),
         _ => 0,
     };
+    let block_rows = connection.settings().block_rows;
     std::thread::spawn(move || {
         let outcome = execute(&db.scheduler, &plan, &config, Arc::clone(&group.cancel), meta)
-            .and_then(|(chunks, _, _)| shared_rows(&chunks, keys, members))
+            .and_then(|(chunks, _, _)| shared_rows(&chunks, &plan.output(), keys, members, block_rows))
             .map_or(Outcome::Alone, |rows| Outcome::Shared(Arc::new(rows)));
         finish(&group, outcome);
     });
@@ -442,31 +503,28 @@ fn wait_for_outcome(connection: &Connection, group: &Group, member: usize) -> Re
     }
 }
 
-/// The group's plan: one scan with the filters every member has, each row's mask of the
-/// members whose own filters it passes, and the aggregation keyed by group and mask.
-fn group_plan(core: &LogicalPlan, members: &[Vec<Expr>]) -> Result<LogicalPlan> {
+/// The group's plan: each scan keeps the rows some member wants (the filters every member
+/// has, and a nonzero mask of the members whose own filters the row passes), joined rows
+/// carry the intersection of their rows' masks (and are dropped when it is empty), and the
+/// aggregation is keyed by group and mask.
+fn group_plan(core: &LogicalPlan, members: &[ScanFilters]) -> Result<LogicalPlan> {
     let LogicalPlan::Aggregate { groups, aggregates, input } = core else { return Err(internal_err!("shared core is not an aggregation")) };
-    let LogicalPlan::Scan(scan) = input.as_ref() else { return Err(internal_err!("shared aggregation is not over a scan")) };
-    let conjuncts = members[0].len();
-    if members.iter().any(|f| f.len() != conjuncts) {
-        return Err(internal_err!("members of a shared group with different filters"));
-    }
-    let common: Vec<bool> = (0..conjuncts).map(|j| members.iter().all(|f| f[j] == members[0][j])).collect();
-    let own = |filters: &[Expr]| {
-        Expr::conjunction(filters.iter().zip(&common).filter(|(_, &c)| !c).map(|(f, _)| f.clone())).unwrap_or(Expr::boolean(true))
-    };
     let mut ids = FreshIds::after(core);
-    let mask = ids.column("query_mask", DataType::BigInt, false);
-    let query_mask =
-        Expr::Function { func: ScalarFunction::QueryMask, args: members.iter().map(|f| own(f)).collect(), data_type: DataType::BigInt };
-    // The scan keeps the rows some member wants (and gathers them into full vectors);
-    // the projection computes the masks again, for those rows only.
-    let mut filters: Vec<Expr> = members[0].iter().zip(&common).filter(|(_, &c)| c).map(|(f, _)| f.clone()).collect();
-    filters.push(Expr::compare(BinaryOp::NotEq, query_mask.clone(), Expr::literal(ScalarValue::Int64(0))));
-    let shared_scan = Scan { filters, ..scan.clone() };
-    let mut exprs: Vec<(Expr, ColumnRef)> = scan.columns.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
-    exprs.push((query_mask, mask.clone()));
-    let masked = LogicalPlan::Project { exprs, input: Box::new(LogicalPlan::Scan(shared_scan)) };
+    let mut next_scan = 0;
+    let (masked, mask) = with_masks(input, members, &mut next_scan, &mut ids)?;
+    let (masked, mask) = match mask {
+        Some(mask) => (masked, mask),
+        // Every member has the same filters: every row is every member's.
+        None => {
+            let mask = ids.column("query_mask", DataType::BigInt, false);
+            let everyone = Expr::Function {
+                func: ScalarFunction::QueryMask,
+                args: vec![Expr::boolean(true); members.len()],
+                data_type: DataType::BigInt,
+            };
+            (project_with(masked, (everyone, mask.clone())), mask)
+        }
+    };
     let mut shared_groups = groups.clone();
     shared_groups.push((mask.expr(), ids.column("query_mask", DataType::BigInt, false)));
     let mut partials = Vec::new();
@@ -477,6 +535,97 @@ fn group_plan(core: &LogicalPlan, members: &[Vec<Expr>]) -> Result<LogicalPlan> 
         }
     }
     Ok(LogicalPlan::Aggregate { groups: shared_groups, aggregates: partials, input: Box::new(masked) })
+}
+
+/// `plan` with its outputs and one more column.
+fn project_with(plan: LogicalPlan, extra: (Expr, ColumnRef)) -> LogicalPlan {
+    let mut exprs: Vec<(Expr, ColumnRef)> = plan.output().into_iter().map(|c| (c.expr(), c)).collect();
+    exprs.push(extra);
+    LogicalPlan::Project { exprs, input: Box::new(plan) }
+}
+
+/// The subtree of the group's plan for `plan` (a subtree that [`collect_scans`] accepts),
+/// and its column of query masks (`None` where every member keeps the same rows).
+fn with_masks(
+    plan: &LogicalPlan,
+    members: &[ScanFilters],
+    next_scan: &mut usize,
+    ids: &mut FreshIds,
+) -> Result<(LogicalPlan, Option<ColumnRef>)> {
+    Ok(match plan {
+        LogicalPlan::Scan(scan) => {
+            let k = *next_scan;
+            *next_scan += 1;
+            let filters: Vec<&[Expr]> = members
+                .iter()
+                .map(|m| m.get(k).map(Vec::as_slice))
+                .collect::<Option<_>>()
+                .ok_or_else(|| internal_err!("members of a shared group with different scans"))?;
+            let conjuncts = filters[0].len();
+            if filters.iter().any(|f| f.len() != conjuncts) {
+                return Err(internal_err!("members of a shared group with different filters"));
+            }
+            let common: Vec<bool> = (0..conjuncts).map(|j| filters.iter().all(|f| f[j] == filters[0][j])).collect();
+            if common.iter().all(|&c| c) {
+                return Ok((LogicalPlan::Scan(Scan { filters: filters[0].to_vec(), ..scan.clone() }), None));
+            }
+            let own = |filters: &[Expr]| {
+                Expr::conjunction(filters.iter().zip(&common).filter(|(_, &c)| !c).map(|(f, _)| f.clone())).unwrap_or(Expr::boolean(true))
+            };
+            let query_mask = Expr::Function {
+                func: ScalarFunction::QueryMask,
+                args: filters.iter().map(|f| own(f)).collect(),
+                data_type: DataType::BigInt,
+            };
+            // The scan keeps the rows some member wants (and gathers them into full
+            // vectors); the projection computes the masks again, for those rows only.
+            let mut kept: Vec<Expr> = filters[0].iter().zip(&common).filter(|(_, &c)| c).map(|(f, _)| f.clone()).collect();
+            kept.push(Expr::compare(BinaryOp::NotEq, query_mask.clone(), Expr::literal(ScalarValue::Int64(0))));
+            let mask = ids.column("query_mask", DataType::BigInt, false);
+            (project_with(LogicalPlan::Scan(Scan { filters: kept, ..scan.clone() }), (query_mask, mask.clone())), Some(mask))
+        }
+        LogicalPlan::Filter { predicate, input } => {
+            let (input, mask) = with_masks(input, members, next_scan, ids)?;
+            (LogicalPlan::Filter { predicate: predicate.clone(), input: Box::new(input) }, mask)
+        }
+        LogicalPlan::Project { exprs, input } => {
+            let (input, mask) = with_masks(input, members, next_scan, ids)?;
+            let mut exprs = exprs.clone();
+            exprs.extend(mask.iter().map(|m| (m.expr(), m.clone())));
+            (LogicalPlan::Project { exprs, input: Box::new(input) }, mask)
+        }
+        LogicalPlan::Join { kind: JoinKind::Inner, left, right, condition, mark: None } => {
+            let (left, left_mask) = with_masks(left, members, next_scan, ids)?;
+            let (right, right_mask) = with_masks(right, members, next_scan, ids)?;
+            let join = LogicalPlan::Join {
+                kind: JoinKind::Inner,
+                left: Box::new(left),
+                right: Box::new(right),
+                condition: condition.clone(),
+                mark: None,
+            };
+            match (left_mask, right_mask) {
+                (Some(l), Some(r)) => {
+                    // The joined row is the queries' that both its rows are.
+                    let mask = ids.column("query_mask", DataType::BigInt, false);
+                    let both =
+                        Expr::Function { func: ScalarFunction::MaskAnd, args: vec![l.expr(), r.expr()], data_type: DataType::BigInt };
+                    let exprs = join
+                        .output()
+                        .into_iter()
+                        .filter(|c| c.id != l.id && c.id != r.id)
+                        .map(|c| (c.expr(), c))
+                        .chain([(both, mask.clone())])
+                        .collect();
+                    let projected = LogicalPlan::Project { exprs, input: Box::new(join) };
+                    let some_query = Expr::compare(BinaryOp::NotEq, mask.expr(), Expr::literal(ScalarValue::Int64(0)));
+                    (LogicalPlan::Filter { predicate: some_query, input: Box::new(projected) }, Some(mask))
+                }
+                (mask, None) | (None, mask) => (join, mask),
+            }
+        }
+        _ => return Err(internal_err!("a shared aggregation over {}", plan.display_indent().lines().next().unwrap_or_default())),
+    })
 }
 
 /// The aggregates each member merges into its own: `avg` as a sum and a count, the others
@@ -494,24 +643,17 @@ fn partial_calls(call: &AggregateCall) -> Vec<AggregateCall> {
     }
 }
 
-/// The group's result rows, each with its mask apart from its keys and partial
-/// aggregates (the plan puts the mask right after the `keys` group keys).
-fn shared_rows(chunks: &[DataChunk], keys: usize, members: usize) -> Result<SharedRows> {
-    let mut rows = Vec::new();
-    let mut types = Vec::new();
+/// The group's result as a table: the columns of the group's plan (keys, mask,
+/// partial aggregates).
+fn shared_rows(chunks: &[DataChunk], output: &[ColumnRef], keys: usize, members: usize, block_rows: usize) -> Result<SharedRows> {
+    let fields = output.iter().map(|c| Field::new(c.name.to_string(), c.data_type, c.nullable)).collect();
+    let table = Arc::new(Table::new("shared_rows", Schema::new(fields), block_rows));
+    let mut appender = table.appender()?;
     for chunk in chunks {
-        let chunk = chunk.clone().compact();
-        types = chunk.columns.iter().enumerate().filter(|(i, _)| *i != keys).map(|(_, c)| c.data_type).collect();
-        for row in 0..chunk.row_count() {
-            let mask = match chunk.columns[keys].get_scalar(row) {
-                ScalarValue::Int64(mask) => mask as u64,
-                other => return Err(internal_err!("shared aggregation mask {other:?}")),
-            };
-            let values = chunk.columns.iter().enumerate().filter(|(i, _)| *i != keys).map(|(_, c)| c.get_scalar(row)).collect();
-            rows.push((mask, values));
-        }
+        appender.append(chunk)?;
     }
-    Ok(SharedRows { rows, types, members })
+    appender.commit()?;
+    Ok(SharedRows { table, keys, members })
 }
 
 /// Column ids above every id `plan` uses.
@@ -549,14 +691,17 @@ impl FreshIds {
 fn member_plan(plan: &LogicalPlan, core: &LogicalPlan, shared: &SharedRows, member: usize) -> Result<LogicalPlan> {
     let LogicalPlan::Aggregate { groups, aggregates, .. } = core else { return Err(internal_err!("shared core is not an aggregation")) };
     let mut ids = FreshIds::after(plan);
-    let values: Vec<ColumnRef> = shared.types.iter().map(|&t| ids.column("shared", t, true)).collect();
-    let bit = 1u64 << member;
-    let rows = shared
-        .rows
-        .iter()
-        .filter(|(mask, _)| mask & bit != 0)
-        .map(|(_, row)| row.iter().zip(&shared.types).map(|(v, &t)| Expr::Literal(v.clone(), t)).collect())
-        .collect();
+    let columns: Vec<(usize, ColumnRef)> =
+        shared.table.schema.fields.iter().enumerate().map(|(i, f)| (i, ids.column(&f.name, f.data_type, f.nullable))).collect();
+    let mask = columns.get(shared.keys).map(|(_, c)| c.clone()).ok_or_else(|| internal_err!("shared rows without masks"))?;
+    let bit = Expr::literal(ScalarValue::Int64((1u64 << member) as i64));
+    let mine = Expr::compare(
+        BinaryOp::NotEq,
+        Expr::Function { func: ScalarFunction::MaskAnd, args: vec![mask.expr(), bit], data_type: DataType::BigInt },
+        Expr::literal(ScalarValue::Int64(0)),
+    );
+    let values: Vec<ColumnRef> = columns.iter().filter(|(i, _)| *i != shared.keys).map(|(_, c)| c.clone()).collect();
+    let rows = LogicalPlan::Scan(Scan { table: Arc::clone(&shared.table), label: "shared_rows".into(), columns, filters: vec![mine] });
     let mut merged_groups = Vec::with_capacity(groups.len());
     let mut outputs = Vec::with_capacity(groups.len() + aggregates.len());
     for ((_, key), value) in groups.iter().zip(&values) {
@@ -608,11 +753,7 @@ fn member_plan(plan: &LogicalPlan, core: &LogicalPlan, shared: &SharedRows, memb
     }
     let merged = LogicalPlan::Project {
         exprs: outputs,
-        input: Box::new(LogicalPlan::Aggregate {
-            groups: merged_groups,
-            aggregates: merges,
-            input: Box::new(LogicalPlan::Values { rows, output: values }),
-        }),
+        input: Box::new(LogicalPlan::Aggregate { groups: merged_groups, aggregates: merges, input: Box::new(rows) }),
     };
     replace_core(plan, core, merged)
 }

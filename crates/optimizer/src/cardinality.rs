@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
-use apiary_types::ScalarValue;
+use apiary_types::datetime::DateField;
+use apiary_types::{DataType, ScalarValue};
 
 /// Selectivity used when nothing better is known.
 pub const DEFAULT_SELECTIVITY: f64 = 0.25;
@@ -105,6 +106,42 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                         max: None,
                         null_fraction: 0.0,
                     }),
+                    // A date part has few values: a year per 365 days of the column's
+                    // range, twelve months, ... (so that a GROUP BY year is not taken for a
+                    // GROUP BY of every row).
+                    Expr::Function { func: ScalarFunction::Extract(field), args, .. } => match args.as_slice() {
+                        [Expr::Column(c)] if c.data_type == DataType::Date => input.columns.get(&c.id).map(|s| {
+                            let span_years = match (s.min, s.max) {
+                                (Some(min), Some(max)) if max >= min => ((max - min) / 365.0).floor() + 2.0,
+                                _ => s.ndv,
+                            };
+                            let parts = match field {
+                                DateField::Year => span_years,
+                                DateField::Quarter => 4.0,
+                                DateField::Month => 12.0,
+                                DateField::Week => 53.0,
+                                DateField::Day => 31.0,
+                                DateField::DayOfWeek => 7.0,
+                                DateField::DayOfYear => 366.0,
+                                _ => s.ndv,
+                            };
+                            ColumnEstimate { ndv: parts.min(s.ndv).max(1.0), min: None, max: None, null_fraction: s.null_fraction }
+                        }),
+                        _ => None,
+                    },
+                    // Their intersections (joined rows): at most one value per pair.
+                    Expr::Function { func: ScalarFunction::MaskAnd, args, .. } => {
+                        let ndv = |e: &Expr| match e {
+                            Expr::Column(c) => input.columns.get(&c.id).map_or(input.rows, |s| s.ndv),
+                            _ => input.rows,
+                        };
+                        Some(ColumnEstimate {
+                            ndv: args.iter().map(ndv).product::<f64>().min(input.rows).max(1.0),
+                            min: None,
+                            max: None,
+                            null_fraction: 0.0,
+                        })
+                    }
                     _ => None,
                 };
                 let stat = stat.unwrap_or(ColumnEstimate { ndv: input.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });

@@ -184,6 +184,10 @@ pub enum ScalarFunction {
     /// `(sum, count)`, exactly as the `avg` aggregate finishes its own; NULL when the
     /// count is NULL or 0. The result type is the average's.
     AverageOf,
+    /// Internal (shared operators): the bitwise AND of two BIGINT query masks, the
+    /// queries a joined row qualifies for (those both of its input rows qualify for).
+    /// Never NULL.
+    MaskAnd,
 }
 
 impl ScalarFunction {
@@ -218,6 +222,7 @@ impl ScalarFunction {
             DateTrunc => "date_trunc".into(),
             QueryMask => "query_mask".into(),
             AverageOf => "average_of".into(),
+            MaskAnd => "mask_and".into(),
         }
     }
 }
@@ -444,7 +449,7 @@ impl Expr {
             }
             Expr::Function { func: ScalarFunction::Coalesce, args, .. } => args.iter().all(|a| a.nullable()),
             Expr::Function { func: ScalarFunction::NullIf, .. } => true,
-            Expr::Function { func: ScalarFunction::Concat | ScalarFunction::QueryMask, .. } => false,
+            Expr::Function { func: ScalarFunction::Concat | ScalarFunction::QueryMask | ScalarFunction::MaskAnd, .. } => false,
             Expr::Function { func: ScalarFunction::AverageOf, .. } => true,
             Expr::Function { args, .. } => args.iter().any(|a| a.nullable()),
             Expr::Subquery(_) | Expr::Parameter { .. } => true,

@@ -322,6 +322,7 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         F::DateTrunc => functions::date_trunc(args, literals)?,
         F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
         F::AverageOf => functions::average_of(args, data_type)?,
+        F::MaskAnd => functions::mask_and(args)?,
     })
 }
 

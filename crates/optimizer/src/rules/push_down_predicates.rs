@@ -261,6 +261,7 @@ fn strict(expr: &Expr, columns: &BTreeSet<ColumnId>) -> bool {
                     | ScalarFunction::Greatest
                     | ScalarFunction::Least
                     | ScalarFunction::QueryMask
+                    | ScalarFunction::MaskAnd
             ) && args.iter().any(|a| strict(a, columns))
         }
         _ => false,
