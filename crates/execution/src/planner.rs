@@ -35,6 +35,7 @@ use crate::operators::scan::{ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
+use crate::operators::window::{Bound as WindowBound, Window, WindowCallPlan, WindowSink, WindowSource};
 use crate::operators::{Operator, Sink, Source, StateSlot, Stateful, StatefulParts};
 use crate::pipeline::{PhysicalPlan, Pipeline};
 
@@ -222,6 +223,7 @@ impl<'a> PhysicalPlanner<'a> {
             }
             LogicalPlan::Aggregate { groups, aggregates, input } => self.plan_aggregate(groups, aggregates, input),
             LogicalPlan::Sort { keys, input } => self.plan_sort(keys, input, None, 0),
+            LogicalPlan::Window { windows, input } => self.plan_window(windows, input),
             LogicalPlan::Limit { limit, offset, input } => {
                 if let LogicalPlan::Sort { keys, input: sort_input } = input.as_ref() {
                     return self.plan_sort(keys, sort_input, *limit, *offset);
@@ -407,6 +409,71 @@ impl<'a> PhysicalPlanner<'a> {
         let label = sink.name();
         let sink_id = self.close(aligned, Arc::new(sink), label);
         let mut branch = self.new_branch(Arc::new(SortSource(sort)), layout, format!("SortScan [sink #{sink_id}]"));
+        branch.after_sinks.push(sink_id);
+        Ok(vec![branch])
+    }
+
+    fn plan_window(&mut self, windows: &[(apiary_sql::WindowCall, ColumnRef)], input: &LogicalPlan) -> Result<Vec<Branch>> {
+        use apiary_sql::FrameBound as B;
+        let layout = input.output();
+        let mut needed: BTreeSet<ColumnId> = input.output_ids();
+        for (call, _) in windows {
+            for e in call.expressions() {
+                e.collect_columns(&mut needed);
+            }
+        }
+        let mut aligned = self.plan_node(input, &needed)?;
+        for branch in aligned.iter_mut() {
+            self.reorder_to(branch, &layout)?;
+        }
+        let ids: Vec<ColumnId> = layout.iter().map(|c| c.id).collect();
+        // Each distinct expression is evaluated once, stored after the input's columns.
+        let mut exprs: Vec<Expr> = Vec::new();
+        let slot = |e: &Expr, exprs: &mut Vec<Expr>| match exprs.iter().position(|x| x == e) {
+            Some(i) => layout.len() + i,
+            None => {
+                exprs.push(e.clone());
+                layout.len() + exprs.len() - 1
+            }
+        };
+        let mut calls = Vec::new();
+        for (call, _) in windows {
+            let bound = |b: &B| -> Result<WindowBound> {
+                Ok(match b {
+                    B::UnboundedPreceding => WindowBound::UnboundedPreceding,
+                    B::Preceding(e) => WindowBound::Preceding(evaluate_constant(e)?),
+                    B::CurrentRow => WindowBound::CurrentRow,
+                    B::Following(e) => WindowBound::Following(evaluate_constant(e)?),
+                    B::UnboundedFollowing => WindowBound::UnboundedFollowing,
+                })
+            };
+            calls.push(WindowCallPlan {
+                func: call.func,
+                args: call.args.iter().map(|e| slot(e, &mut exprs)).collect(),
+                filter: call.filter.as_deref().map(|e| slot(e, &mut exprs)),
+                ignore_nulls: call.ignore_nulls,
+                partition: call.partition_by.iter().map(|e| slot(e, &mut exprs)).collect(),
+                order: call
+                    .order_by
+                    .iter()
+                    .map(|k| (slot(&k.expr, &mut exprs), SortOrder { ascending: k.ascending, nulls_first: k.nulls_first }))
+                    .collect(),
+                units: call.frame.units,
+                start: bound(&call.frame.start)?,
+                end: bound(&call.frame.end)?,
+                data_type: call.data_type,
+            });
+        }
+        let compiled = exprs.iter().map(|e| self.compile_expr(e, &ids)).collect::<Result<Vec<_>>>()?;
+        let types = layout.iter().map(|c| c.data_type).collect();
+        let description = windows.iter().map(|(w, c)| format!("{w} AS {}", c.name)).collect::<Vec<_>>().join(", ");
+        let vector_size = self.config.vector_size;
+        let window = self.stateful(|slot| Window::new(compiled, types, calls, vector_size, description, slot));
+        let sink = WindowSink(Arc::clone(&window));
+        let label = sink.name();
+        let sink_id = self.close(aligned, Arc::new(sink), label);
+        let output: Vec<ColumnRef> = layout.iter().cloned().chain(windows.iter().map(|(_, c)| c.clone())).collect();
+        let mut branch = self.new_branch(Arc::new(WindowSource(window)), output, format!("WindowScan [sink #{sink_id}]"));
         branch.after_sinks.push(sink_id);
         Ok(vec![branch])
     }

@@ -173,6 +173,13 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             join_estimate(*kind, &l, &r, condition.as_ref(), mark.as_ref().map(|m| m.id))
         }
         LogicalPlan::Sort { input, .. } => estimate(input),
+        LogicalPlan::Window { windows, input } => {
+            let mut e = estimate(input);
+            for (_, column) in windows {
+                e.columns.insert(column.id, ColumnEstimate { ndv: e.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+            }
+            e
+        }
         LogicalPlan::Limit { limit, offset, input } => {
             let mut e = estimate(input);
             if let Some(limit) = limit {

@@ -61,6 +61,9 @@ pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
         LogicalPlan::Join { kind, left, right, condition, mark } => {
             LogicalPlan::Join { kind, left, right, condition: condition.map(fix), mark }
         }
+        LogicalPlan::Window { windows, input } => {
+            LogicalPlan::Window { windows: windows.into_iter().map(|(w, c)| (w.map_expressions(&mut |e| fix(e)), c)).collect(), input }
+        }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort {
             keys: keys
                 .into_iter()

@@ -24,7 +24,9 @@ pub mod coercion;
 pub mod expr;
 pub mod parser;
 pub mod plan;
+pub mod window;
 
 pub use binder::{Binder, BoundStatement, TableFunctionProvider};
 pub use expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 pub use plan::{JoinKind, LogicalPlan};
+pub use window::{FrameBound, FrameExclude, FrameUnits, WindowCall, WindowFrame, WindowFunction};

@@ -116,6 +116,11 @@ pub enum LogicalPlan {
         inputs: Vec<LogicalPlan>,
         output: Vec<ColumnRef>,
     },
+    /// Window functions: the input's rows and columns, and one column per call.
+    Window {
+        windows: Vec<(crate::window::WindowCall, ColumnRef)>,
+        input: Box<LogicalPlan>,
+    },
 }
 
 impl LogicalPlan {
@@ -126,6 +131,7 @@ impl LogicalPlan {
             LogicalPlan::Values { output, .. } | LogicalPlan::Union { output, .. } => output.clone(),
             LogicalPlan::Filter { input, .. } | LogicalPlan::Sort { input, .. } | LogicalPlan::Limit { input, .. } => input.output(),
             LogicalPlan::Project { exprs, .. } => exprs.iter().map(|(_, c)| c.clone()).collect(),
+            LogicalPlan::Window { windows, input } => input.output().into_iter().chain(windows.iter().map(|(_, c)| c.clone())).collect(),
             LogicalPlan::Aggregate { groups, aggregates, .. } => {
                 groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect()
             }
@@ -166,6 +172,7 @@ impl LogicalPlan {
             LogicalPlan::Filter { input, .. }
             | LogicalPlan::Project { input, .. }
             | LogicalPlan::Aggregate { input, .. }
+            | LogicalPlan::Window { input, .. }
             | LogicalPlan::Sort { input, .. }
             | LogicalPlan::Limit { input, .. } => vec![input],
             LogicalPlan::Join { left, right, .. } => vec![left, right],
@@ -189,6 +196,7 @@ impl LogicalPlan {
                 exprs
             }
             LogicalPlan::Join { condition, .. } => condition.iter().collect(),
+            LogicalPlan::Window { windows, .. } => windows.iter().flat_map(|(w, _)| w.expressions()).collect(),
             LogicalPlan::Sort { keys, .. } => keys.iter().map(|k| &k.expr).collect(),
             LogicalPlan::Limit { .. } | LogicalPlan::Union { .. } => vec![],
         }
@@ -263,6 +271,9 @@ impl LogicalPlan {
                 if *offset > 0 { format!(" OFFSET {offset}") } else { String::new() }
             ),
             LogicalPlan::Union { inputs, .. } => format!("Union ALL ({} inputs)", inputs.len()),
+            LogicalPlan::Window { windows, .. } => {
+                format!("Window {}", list(windows.iter().map(|(w, c)| format!("{w} AS {}", c.name)).collect()))
+            }
         };
         out.push_str(&pad);
         out.push_str(&line);
@@ -348,6 +359,10 @@ impl LogicalPlan {
                 LogicalPlan::Sort { keys, input }
             }
             LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit, offset, input: map_box(input, f) },
+            LogicalPlan::Window { windows, input } => {
+                let input = map_box(input, f);
+                LogicalPlan::Window { windows: windows.into_iter().map(|(w, c)| (w.map_expressions(&mut *f), c)).collect(), input }
+            }
             LogicalPlan::Union { inputs, output } => {
                 LogicalPlan::Union { inputs: inputs.into_iter().map(|p| p.map_expressions(&mut *f)).collect(), output }
             }

@@ -46,6 +46,7 @@ pub mod scan;
 pub mod sort;
 pub mod stage;
 pub mod values;
+pub mod window;
 
 use std::any::Any;
 use std::sync::atomic::AtomicBool;

@@ -100,6 +100,20 @@ impl<'a> Dependent<'a> {
                 Ok((LogicalPlan::Project { exprs, input: Box::new(input) }, d))
             }
             LogicalPlan::Sort { input, .. } => self.push_down(*input, ctx),
+            // Each outer row's rows form their own partitions: the domain columns join
+            // every window's PARTITION BY.
+            LogicalPlan::Window { windows, input } => {
+                let (input, d) = self.push_down(*input, ctx)?;
+                let windows = windows
+                    .into_iter()
+                    .map(|(w, c)| {
+                        let mut w = w.map_expressions(&mut |e| self.substitute(e, &d));
+                        w.partition_by.extend(d.iter().map(|c| c.expr()));
+                        (w, c)
+                    })
+                    .collect();
+                Ok((LogicalPlan::Window { windows, input: Box::new(input) }, d))
+            }
             LogicalPlan::Aggregate { groups, aggregates, input } => self.push_into_aggregate(groups, aggregates, *input, ctx),
             LogicalPlan::Join { kind, left, right, condition, mark } => {
                 let (left_uses, right_uses) = (uses(&left), uses(&right));
@@ -312,6 +326,12 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
             LogicalPlan::Sort { keys, input: Box::new(input) }
         }
         LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit, offset, input: Box::new(copy_node(*input, map, ctx)) },
+        LogicalPlan::Window { windows, input } => {
+            let input = copy_node(*input, map, ctx);
+            let windows: Vec<_> = windows.into_iter().map(|(w, c)| (w.map_expressions(&mut |e| rename(e, map)), c)).collect();
+            let windows = windows.into_iter().map(|(w, c)| (w, fresh(&c, map, ctx))).collect();
+            LogicalPlan::Window { windows, input: Box::new(input) }
+        }
         LogicalPlan::Union { inputs, output } => {
             let inputs = inputs.into_iter().map(|i| copy_node(i, map, ctx)).collect();
             let output = output.iter().map(|c| fresh(c, map, ctx)).collect();

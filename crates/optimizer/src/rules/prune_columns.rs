@@ -74,6 +74,19 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
             LogicalPlan::Sort { keys, input: Box::new(prune(*input, &needed)) }
         }
         LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit, offset, input: Box::new(prune(*input, required)) },
+        LogicalPlan::Window { mut windows, input } => {
+            windows.retain(|(_, c)| required.contains(&c.id));
+            let mut needed = required.clone();
+            for (call, _) in &windows {
+                needed.extend(columns_of(call.expressions()));
+            }
+            let input = prune(*input, &needed);
+            if windows.is_empty() {
+                input
+            } else {
+                LogicalPlan::Window { windows, input: Box::new(input) }
+            }
+        }
         LogicalPlan::Union { inputs, output } => {
             let keep: Vec<bool> = output.iter().map(|c| required.contains(&c.id)).collect();
             let inputs = inputs

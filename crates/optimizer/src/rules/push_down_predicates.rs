@@ -63,6 +63,20 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             wrap(LogicalPlan::Aggregate { groups, aggregates, input: Box::new(input) }, keep)
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(push(*input, predicates)) },
+        // A predicate on columns every window partitions by keeps or drops whole
+        // partitions: it may run first. Others see the window's results.
+        LogicalPlan::Window { windows, input } => {
+            let partition_columns: BTreeSet<ColumnId> = windows
+                .iter()
+                .map(|(w, _)| {
+                    w.partition_by.iter().filter_map(|e| if let Expr::Column(c) = e { Some(c.id) } else { None }).collect::<BTreeSet<_>>()
+                })
+                .reduce(|a, b| a.intersection(&b).copied().collect())
+                .unwrap_or_default();
+            let (down, keep): (Vec<Expr>, Vec<Expr>) =
+                predicates.into_iter().partition(|p| !p.contains_subquery() && !p.columns().is_empty() && subset(p, &partition_columns));
+            wrap(LogicalPlan::Window { windows, input: Box::new(push(*input, down)) }, keep)
+        }
         LogicalPlan::Limit { limit, offset, input } => {
             wrap(LogicalPlan::Limit { limit, offset, input: Box::new(push(*input, Vec::new())) }, predicates)
         }

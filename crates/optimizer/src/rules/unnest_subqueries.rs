@@ -140,6 +140,7 @@ pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> 
             LogicalPlan::Join { kind, left, right, condition, mark }
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(f(*input)?) },
+        LogicalPlan::Window { windows, input } => LogicalPlan::Window { windows, input: Box::new(f(*input)?) },
         LogicalPlan::Limit { limit, offset, input } => LogicalPlan::Limit { limit, offset, input: Box::new(f(*input)?) },
         LogicalPlan::Union { inputs, output } => LogicalPlan::Union { inputs: inputs.into_iter().map(f).collect::<Result<_>>()?, output },
     })

@@ -530,7 +530,7 @@ impl Binder<'_> {
             return Ok(expr);
         }
         if function.over.is_some() {
-            return Err(not_impl_err!("window functions ({name} OVER ...)"));
+            return self.bind_window_call(&name, function, scope);
         }
         if !function.within_group.is_empty() {
             return Err(not_impl_err!("WITHIN GROUP"));

@@ -20,6 +20,7 @@ mod function;
 pub mod parameter;
 mod query;
 mod system_function;
+mod window;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -162,6 +163,8 @@ struct CteDefinition {
 #[derive(Default)]
 pub(crate) struct AggregateCollector {
     pub calls: Vec<(AggregateCall, ColumnRef)>,
+    /// Window function calls of the same query (computed after the aggregation).
+    pub windows: Vec<(crate::window::WindowCall, ColumnRef)>,
 }
 
 pub struct Binder<'a> {
@@ -184,6 +187,10 @@ pub struct Binder<'a> {
     /// Aggregate collectors; `None` marks a subquery boundary (aggregates inside a
     /// subquery belong to the subquery).
     aggregate_stack: Vec<Option<AggregateCollector>>,
+    /// While the arguments and window of a window call are bound (calls do not nest).
+    binding_window: bool,
+    /// The WINDOW clauses of the queries being bound (name, specification), innermost last.
+    named_windows: Vec<(String, ast::WindowSpec)>,
     /// Block size for temporary tables created by table functions.
     pub block_rows: usize,
     /// The types of `$n` parameters while a statement is described (`None`: the
@@ -209,6 +216,8 @@ impl<'a> Binder<'a> {
             grouped_subquery_keys: Vec::new(),
             expression_depth: 0,
             aggregate_stack: Vec::new(),
+            binding_window: false,
+            named_windows: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
             parameters: None,
             parameter_values: None,

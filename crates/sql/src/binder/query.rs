@@ -374,6 +374,42 @@ impl Binder<'_> {
         limit: Option<u64>,
         offset: u64,
     ) -> Result<(LogicalPlan, OutputColumns)> {
+        // The WINDOW clause's names, visible to this query's window calls.
+        let saved = self.named_windows.len();
+        let mut result = Ok(());
+        for ast::NamedWindowDefinition(name, definition) in &select.named_window {
+            let spec = match definition {
+                ast::NamedWindowExpr::WindowSpec(spec) => Ok(spec.clone()),
+                ast::NamedWindowExpr::NamedWindow(other) => {
+                    let other = normalize_ident(other);
+                    self.named_windows
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| *n == other)
+                        .map(|(_, spec)| spec.clone())
+                        .ok_or_else(|| bind_err!("window \"{other}\" does not exist"))
+                }
+            };
+            match spec {
+                Ok(spec) => self.named_windows.push((normalize_ident(name), spec)),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let bound = result.and_then(|()| self.bind_select_with_windows(select, order_by, limit, offset));
+        self.named_windows.truncate(saved);
+        bound
+    }
+
+    fn bind_select_with_windows(
+        &mut self,
+        select: &ast::Select,
+        order_by: &[ast::OrderByExpr],
+        limit: Option<u64>,
+        offset: u64,
+    ) -> Result<(LogicalPlan, OutputColumns)> {
         reject_unsupported_select_clauses(select)?;
         let (mut plan, scope) = self.bind_from(&select.from)?;
 
@@ -426,19 +462,30 @@ impl Binder<'_> {
         self.aggregate_stack.push(Some(AggregateCollector::default()));
         let enclosing_keys = std::mem::replace(&mut self.grouped_subquery_keys, subquery_keys);
         let bound_items = self.bind_select_items(&select.projection, &scope);
+        let windows_before_having = self.window_count();
         let having = match (&bound_items, &select.having) {
             (Ok(_), Some(having)) => Some(self.bind_expr(having, &scope)),
             _ => None,
         };
+        let window_in_having = self.window_count() > windows_before_having;
         let order_keys = match &bound_items {
             Ok(items) => Some(self.bind_order_keys(order_by, items, &scope)),
             Err(_) => None,
+        };
+        let qualify = match (&bound_items, &select.qualify) {
+            (Ok(_), Some(qualify)) => Some(self.bind_expr(qualify, &scope)),
+            _ => None,
         };
         self.grouped_subquery_keys = enclosing_keys;
         let collector = self.aggregate_stack.pop().flatten().unwrap_or_default();
         let mut items = bound_items?;
         let mut having = having.transpose()?;
         let mut order_keys = order_keys.transpose()?.unwrap_or_default();
+        let mut qualify = qualify.transpose()?;
+        if window_in_having {
+            return Err(bind_err!("window functions are not allowed in HAVING"));
+        }
+        let mut windows = collector.windows;
 
         let aggregated = !groups.is_empty() || !collector.calls.is_empty() || having.is_some();
         if aggregated {
@@ -454,6 +501,21 @@ impl Binder<'_> {
                 if let OrderTarget::Expr(e) = &mut key.0 {
                     *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "ORDER BY clause")?;
                 }
+            }
+            if let Some(q) = qualify.take() {
+                qualify = Some(rewrite(q, "QUALIFY clause")?);
+            }
+            let mut error = None;
+            for (call, _) in windows.iter_mut() {
+                *call = call.map_expressions(&mut |e| {
+                    rewrite(e, "window function").unwrap_or_else(|err| {
+                        error.get_or_insert(err);
+                        Expr::boolean(true)
+                    })
+                });
+            }
+            if let Some(err) = error {
+                return Err(err);
             }
             // Outer references from subqueries in the SELECT list to group keys now read
             // the aggregate's key columns.
@@ -481,6 +543,16 @@ impl Binder<'_> {
                 let predicate = self.boolean_condition(h, "HAVING")?;
                 plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
             }
+        }
+        if !windows.is_empty() {
+            plan = LogicalPlan::Window { windows, input: Box::new(plan) };
+        }
+        if let Some(q) = qualify {
+            if !matches!(plan, LogicalPlan::Window { .. }) {
+                return Err(bind_err!("QUALIFY needs a window function in the query"));
+            }
+            let predicate = self.boolean_condition(q, "QUALIFY")?;
+            plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
         }
 
         // Projection: visible items, then hidden ORDER BY expressions.
@@ -547,6 +619,14 @@ impl Binder<'_> {
             plan = LogicalPlan::Project { exprs: visible_exprs, input: Box::new(plan) };
         }
         Ok((plan, columns))
+    }
+
+    /// How many window calls the current query has collected so far.
+    fn window_count(&self) -> usize {
+        match self.aggregate_stack.last() {
+            Some(Some(collector)) => collector.windows.len(),
+            _ => 0,
+        }
     }
 
     /// A GROUP BY item may be an ordinal (`GROUP BY 1`) or a select-list alias.
@@ -942,7 +1022,7 @@ enum OrderTarget {
     Expr(Expr),
 }
 
-fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> Result<SortKey> {
+pub(crate) fn sort_key(expr: Expr, options: &ast::OrderByOptions) -> Result<SortKey> {
     let ascending = match &options.sort {
         None | Some(ast::OrderBySort::Asc) => true,
         Some(ast::OrderBySort::Desc) => false,
@@ -1079,9 +1159,6 @@ fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
     }
     if select.into.is_some() {
         return Err(not_impl_err!("SELECT INTO (use CREATE TABLE ... AS)"));
-    }
-    if !select.named_window.is_empty() || select.qualify.is_some() {
-        return Err(not_impl_err!("window functions"));
     }
     if !select.lateral_views.is_empty() || select.prewhere.is_some() || !select.sort_by.is_empty() {
         return Err(not_impl_err!("non-standard SELECT clauses"));
