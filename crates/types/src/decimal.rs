@@ -60,6 +60,26 @@ pub fn div_round(value: i128, divisor: i128) -> i128 {
 /// average itself fits. `count` must be positive.
 #[inline]
 pub fn decimal_average(sum: i128, count: i64, factor: i128) -> Option<i128> {
+    // 64-bit division when everything fits (the common case; i128 division is a
+    // library call): the same quotient and rounding.
+    if let (Ok(s), Ok(f)) = (i64::try_from(sum), i64::try_from(factor)) {
+        let (q, r) = (s / count, s % count);
+        if let (Some(whole), Some(scaled)) = (q.checked_mul(f), r.checked_mul(f)) {
+            let (qq, rr) = (scaled / count, scaled % count);
+            let rounded = if rr.unsigned_abs() * 2 >= count.unsigned_abs() {
+                if scaled < 0 {
+                    qq - 1
+                } else {
+                    qq + 1
+                }
+            } else {
+                qq
+            };
+            if let Some(average) = whole.checked_add(rounded) {
+                return Some(i128::from(average));
+            }
+        }
+    }
     let count = count as i128;
     let (q, r) = (sum / count, sum % count);
     q.checked_mul(factor).and_then(|whole| whole.checked_add(div_round(r * factor, count)))
@@ -226,5 +246,33 @@ mod tests {
         assert_eq!(digit_count(0), 1);
         assert_eq!(digit_count(999), 3);
         assert_eq!(digit_count(-1000), 4);
+    }
+}
+
+#[cfg(test)]
+mod average_tests {
+    use super::*;
+
+    /// The 64-bit fast path of `decimal_average` answers exactly as 128-bit arithmetic.
+    #[test]
+    fn decimal_average_fast_path_matches_wide_arithmetic() {
+        let wide = |sum: i128, count: i64, factor: i128| {
+            let count = count as i128;
+            let (q, r) = (sum / count, sum % count);
+            q.checked_mul(factor).and_then(|whole| whole.checked_add(div_round(r * factor, count)))
+        };
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let sum = (x as i64 >> (x % 60)) as i128;
+            let count = 1 + (x >> 40) as i64 % 1000;
+            let factor = POW10[(x % 19) as usize];
+            assert_eq!(decimal_average(sum, count, factor), wide(sum, count, factor), "{sum} / {count} * {factor}");
+        }
+        assert_eq!(decimal_average(-5, 2, 1), Some(-3));
+        assert_eq!(decimal_average(5, 2, 1), Some(3));
+        assert_eq!(decimal_average(i64::MAX as i128, 1, 10), Some(i64::MAX as i128 * 10));
     }
 }

@@ -208,10 +208,10 @@ struct Ordered {
     /// Per position: its peer group's first position and one past its last.
     peer_start: Vec<u32>,
     peer_end: Vec<u32>,
-    /// Per position: its peer group's number within the partition.
+    /// Per position: its peer group's number (counted over all partitions).
     group: Vec<u32>,
-    /// Per partition (by its first position): the first position of each peer group.
-    group_starts: HashMap<u32, Vec<u32>>,
+    /// Per peer group: its first position.
+    group_starts: Vec<u32>,
 }
 
 impl Ordered {
@@ -225,40 +225,74 @@ impl Ordered {
         let (okeys, ooff) = encode(order.iter().map(|(c, o)| (&columns[*c], *o)).collect());
         let pkey = |i: u32| &pkeys[poff[i as usize] as usize..poff[i as usize + 1] as usize];
         let okey = |i: u32| &okeys[ooff[i as usize] as usize..ooff[i as usize + 1] as usize];
-        let mut sorted: Vec<u32> = (0..rows as u32).collect();
-        sorted.sort_unstable_by(|&a, &b| pkey(a).cmp(pkey(b)).then_with(|| okey(a).cmp(okey(b))).then(a.cmp(&b)));
+        // Sort (key prefix, row) pairs: the first 16 bytes of the partition and order
+        // keys as one big-endian integer decide most comparisons without touching the
+        // key buffers (whole keys when they fit, as for integer and date keys); only rows
+        // whose prefixes tie compare the rest of their keys.
+        let prefix = |i: u32| {
+            let mut bytes = [0u8; 16];
+            let (p, o) = (pkey(i), okey(i));
+            let from_p = p.len().min(16);
+            bytes[..from_p].copy_from_slice(&p[..from_p]);
+            let from_o = o.len().min(16 - from_p);
+            bytes[from_p..from_p + from_o].copy_from_slice(&o[..from_o]);
+            u128::from_be_bytes(bytes)
+        };
+        let fits = (0..rows as u32).all(|i| pkey(i).len() + okey(i).len() <= 16);
+        // Whether every partition key has the same length (fixed-width keys): then the
+        // prefix's first bytes are the partition key.
+        let partition_width = pkey(0).len();
+        let fixed_partition = fits && (0..rows as u32).all(|i| pkey(i).len() == partition_width);
+        let mut keyed: Vec<(u128, u32)> = (0..rows as u32).map(|i| (prefix(i), i)).collect();
+        if fits {
+            keyed.sort_unstable();
+        } else {
+            keyed.sort_unstable_by(|&(pa, a), &(pb, b)| {
+                pa.cmp(&pb).then_with(|| pkey(a).cmp(pkey(b))).then_with(|| okey(a).cmp(okey(b))).then(a.cmp(&b))
+            });
+        }
+        // Partition and peer boundaries between neighbours: from the prefixes alone when
+        // they hold the whole keys, else from the keys.
+        let partition_shift = 8 * (16 - partition_width.min(16)) as u32;
+        let same_partition = |a: usize, b: usize| {
+            if fixed_partition {
+                keyed[a].0.checked_shr(partition_shift).unwrap_or(0) == keyed[b].0.checked_shr(partition_shift).unwrap_or(0)
+            } else {
+                pkey(keyed[a].1) == pkey(keyed[b].1)
+            }
+        };
+        let same_peers = |a: usize, b: usize| if fits { keyed[a].0 == keyed[b].0 } else { okey(keyed[a].1) == okey(keyed[b].1) };
         let n = rows;
         let (mut partition_start, mut partition_end) = (vec![0u32; n], vec![0u32; n]);
         let (mut peer_start, mut peer_end, mut group) = (vec![0u32; n], vec![0u32; n], vec![0u32; n]);
-        let mut group_starts = HashMap::new();
+        let mut group_starts = Vec::new();
         let mut p = 0;
         while p < n {
             let mut pe = p + 1;
-            while pe < n && pkey(sorted[pe]) == pkey(sorted[p]) {
+            while pe < n && same_partition(pe, p) {
                 pe += 1;
             }
-            let mut starts = Vec::new();
             let mut g = p;
             while g < pe {
                 let mut ge = g + 1;
-                while ge < pe && okey(sorted[ge]) == okey(sorted[g]) {
+                while ge < pe && same_peers(ge, g) {
                     ge += 1;
                 }
                 for pos in g..ge {
                     peer_start[pos] = g as u32;
                     peer_end[pos] = ge as u32;
-                    group[pos] = starts.len() as u32;
+                    group[pos] = group_starts.len() as u32;
                 }
-                starts.push(g as u32);
+                group_starts.push(g as u32);
                 g = ge;
             }
             for pos in p..pe {
                 partition_start[pos] = p as u32;
                 partition_end[pos] = pe as u32;
             }
-            group_starts.insert(p as u32, starts);
             p = pe;
         }
+        let sorted: Vec<u32> = keyed.into_iter().map(|(_, i)| i).collect();
         Ordered { rows: sorted, partition_start, partition_end, peer_start, peer_end, group, group_starts }
     }
 
@@ -314,7 +348,7 @@ fn compute(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> Resu
                 out_i64[row] = match call.func {
                     W::RowNumber => (pos - start + 1) as i64,
                     W::Rank => (ordered.peer_start[pos] as usize - start + 1) as i64,
-                    _ => ordered.group[pos] as i64 + 1,
+                    _ => (ordered.group[pos] - ordered.group[start]) as i64 + 1,
                 };
             }
             Ok(Vector::from_native(DataType::BigInt, out_i64))
@@ -466,12 +500,15 @@ fn frames(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> Resul
                 (FrameUnits::Groups, Bound::Preceding(v) | Bound::Following(v)) => {
                     let k = rows_offset(v)?;
                     let k = if matches!(bound, Bound::Preceding(_)) { -k } else { k };
-                    let starts = &ordered.group_starts[&(ps as u32)];
+                    // Peer groups are numbered across partitions: this partition's are
+                    // those of its first and last positions and the ones between.
+                    let (first, last) = (ordered.group[ps as usize] as i64, ordered.group[pe as usize - 1] as i64);
                     let g = ordered.group[pos] as i64 + k;
+                    let start_of = |g: i64| if g > last { pe } else { ordered.group_starts[g as usize] as i64 };
                     match (is_start, g) {
-                        (_, g) if g < 0 => ps,
-                        (true, g) => starts.get(g as usize).map_or(pe, |&s| s as i64),
-                        (false, g) => starts.get(g as usize + 1).map_or(pe, |&s| s as i64),
+                        (_, g) if g < first => ps,
+                        (true, g) => start_of(g),
+                        (false, g) => start_of(g + 1),
                     }
                 }
                 (FrameUnits::Range, Bound::Preceding(_) | Bound::Following(_)) => {
