@@ -1,0 +1,89 @@
+//! Window functions against equivalent correlated subqueries (a metamorphic oracle that
+//! needs no other database): over random tables with NULLs and ties, each window call's
+//! answer per row must equal a subquery computing the same thing from its definition.
+//! The two run through entirely different operators (window sort and frames against
+//! decorrelated joins and aggregation).
+
+use apiary::tpch_parameters::ParameterRng;
+use apiary::{Connection, Database};
+
+fn rows(conn: &mut Connection, sql: &str) -> Vec<String> {
+    match conn.query(sql) {
+        Ok(result) => result.rows().map(|row| format!("{row:?}")).collect(),
+        Err(e) => panic!("{sql}\n{e}"),
+    }
+}
+
+/// A table `t(id, g, x, d)`: `id` is 1..n (unique, the order within frames), `g` a
+/// partition key with NULLs, `x` an integer with NULLs and ties, `d` a decimal.
+fn random_table(conn: &mut Connection, rng: &mut ParameterRng, n: usize) {
+    conn.execute("DROP TABLE IF EXISTS t").unwrap();
+    conn.execute("CREATE TABLE t (id INTEGER, g INTEGER, x INTEGER, d DECIMAL(10,2))").unwrap();
+    let value = |rng: &mut ParameterRng, range: usize, nulls: usize| {
+        if rng.below(100) < nulls {
+            "NULL".to_string()
+        } else {
+            (rng.below(range) as i64 - 3).to_string()
+        }
+    };
+    let values: Vec<String> = (1..=n)
+        .map(|id| {
+            let g = value(rng, 4, 10);
+            let x = value(rng, 12, 15);
+            let d = if rng.below(10) == 0 { "NULL".to_string() } else { format!("{}.{:02}", rng.below(50), rng.below(100)) };
+            format!("({id}, {g}, {x}, {d})")
+        })
+        .collect();
+    conn.execute(&format!("INSERT INTO t VALUES {}", values.join(", "))).unwrap();
+}
+
+#[test]
+fn window_calls_equal_their_definitions_as_subqueries() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    let mut rng = ParameterRng::new(20261123);
+    let same_g = "u.g IS NOT DISTINCT FROM t.g";
+    for round in 0..12 {
+        let n = 20 + rng.below(60);
+        random_table(&mut conn, &mut rng, n);
+        let (a, b) = (rng.below(4), rng.below(4));
+        let k = 1 + rng.below(3);
+        // (window call, its definition as a scalar subquery over `u`, for row `t`)
+        let cases = [
+            ("row_number() OVER (PARTITION BY g ORDER BY id)".to_string(), format!("(SELECT count(*) FROM t u WHERE {same_g} AND u.id <= t.id)")),
+            ("count(*) OVER (PARTITION BY g)".to_string(), format!("(SELECT count(*) FROM t u WHERE {same_g})")),
+            ("rank() OVER (PARTITION BY g ORDER BY x)".to_string(), format!(
+                "(SELECT 1 + count(*) FROM t u WHERE {same_g} AND (CASE WHEN t.x IS NULL THEN u.x IS NOT NULL ELSE u.x < t.x END))"
+            )),
+            ("dense_rank() OVER (ORDER BY x)".to_string(), "(SELECT 1 + count(DISTINCT u.x) FROM t u WHERE CASE WHEN t.x IS NULL THEN u.x IS NOT NULL ELSE u.x < t.x END)".to_string()),
+            (format!("sum(x) OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING)"), format!("(SELECT sum(u.x) FROM t u WHERE u.id BETWEEN t.id - {a} AND t.id + {b})")),
+            (format!("count(x) OVER (PARTITION BY g ORDER BY x RANGE BETWEEN {a} PRECEDING AND {b} FOLLOWING)"), format!(
+                "(SELECT count(u.x) FROM t u WHERE {same_g} AND (CASE WHEN t.x IS NULL THEN u.x IS NULL ELSE u.x BETWEEN t.x - {a} AND t.x + {b} END))"
+            )),
+            ("sum(d) OVER (PARTITION BY g ORDER BY x)".to_string(), format!(
+                "(SELECT sum(u.d) FROM t u WHERE {same_g} AND (CASE WHEN t.x IS NULL THEN true ELSE u.x <= t.x END))"
+            )),
+            ("avg(d) OVER (PARTITION BY g)".to_string(), format!("(SELECT avg(u.d) FROM t u WHERE {same_g})")),
+            (format!("max(x) OVER (ORDER BY id ROWS BETWEEN {k} FOLLOWING AND UNBOUNDED FOLLOWING)"), format!("(SELECT max(u.x) FROM t u WHERE u.id >= t.id + {k})")),
+            (format!("min(d) OVER (ORDER BY id ROWS {k} PRECEDING)"), format!("(SELECT min(u.d) FROM t u WHERE u.id BETWEEN t.id - {k} AND t.id)")),
+            (format!("lag(x, {k}) OVER (ORDER BY id)"), format!("(SELECT u.x FROM t u WHERE u.id = t.id - {k})")),
+            (format!("lead(d, {k}, -1) OVER (ORDER BY id)"), format!("CASE WHEN t.id + {k} <= (SELECT max(id) FROM t) THEN (SELECT u.d FROM t u WHERE u.id = t.id + {k}) ELSE -1 END")),
+            ("count(*) FILTER (WHERE x > 2) OVER (PARTITION BY g)".to_string(), format!("(SELECT count(*) FROM t u WHERE {same_g} AND u.x > 2)")),
+            // Every residue 0..4 occurs (at least 20 rows): peer group i is residue i.
+            (format!("count(*) OVER (ORDER BY id % 5 GROUPS BETWEEN CURRENT ROW AND {k} FOLLOWING)"), format!(
+                "(SELECT count(*) FROM t u WHERE u.id % 5 BETWEEN t.id % 5 AND t.id % 5 + {k})"
+            )),
+            (format!("sum(x) OVER (ORDER BY id % 5 DESC GROUPS BETWEEN {k} PRECEDING AND 1 PRECEDING)"), format!(
+                "(SELECT sum(u.x) FROM t u WHERE u.id % 5 BETWEEN t.id % 5 + 1 AND t.id % 5 + {k})"
+            )),
+        ];
+        for (window, definition) in &cases {
+            // Compared as text: the two sides may type a value differently (BIGINT and
+            // INTEGER, DECIMAL precisions), not spell it differently.
+            let by_window =
+                rows(&mut conn, &format!("SELECT id, CAST(w AS VARCHAR) FROM (SELECT id, {window} AS w FROM t) AS q ORDER BY id"));
+            let by_definition = rows(&mut conn, &format!("SELECT id, CAST({definition} AS VARCHAR) FROM t ORDER BY id"));
+            assert_eq!(by_window, by_definition, "round {round}: {window}\n  against {definition}");
+        }
+    }
+}
