@@ -558,19 +558,9 @@ impl RangeKeys {
             let row = row as usize;
             null.push(column.is_null(row));
             if is_exact {
-                exact.push(match &column.data {
-                    VectorData::I16(v) => v[row] as i128,
-                    VectorData::I32(v) => v[row] as i128,
-                    VectorData::I64(v) => v[row] as i128,
-                    VectorData::I128(v) => v[row],
-                    _ => 0,
-                });
+                exact.push(integer_at(&column.data, row));
             } else {
-                values.push(match &column.data {
-                    VectorData::F32(v) => v[row] as f64,
-                    VectorData::F64(v) => v[row],
-                    _ => 0.0,
-                });
+                values.push(float_at(&column.data, row));
             }
         }
         Ok(RangeKeys { values, exact, is_exact, null, ascending: order.ascending, scale, data_type: column.data_type })
@@ -686,6 +676,27 @@ fn frame_value(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> 
     Ok(gather_optional(&columns[call.args[0]], &take, call.data_type))
 }
 
+/// An integer-like value (integer, decimal, date) widened to 128 bits; 0 for other
+/// physical types (callers dispatch on the type first).
+fn integer_at(data: &VectorData, row: usize) -> i128 {
+    match data {
+        VectorData::I16(v) => v[row] as i128,
+        VectorData::I32(v) => v[row] as i128,
+        VectorData::I64(v) => v[row] as i128,
+        VectorData::I128(v) => v[row],
+        _ => 0,
+    }
+}
+
+/// A floating-point value as a double; 0 for other physical types.
+fn float_at(data: &VectorData, row: usize) -> f64 {
+    match data {
+        VectorData::F32(v) => v[row] as f64,
+        VectorData::F64(v) => v[row],
+        _ => 0.0,
+    }
+}
+
 /// A segment tree over positions: `query(l, r)` combines the leaves in `[l, r)`.
 struct SegmentTree<T: Copy> {
     size: usize,
@@ -756,11 +767,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
                             if !c {
                                 return 0.0;
                             }
-                            match &arg.data {
-                                VectorData::F32(v) => v[row as usize] as f64,
-                                VectorData::F64(v) => v[row as usize],
-                                _ => 0.0,
-                            }
+                            float_at(&arg.data, row as usize)
                         })
                         .collect();
                     let tree = SegmentTree::new(leaves, 0.0, |a, b| a + b);
@@ -787,14 +794,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
                     sums.push(0i128);
                     for (&row, &c) in ordered.rows.iter().zip(&counted) {
                         if c {
-                            let row = row as usize;
-                            let v = match &arg.data {
-                                VectorData::I16(v) => v[row] as i128,
-                                VectorData::I32(v) => v[row] as i128,
-                                VectorData::I64(v) => v[row] as i128,
-                                VectorData::I128(v) => v[row],
-                                _ => 0,
-                            };
+                            let v = integer_at(&arg.data, row as usize);
                             total = total.checked_add(v).ok_or_else(|| exec_err!("numeric value out of range in window sum"))?;
                         }
                         sums.push(total);

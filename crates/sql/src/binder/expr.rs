@@ -535,16 +535,7 @@ impl Binder<'_> {
         if !function.within_group.is_empty() {
             return Err(not_impl_err!("WITHIN GROUP"));
         }
-        let (arg_list, distinct) = match &function.args {
-            ast::FunctionArguments::None => (Vec::new(), false),
-            ast::FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(not_impl_err!("clauses inside the arguments of {name}"));
-                }
-                (list.args.clone(), matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
-            }
-            ast::FunctionArguments::Subquery(_) => return Err(not_impl_err!("subquery as function argument")),
-        };
+        let (arg_list, distinct) = function_arguments(function, &name)?;
         if super::is_aggregate_function(&name) {
             return self.bind_aggregate(&name, &arg_list, distinct, function.filter.as_deref(), scope);
         }
@@ -813,4 +804,19 @@ fn is_regclass(data_type: &ast::DataType) -> bool {
         }
         _ => false,
     }
+}
+
+/// A call's argument list and whether it says DISTINCT (clauses inside the parentheses,
+/// such as ORDER BY or LIMIT, and subquery arguments are refused).
+pub(crate) fn function_arguments(function: &ast::Function, name: &str) -> Result<(Vec<ast::FunctionArg>, bool)> {
+    Ok(match &function.args {
+        ast::FunctionArguments::None => (Vec::new(), false),
+        ast::FunctionArguments::List(list) => {
+            if !list.clauses.is_empty() {
+                return Err(not_impl_err!("clauses inside the arguments of {name}"));
+            }
+            (list.args.clone(), matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
+        }
+        ast::FunctionArguments::Subquery(_) => return Err(not_impl_err!("subquery as function argument")),
+    })
 }

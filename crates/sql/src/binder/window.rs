@@ -89,16 +89,7 @@ impl Binder<'_> {
     }
 
     fn bind_window_parts(&mut self, name: &str, function: &ast::Function, spec: &ast::WindowSpec, scope: &Scope) -> Result<WindowCall> {
-        let (arg_list, distinct) = match &function.args {
-            ast::FunctionArguments::None => (Vec::new(), false),
-            ast::FunctionArguments::List(list) => {
-                if !list.clauses.is_empty() {
-                    return Err(not_impl_err!("clauses inside the arguments of {name}"));
-                }
-                (list.args.clone(), matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)))
-            }
-            ast::FunctionArguments::Subquery(_) => return Err(not_impl_err!("subquery as function argument")),
-        };
+        let (arg_list, distinct) = super::expr::function_arguments(function, name)?;
         let mut star = false;
         let mut args = Vec::new();
         for arg in &arg_list {
