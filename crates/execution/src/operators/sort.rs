@@ -241,9 +241,41 @@ fn float_bits(x: f64) -> u64 {
 /// The sink half.
 pub struct SortSink(pub Arc<Sort>);
 
-struct SortLocal {
-    chunks: Vec<DataChunk>,
-    rows: usize,
+/// A worker's collected input rows (sort and window sinks): each chunk's live rows with
+/// the values of the sink's expressions appended as extra columns.
+#[derive(Default)]
+pub(super) struct CollectedRows {
+    pub chunks: Vec<DataChunk>,
+    pub rows: usize,
+}
+
+impl CollectedRows {
+    /// Stores `chunk`'s live rows and, after its columns, each of `exprs` evaluated on it.
+    pub fn push(&mut self, chunk: &DataChunk, exprs: &[ExprRef]) -> Result<()> {
+        let mut columns = chunk.columns.clone();
+        for expr in exprs {
+            columns.push(expr.evaluate(chunk)?);
+        }
+        let selection = chunk.selection().map(|s| s.to_vec());
+        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
+        self.rows += stored.row_count();
+        self.chunks.push(stored);
+        Ok(())
+    }
+
+    /// Approximate bytes held (for the memory budget).
+    pub fn memory(&self) -> usize {
+        self.chunks.first().map_or(0, |c| self.rows * super::estimated_bytes(c) / c.row_count().max(1))
+    }
+}
+
+/// A result source's morsel: emits result chunk `morsel` (one morsel per chunk).
+pub(super) fn emit_result_chunk(result: &Mutex<Vec<DataChunk>>, morsel: usize, emit: &mut Emit) -> Result<()> {
+    let chunk = result.lock().unwrap_or_else(|e| e.into_inner()).get(morsel).cloned();
+    if let Some(chunk) = chunk {
+        emit(chunk)?;
+    }
+    Ok(())
 }
 
 /// A worker prunes its buffer to its top `keep` rows once it holds twice that many, and
@@ -260,20 +292,13 @@ impl Sink for SortSink {
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(SortLocal { chunks: Vec::new(), rows: 0 })
+        Box::new(CollectedRows::default())
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
         let sort = &self.0;
-        let mut columns = chunk.columns.clone();
-        for key in &sort.keys {
-            columns.push(key.evaluate(&chunk)?);
-        }
-        let selection = chunk.selection().map(|s| s.to_vec());
-        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
-        let state = local::<SortLocal>(state);
-        state.rows += stored.row_count();
-        state.chunks.push(stored);
+        let state = local::<CollectedRows>(state);
+        state.push(&chunk, &sort.keys)?;
         if let Some(keep) = sort.keep() {
             if state.rows > keep.saturating_mul(2).max(TOP_K_PRUNE_ROWS) {
                 let (columns, order) = sort.sort_rows(std::mem::take(&mut state.chunks), Some(keep));
@@ -286,13 +311,11 @@ impl Sink for SortSink {
     }
 
     fn local_memory(&self, state: &LocalState) -> usize {
-        state
-            .downcast_ref::<SortLocal>()
-            .map_or(0, |s| s.chunks.first().map_or(0, |c| s.rows * super::estimated_bytes(c) / c.row_count().max(1)))
+        state.downcast_ref::<CollectedRows>().map_or(0, CollectedRows::memory)
     }
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
-        let state = state.downcast::<SortLocal>().expect("sort local state");
+        let state = state.downcast::<CollectedRows>().expect("sort local state");
         self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
         Ok(())
     }
@@ -326,10 +349,6 @@ impl Source for SortSource {
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
-        let chunk = self.0.global(ctx)?.result.lock().unwrap_or_else(|e| e.into_inner()).get(morsel).cloned();
-        if let Some(chunk) = chunk {
-            emit(chunk)?;
-        }
-        Ok(())
+        emit_result_chunk(&self.0.global(ctx)?.result, morsel, emit)
     }
 }

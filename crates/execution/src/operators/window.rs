@@ -27,7 +27,7 @@ use apiary_types::datatype::PhysicalType;
 use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::{ChunkBuilder, DataChunk, DataType, ScalarValue, Vector, VectorData};
 
-use super::sort::{encode_sort_keys, SortOrder};
+use super::sort::{emit_result_chunk, encode_sort_keys, CollectedRows, SortOrder};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
 
@@ -99,41 +99,26 @@ impl Stateful for Window {
 
 pub struct WindowSink(pub Arc<Window>);
 
-struct WindowLocal {
-    chunks: Vec<DataChunk>,
-    rows: usize,
-}
-
 impl Sink for WindowSink {
     fn name(&self) -> String {
         format!("Window {}", self.0.description)
     }
 
     fn local_state(&self) -> LocalState {
-        Box::new(WindowLocal { chunks: Vec::new(), rows: 0 })
+        Box::new(CollectedRows::default())
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
-        let mut columns = chunk.columns.clone();
-        for expr in &self.0.exprs {
-            columns.push(expr.evaluate(&chunk)?);
-        }
-        let selection = chunk.selection().map(|s| s.to_vec());
-        let stored = DataChunk::new(columns, chunk.physical_len()).with_selection(selection).compact();
-        let state = local::<WindowLocal>(state);
-        state.rows += stored.row_count();
-        state.chunks.push(stored);
+        local::<CollectedRows>(state).push(&chunk, &self.0.exprs)?;
         Ok(Control::Continue)
     }
 
     fn local_memory(&self, state: &LocalState) -> usize {
-        state
-            .downcast_ref::<WindowLocal>()
-            .map_or(0, |s| s.chunks.first().map_or(0, |c| s.rows * super::estimated_bytes(c) / c.row_count().max(1)))
+        state.downcast_ref::<CollectedRows>().map_or(0, CollectedRows::memory)
     }
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
-        let state = state.downcast::<WindowLocal>().expect("window local state");
+        let state = state.downcast::<CollectedRows>().expect("window local state");
         self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
         Ok(())
     }
@@ -190,11 +175,7 @@ impl Source for WindowSource {
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
-        let chunk = self.0.global(ctx)?.result.lock().unwrap_or_else(|e| e.into_inner()).get(morsel).cloned();
-        if let Some(chunk) = chunk {
-            emit(chunk)?;
-        }
-        Ok(())
+        emit_result_chunk(&self.0.global(ctx)?.result, morsel, emit)
     }
 }
 
