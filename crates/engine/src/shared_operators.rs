@@ -340,7 +340,7 @@ fn find_core(plan: &LogicalPlan) -> Option<(&LogicalPlan, Vec<&Scan>)> {
         | LogicalPlan::Limit { input, .. }
         | LogicalPlan::Project { input, .. }
         | LogicalPlan::Filter { input, .. } => find_core(input),
-        LogicalPlan::Aggregate { input, .. } => {
+        LogicalPlan::Aggregate { input, grouping_sets: None, .. } => {
             let mut scans = Vec::new();
             collect_scans(input, &mut scans).then_some((plan, scans))
         }
@@ -508,7 +508,9 @@ fn wait_for_outcome(connection: &Connection, group: &Group, member: usize) -> Re
 /// carry the intersection of their rows' masks (and are dropped when it is empty), and the
 /// aggregation is keyed by group and mask.
 fn group_plan(core: &LogicalPlan, members: &[ScanFilters]) -> Result<LogicalPlan> {
-    let LogicalPlan::Aggregate { groups, aggregates, input } = core else { return Err(internal_err!("shared core is not an aggregation")) };
+    let LogicalPlan::Aggregate { groups, aggregates, input, .. } = core else {
+        return Err(internal_err!("shared core is not an aggregation"));
+    };
     let mut ids = FreshIds::after(core);
     let mut next_scan = 0;
     let (masked, mask) = with_masks(input, members, &mut next_scan, &mut ids)?;
@@ -534,7 +536,7 @@ fn group_plan(core: &LogicalPlan, members: &[ScanFilters]) -> Result<LogicalPlan
             partials.push((partial, output));
         }
     }
-    Ok(LogicalPlan::Aggregate { groups: shared_groups, aggregates: partials, input: Box::new(masked) })
+    Ok(LogicalPlan::Aggregate { groups: shared_groups, aggregates: partials, grouping_sets: None, input: Box::new(masked) })
 }
 
 /// `plan` with its outputs and one more column.
@@ -753,7 +755,7 @@ fn member_plan(plan: &LogicalPlan, core: &LogicalPlan, shared: &SharedRows, memb
     }
     let merged = LogicalPlan::Project {
         exprs: outputs,
-        input: Box::new(LogicalPlan::Aggregate { groups: merged_groups, aggregates: merges, input: Box::new(rows) }),
+        input: Box::new(LogicalPlan::Aggregate { groups: merged_groups, aggregates: merges, grouping_sets: None, input: Box::new(rows) }),
     };
     replace_core(plan, core, merged)
 }

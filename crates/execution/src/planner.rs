@@ -221,7 +221,9 @@ impl<'a> PhysicalPlanner<'a> {
                 }
                 Ok(branches)
             }
-            LogicalPlan::Aggregate { groups, aggregates, input } => self.plan_aggregate(groups, aggregates, input),
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
+                self.plan_aggregate(groups, aggregates, grouping_sets.as_ref(), input)
+            }
             LogicalPlan::Sort { keys, input } => self.plan_sort(keys, input, None, 0),
             LogicalPlan::Window { windows, input } => self.plan_window(windows, input),
             LogicalPlan::Limit { limit, offset, input } => {
@@ -315,6 +317,7 @@ impl<'a> PhysicalPlanner<'a> {
         &mut self,
         groups: &[(Expr, ColumnRef)],
         aggregates: &[(apiary_sql::AggregateCall, ColumnRef)],
+        grouping_sets: Option<&apiary_sql::GroupingSets>,
         input: &LogicalPlan,
     ) -> Result<Vec<Branch>> {
         let mut needed = BTreeSet::new();
@@ -353,24 +356,48 @@ impl<'a> PhysicalPlanner<'a> {
             };
             inputs.push(AggregateInput { spec, argument, filter });
         }
-        let expected_groups = if groups.is_empty() { 1.0 } else { group_count(groups.iter().map(|(e, _)| e), &estimate(input)) };
+        let expected_groups = match grouping_sets {
+            None if groups.is_empty() => 1.0,
+            None => group_count(groups.iter().map(|(e, _)| e), &estimate(input)),
+            Some(g) => {
+                let input = estimate(input);
+                g.sets.iter().map(|set| if set.is_empty() { 1.0 } else { group_count(set.iter().map(|&k| &groups[k].0), &input) }).sum()
+            }
+        };
+        let sets = grouping_sets.map(|g| g.sets.iter().map(|set| (0..groups.len()).map(|k| set.contains(&k)).collect()).collect());
         let partition_bits = if expected_groups >= PARTITIONED_AGGREGATION_GROUPS && self.threads > 1 {
             (self.threads * 2).next_power_of_two().trailing_zeros().min(6)
         } else {
             0
         };
         let description = format!(
-            "groups=[{}] aggregates=[{}]",
+            "groups=[{}]{} aggregates=[{}]",
             groups.iter().map(|(e, _)| e.to_string()).collect::<Vec<_>>().join(", "),
+            grouping_sets.map_or(String::new(), |g| format!(" sets=[{}]", g.display_sets())),
             aggregates.iter().map(|(a, _)| a.to_string()).collect::<Vec<_>>().join(", ")
         );
         let vector_size = self.config.vector_size;
         let aggregate = self.stateful(|slot| {
-            HashAggregate::new(group_exprs, group_nullable, inputs, partition_bits, expected_groups, vector_size, description.clone(), slot)
+            HashAggregate::new(
+                group_exprs,
+                group_nullable,
+                sets,
+                inputs,
+                partition_bits,
+                expected_groups,
+                vector_size,
+                description.clone(),
+                slot,
+            )
         });
         let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
-        let output: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect();
+        let output: Vec<ColumnRef> = groups
+            .iter()
+            .map(|(_, c)| c.clone())
+            .chain(grouping_sets.map(|g| g.id.clone()))
+            .chain(aggregates.iter().map(|(_, c)| c.clone()))
+            .collect();
         let mut branch = self.new_branch(Arc::new(AggregateSource(aggregate)), output, format!("HashAggregateScan [sink #{sink_id}]"));
         branch.after_sinks.push(sink_id);
         Ok(vec![branch])

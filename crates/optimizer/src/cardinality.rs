@@ -149,9 +149,15 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             }
             Estimate { rows: input.rows, columns }
         }
-        LogicalPlan::Aggregate { groups, aggregates, input } => {
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
             let input = estimate(input);
-            let rows = if groups.is_empty() { 1.0 } else { group_count(groups.iter().map(|(e, _)| e), &input) };
+            let rows = match grouping_sets {
+                None if groups.is_empty() => 1.0,
+                None => group_count(groups.iter().map(|(e, _)| e), &input),
+                Some(g) => {
+                    g.sets.iter().map(|set| if set.is_empty() { 1.0 } else { group_count(set.iter().map(|&k| &groups[k].0), &input) }).sum()
+                }
+            };
             let mut columns = HashMap::new();
             for (expr, column) in groups {
                 let mut stat = match expr {
@@ -164,6 +170,9 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             }
             for (_, column) in aggregates {
                 columns.insert(column.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+            }
+            if let Some(g) = grouping_sets {
+                columns.insert(g.id.id, ColumnEstimate { ndv: g.sets.len() as f64, min: None, max: None, null_fraction: 0.0 });
             }
             Estimate { rows, columns }
         }

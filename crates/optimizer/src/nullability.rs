@@ -39,7 +39,7 @@ pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
                 .collect(),
             input,
         },
-        LogicalPlan::Aggregate { groups, aggregates, input } => LogicalPlan::Aggregate {
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => LogicalPlan::Aggregate {
             groups: groups
                 .into_iter()
                 .map(|(e, c)| {
@@ -56,6 +56,7 @@ pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
                     (call, c)
                 })
                 .collect(),
+            grouping_sets,
             input,
         },
         LogicalPlan::Join { kind, left, right, condition, mark } => {

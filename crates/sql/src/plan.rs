@@ -74,6 +74,32 @@ impl PartialEq for Scan {
     }
 }
 
+/// `GROUPING SETS`, `ROLLUP` and `CUBE`: the input is grouped once per set, by that set's
+/// keys; in a set's rows the keys outside the set are NULL. Equal sets listed twice give
+/// their rows twice, as in PostgreSQL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupingSets {
+    /// Per set, the indices (ascending) into the aggregate's `groups` of its keys.
+    pub sets: Vec<Vec<usize>>,
+    /// An INTEGER output column: the index in `sets` of the set a row was grouped by
+    /// (`GROUPING(...)` is computed from it).
+    pub id: ColumnRef,
+}
+
+impl GroupingSets {
+    /// The sets as key positions, `(0, 1), (0), ()`.
+    pub fn display_sets(&self) -> String {
+        let sets: Vec<String> =
+            self.sets.iter().map(|set| format!("({})", set.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", "))).collect();
+        sets.join(", ")
+    }
+
+    /// Whether key `key` (an index into the aggregate's groups) is NULL in some set's rows.
+    pub fn omits(&self, key: usize) -> bool {
+        self.sets.iter().any(|set| !set.contains(&key))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogicalPlan {
     Scan(Scan),
@@ -90,9 +116,13 @@ pub enum LogicalPlan {
         exprs: Vec<(Expr, ColumnRef)>,
         input: Box<LogicalPlan>,
     },
+    /// Groups its input by `groups` (all of them, or once per grouping set) and computes
+    /// `aggregates` per group. Output: the key columns, the grouping set's id (with
+    /// grouping sets), then the aggregates.
     Aggregate {
         groups: Vec<(Expr, ColumnRef)>,
         aggregates: Vec<(AggregateCall, ColumnRef)>,
+        grouping_sets: Option<GroupingSets>,
         input: Box<LogicalPlan>,
     },
     Join {
@@ -132,9 +162,12 @@ impl LogicalPlan {
             LogicalPlan::Filter { input, .. } | LogicalPlan::Sort { input, .. } | LogicalPlan::Limit { input, .. } => input.output(),
             LogicalPlan::Project { exprs, .. } => exprs.iter().map(|(_, c)| c.clone()).collect(),
             LogicalPlan::Window { windows, input } => input.output().into_iter().chain(windows.iter().map(|(_, c)| c.clone())).collect(),
-            LogicalPlan::Aggregate { groups, aggregates, .. } => {
-                groups.iter().map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect()
-            }
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, .. } => groups
+                .iter()
+                .map(|(_, c)| c.clone())
+                .chain(grouping_sets.iter().map(|g| g.id.clone()))
+                .chain(aggregates.iter().map(|(_, c)| c.clone()))
+                .collect(),
             LogicalPlan::Join { kind, left, right, mark, .. } => {
                 let mut columns = left.output();
                 match kind {
@@ -213,9 +246,10 @@ impl LogicalPlan {
 
     fn collect_used_and_produced(&self, used: &mut BTreeSet<ColumnId>, produced: &mut BTreeSet<ColumnId>) {
         produced.extend(self.output().iter().map(|c| c.id));
-        if let LogicalPlan::Aggregate { groups, aggregates, .. } = self {
+        if let LogicalPlan::Aggregate { groups, aggregates, grouping_sets, .. } = self {
             produced.extend(groups.iter().map(|(_, c)| c.id));
             produced.extend(aggregates.iter().map(|(_, c)| c.id));
+            produced.extend(grouping_sets.iter().map(|g| g.id.id));
         }
         for expr in self.expressions() {
             expr.collect_columns(used);
@@ -255,9 +289,10 @@ impl LogicalPlan {
             LogicalPlan::Project { exprs, .. } => {
                 format!("Project {}", list(exprs.iter().map(|(e, c)| format!("{e} AS {}", c.name)).collect()))
             }
-            LogicalPlan::Aggregate { groups, aggregates, .. } => format!(
-                "Aggregate groups=[{}] aggregates=[{}]",
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, .. } => format!(
+                "Aggregate groups=[{}]{} aggregates=[{}]",
                 list(groups.iter().map(|(e, _)| e.to_string()).collect()),
+                grouping_sets.as_ref().map_or(String::new(), |g| format!(" sets=[{}]", g.display_sets())),
                 list(aggregates.iter().map(|(a, _)| a.to_string()).collect())
             ),
             LogicalPlan::Join { kind, condition, .. } => match condition {
@@ -329,7 +364,7 @@ impl LogicalPlan {
                 let input = map_box(input, f);
                 LogicalPlan::Project { exprs: exprs.into_iter().map(|(e, c)| (f(e), c)).collect(), input }
             }
-            LogicalPlan::Aggregate { groups, aggregates, input } => {
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
                 let input = map_box(input, f);
                 let groups = groups.into_iter().map(|(e, c)| (f(e), c)).collect();
                 let aggregates = aggregates
@@ -340,7 +375,7 @@ impl LogicalPlan {
                         (call, c)
                     })
                     .collect();
-                LogicalPlan::Aggregate { groups, aggregates, input }
+                LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input }
             }
             LogicalPlan::Join { kind, left, right, condition, mark } => {
                 let left = map_box(left, f);

@@ -10,11 +10,16 @@
 //!
 //! With few expected groups there is one partition (thread-local pre-aggregation, then a
 //! single merge); with many, 2^k partitions let the merge run on all workers.
+//!
+//! Grouping sets (`ROLLUP`, `CUBE`, `GROUPING SETS`) take one pass over the input: keys,
+//! arguments and filters are evaluated once per chunk, then the chunk's rows are grouped
+//! once per set into the same tables, by the set's keys (NULL for the others) and the
+//! set's index as one more key.
 
 use std::sync::{Arc, Mutex};
 
 use apiary_common::{internal_err, Result};
-use apiary_types::{DataChunk, DataType, Vector, VectorBuilder};
+use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder};
 
 use super::aggregate_functions::{AggregateSpec, AggregateState};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
@@ -31,7 +36,11 @@ pub struct AggregateInput {
 
 pub struct HashAggregate {
     group_exprs: Vec<ExprRef>,
+    /// The types of the keys: the group expressions', then INTEGER for the set index
+    /// with grouping sets.
     group_types: Vec<DataType>,
+    /// Grouping sets: per set, which group expressions it groups by.
+    grouping_sets: Option<Vec<Vec<bool>>>,
     aggregates: Vec<AggregateInput>,
     packer: KeyPacker,
     partition_bits: u32,
@@ -60,6 +69,7 @@ impl HashAggregate {
     pub fn new(
         group_exprs: Vec<ExprRef>,
         group_nullable: Vec<bool>,
+        grouping_sets: Option<Vec<Vec<bool>>>,
         aggregates: Vec<AggregateInput>,
         partition_bits: u32,
         expected_groups: f64,
@@ -67,13 +77,22 @@ impl HashAggregate {
         description: String,
         slot: StateSlot,
     ) -> Arc<HashAggregate> {
-        let group_types: Vec<DataType> = group_exprs.iter().map(|e| e.data_type()).collect();
+        let mut group_types: Vec<DataType> = group_exprs.iter().map(|e| e.data_type()).collect();
+        let mut group_nullable = group_nullable;
+        if let Some(sets) = &grouping_sets {
+            for (i, nullable) in group_nullable.iter_mut().enumerate() {
+                *nullable |= sets.iter().any(|set| !set[i]);
+            }
+            group_types.push(DataType::Integer);
+            group_nullable.push(false);
+        }
         let packer = KeyPacker::new(&group_types, &group_nullable, true);
         let partition_bits = if packer.width == KeyWidth::Empty { 0 } else { partition_bits };
         let partitions = 1 << partition_bits;
         Arc::new(HashAggregate {
             group_exprs,
             group_types,
+            grouping_sets,
             aggregates,
             packer,
             partition_bits,
@@ -122,6 +141,88 @@ struct AggregateLocal {
     order: Vec<u32>,
 }
 
+impl AggregateSink {
+    /// Groups the chunk's `rows` by `keys` into the worker's tables and updates their
+    /// aggregate states with `arguments` (`filters`: FILTER masks over chunk rows).
+    fn group_rows(
+        &self,
+        keys: &[Vector],
+        rows: &[u32],
+        arguments: &[Option<Vector>],
+        filters: &[Option<Vec<bool>>],
+        state: &mut AggregateLocal,
+        ctx: &ExecContext,
+    ) -> Result<()> {
+        let agg = &self.0;
+        if agg.packer.width == KeyWidth::Empty {
+            // Global aggregate: one group.
+            let table = &mut state.tables[0];
+            if table.groups.group_count() == 0 {
+                table.groups.lookup(&agg.packer.pack(&[], &[0]), &[0], &[0], &mut Vec::new(), &mut Vec::new());
+                table.states.iter_mut().for_each(|s| s.resize(1));
+            }
+            for (i, s) in table.states.iter_mut().enumerate() {
+                match &filters[i] {
+                    None => s.update_single(arguments[i].as_ref(), rows)?,
+                    Some(mask) => {
+                        let kept: Vec<u32> = rows.iter().copied().filter(|&r| mask[r as usize]).collect();
+                        s.update_single(arguments[i].as_ref(), &kept)?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+
+        let packed = agg.packer.pack(keys, rows);
+        let hashes = packed.hashes();
+        let partitions = agg.partitions();
+        let mut order = std::mem::take(&mut state.order);
+        let bounds = if partitions == 1 {
+            order.clear();
+            order.extend(0..rows.len() as u32);
+            vec![0, rows.len()]
+        } else {
+            partition_order(&hashes, agg.partition_bits, &mut order)
+        };
+        for p in 0..partitions {
+            let indices = &order[bounds[p]..bounds[p + 1]];
+            if indices.is_empty() {
+                continue;
+            }
+            let table = &mut state.tables[p];
+            state.groups.clear();
+            state.new_groups.clear();
+            table.groups.lookup_prefetched(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups, ctx.config.prefetch_group);
+            if !state.new_groups.is_empty() {
+                let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
+                for (builder, key) in table.keys.iter_mut().zip(keys) {
+                    builder.append(key, Some(&new_rows));
+                }
+                let count = table.groups.group_count();
+                table.states.iter_mut().for_each(|s| s.resize(count));
+            }
+            let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
+            for (i, s) in table.states.iter_mut().enumerate() {
+                match &filters[i] {
+                    None => s.update(arguments[i].as_ref(), &physical, &state.groups)?,
+                    Some(mask) => {
+                        let (mut kept_rows, mut kept_groups) = (Vec::new(), Vec::new());
+                        for (&r, &g) in physical.iter().zip(&state.groups) {
+                            if mask[r as usize] {
+                                kept_rows.push(r);
+                                kept_groups.push(g);
+                            }
+                        }
+                        s.update(arguments[i].as_ref(), &kept_rows, &kept_groups)?;
+                    }
+                }
+            }
+        }
+        state.order = order;
+        Ok(())
+    }
+}
+
 impl Sink for AggregateSink {
     fn name(&self) -> String {
         format!("HashAggregate {}", self.0.description)
@@ -162,71 +263,22 @@ impl Sink for AggregateSink {
             })
             .collect::<Result<_>>()?;
 
-        if agg.packer.width == KeyWidth::Empty {
-            // Global aggregate: one group.
-            let table = &mut state.tables[0];
-            if table.groups.group_count() == 0 {
-                table.groups.lookup(&agg.packer.pack(&[], &[0]), &[0], &[0], &mut Vec::new(), &mut Vec::new());
-                table.states.iter_mut().for_each(|s| s.resize(1));
-            }
-            for (i, s) in table.states.iter_mut().enumerate() {
-                match &filters[i] {
-                    None => s.update_single(arguments[i].as_ref(), &rows)?,
-                    Some(mask) => {
-                        let kept: Vec<u32> = rows.iter().copied().filter(|&r| mask[r as usize]).collect();
-                        s.update_single(arguments[i].as_ref(), &kept)?;
-                    }
-                }
-            }
-            return Ok(Control::Continue);
-        }
-
-        let packed = agg.packer.pack(&keys, &rows);
-        let hashes = packed.hashes();
-        let partitions = agg.partitions();
-        let mut order = std::mem::take(&mut state.order);
-        let bounds = if partitions == 1 {
-            order.clear();
-            order.extend(0..rows.len() as u32);
-            vec![0, rows.len()]
-        } else {
-            partition_order(&hashes, agg.partition_bits, &mut order)
-        };
-        for p in 0..partitions {
-            let indices = &order[bounds[p]..bounds[p + 1]];
-            if indices.is_empty() {
-                continue;
-            }
-            let table = &mut state.tables[p];
-            state.groups.clear();
-            state.new_groups.clear();
-            table.groups.lookup_prefetched(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups, ctx.config.prefetch_group);
-            if !state.new_groups.is_empty() {
-                let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
-                for (builder, key) in table.keys.iter_mut().zip(&keys) {
-                    builder.append(key, Some(&new_rows));
-                }
-                let count = table.groups.group_count();
-                table.states.iter_mut().for_each(|s| s.resize(count));
-            }
-            let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
-            for (i, s) in table.states.iter_mut().enumerate() {
-                match &filters[i] {
-                    None => s.update(arguments[i].as_ref(), &physical, &state.groups)?,
-                    Some(mask) => {
-                        let (mut kept_rows, mut kept_groups) = (Vec::new(), Vec::new());
-                        for (&r, &g) in physical.iter().zip(&state.groups) {
-                            if mask[r as usize] {
-                                kept_rows.push(r);
-                                kept_groups.push(g);
-                            }
-                        }
-                        s.update(arguments[i].as_ref(), &kept_rows, &kept_groups)?;
-                    }
+        match &agg.grouping_sets {
+            None => self.group_rows(&keys, &rows, &arguments, &filters, state, ctx)?,
+            Some(sets) => {
+                let len = chunk.physical_len();
+                for (index, set) in sets.iter().enumerate() {
+                    let mut set_keys: Vec<Vector> = keys
+                        .iter()
+                        .zip(set)
+                        .zip(&agg.group_types)
+                        .map(|((key, grouped), data_type)| if *grouped { key.clone() } else { Vector::nulls(*data_type, len) })
+                        .collect();
+                    set_keys.push(Vector::from_scalar(&ScalarValue::Int32(index as i32), DataType::Integer, len));
+                    self.group_rows(&set_keys, &rows, &arguments, &filters, state, ctx)?;
                 }
             }
         }
-        state.order = order;
         Ok(Control::Continue)
     }
 
@@ -291,6 +343,28 @@ impl Sink for AggregateSink {
         }
         let chunk = if columns.is_empty() { DataChunk::empty_columns(count) } else { DataChunk::new(columns, count) };
         global.results.lock().unwrap_or_else(|e| e.into_inner())[p] = Some(chunk);
+        Ok(())
+    }
+
+    fn finish(&self, ctx: &ExecContext) -> Result<()> {
+        // Over no rows, each empty grouping set (a grand total) still has its row, as a
+        // global aggregate does.
+        let agg = &self.0;
+        let Some(sets) = &agg.grouping_sets else { return Ok(()) };
+        let empty_sets: Vec<i32> = sets.iter().enumerate().filter(|(_, set)| !set.contains(&true)).map(|(i, _)| i as i32).collect();
+        let mut results = agg.global(ctx)?.results.lock().unwrap_or_else(|e| e.into_inner());
+        if empty_sets.is_empty() || results.iter().flatten().any(|chunk| chunk.physical_len() > 0) {
+            return Ok(());
+        }
+        let count = empty_sets.len();
+        let mut columns: Vec<Vector> = agg.group_types[..agg.group_exprs.len()].iter().map(|t| Vector::nulls(*t, count)).collect();
+        columns.push(Vector::from_native(DataType::Integer, empty_sets));
+        for aggregate in &agg.aggregates {
+            let mut state = aggregate.spec.new_state()?;
+            state.resize(count);
+            columns.push(state.finalize()?);
+        }
+        results[0] = Some(DataChunk::new(columns, count));
         Ok(())
     }
 }

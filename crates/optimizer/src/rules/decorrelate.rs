@@ -66,7 +66,7 @@ impl<'a> Dependent<'a> {
             groups.push((source.expr(), out.clone()));
             columns.push(out);
         }
-        Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), input: Box::new(copy) }, columns))
+        Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input: Box::new(copy) }, columns))
     }
 
     /// `outer.c IS NOT DISTINCT FROM d` for every correlated column: the condition that
@@ -114,7 +114,10 @@ impl<'a> Dependent<'a> {
                     .collect();
                 Ok((LogicalPlan::Window { windows, input: Box::new(input) }, d))
             }
-            LogicalPlan::Aggregate { groups, aggregates, input } => self.push_into_aggregate(groups, aggregates, *input, ctx),
+            LogicalPlan::Aggregate { grouping_sets: Some(_), .. } => {
+                Err(not_impl_err!("GROUPING SETS, ROLLUP or CUBE in a correlated subquery"))
+            }
+            LogicalPlan::Aggregate { groups, aggregates, input, .. } => self.push_into_aggregate(groups, aggregates, *input, ctx),
             LogicalPlan::Join { kind, left, right, condition, mark } => {
                 let (left_uses, right_uses) = (uses(&left), uses(&right));
                 let both = match kind {
@@ -211,7 +214,7 @@ impl<'a> Dependent<'a> {
             // GROUP BY: one more key per D column.
             let out: Vec<ColumnRef> = d.iter().map(|c| ctx.new_column(&c.name, c.data_type, c.nullable)).collect();
             groups.extend(d.iter().zip(&out).map(|(c, o)| (c.expr(), o.clone())));
-            return Ok((LogicalPlan::Aggregate { groups, aggregates, input: Box::new(input) }, out));
+            return Ok((LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input: Box::new(input) }, out));
         }
         // A scalar aggregate has one row for every D value, also when no input row has
         // it: aggregate over D ⟕ input, counting only the rows that came from the input.
@@ -240,7 +243,7 @@ impl<'a> Dependent<'a> {
             .collect();
         let out: Vec<ColumnRef> = all.iter().map(|c| ctx.new_column(&c.name, c.data_type, c.nullable)).collect();
         let groups = all.iter().zip(&out).map(|(c, o)| (c.expr(), o.clone())).collect();
-        Ok((LogicalPlan::Aggregate { groups, aggregates, input: Box::new(joined) }, out))
+        Ok((LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input: Box::new(joined) }, out))
     }
 
     /// Replaces the correlated columns by D's columns `d`.
@@ -292,7 +295,7 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
             let exprs = exprs.into_iter().map(|(e, c)| (e, fresh(&c, map, ctx))).collect();
             LogicalPlan::Project { exprs, input: Box::new(input) }
         }
-        LogicalPlan::Aggregate { groups, aggregates, input } => {
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
             let input = copy_node(*input, map, ctx);
             let groups: Vec<(Expr, ColumnRef)> = groups.into_iter().map(|(e, c)| (rename(e, map), c)).collect();
             let aggregates: Vec<(AggregateCall, ColumnRef)> = aggregates
@@ -305,7 +308,8 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
                 .collect();
             let groups = groups.into_iter().map(|(e, c)| (e, fresh(&c, map, ctx))).collect();
             let aggregates = aggregates.into_iter().map(|(a, c)| (a, fresh(&c, map, ctx))).collect();
-            LogicalPlan::Aggregate { groups, aggregates, input: Box::new(input) }
+            let grouping_sets = grouping_sets.map(|g| apiary_sql::GroupingSets { id: fresh(&g.id, map, ctx), sets: g.sets });
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(input) }
         }
         LogicalPlan::Join { kind, left, right, condition, mark } => {
             let left = copy_node(*left, map, ctx);
@@ -360,7 +364,7 @@ pub(crate) fn in_as_aggregate(
         (call(AggregateFunction::CountStar, vec![], DataType::BigInt), rows.clone()),
         (call(AggregateFunction::BoolOr, vec![Expr::is_null(inner.expr())], DataType::Boolean), has_null.clone()),
     ];
-    let aggregate = LogicalPlan::Aggregate { groups: Vec::new(), aggregates, input: Box::new(plan) };
+    let aggregate = LogicalPlan::Aggregate { groups: Vec::new(), aggregates, grouping_sets: None, input: Box::new(plan) };
     let null = Expr::Literal(ScalarValue::Null, DataType::Boolean);
     let result = Expr::Case {
         whens: vec![

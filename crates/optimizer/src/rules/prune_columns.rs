@@ -48,7 +48,7 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
             let needed = columns_of(exprs.iter().map(|(e, _)| e));
             LogicalPlan::Project { exprs, input: Box::new(prune(*input, &needed)) }
         }
-        LogicalPlan::Aggregate { groups, mut aggregates, input } => {
+        LogicalPlan::Aggregate { groups, mut aggregates, grouping_sets, input } => {
             aggregates.retain(|(_, c)| required.contains(&c.id));
             let mut needed = columns_of(groups.iter().map(|(e, _)| e));
             for (call, _) in &aggregates {
@@ -57,7 +57,7 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
                     f.collect_columns(&mut needed);
                 }
             }
-            LogicalPlan::Aggregate { groups, aggregates, input: Box::new(prune(*input, &needed)) }
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(prune(*input, &needed)) }
         }
         LogicalPlan::Join { kind, left, right, condition, mark } => {
             let mut needed = required.clone();

@@ -51,16 +51,26 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             let input = push(*input, down);
             wrap(LogicalPlan::Project { exprs, input: Box::new(input) }, keep)
         }
-        LogicalPlan::Aggregate { groups, aggregates, input } => {
-            let map: HashMap<ColumnId, Expr> = groups.iter().map(|(e, c)| (c.id, e.clone())).collect();
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
+            // Only keys every grouping set groups by have their input values in every row;
+            // a predicate on others (or on none: a constant) must see the aggregated rows.
+            let map: HashMap<ColumnId, Expr> = groups
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !grouping_sets.as_ref().is_some_and(|g| g.omits(*i)))
+                .map(|(_, (e, c))| (c.id, e.clone()))
+                .collect();
             let (down, keep): (Vec<Expr>, Vec<Expr>) = if groups.is_empty() {
                 (Vec::new(), predicates)
             } else {
-                predicates.into_iter().partition(|p| p.columns().iter().all(|c| map.contains_key(c)))
+                predicates.into_iter().partition(|p| {
+                    let columns = p.columns();
+                    (grouping_sets.is_none() || !columns.is_empty()) && columns.iter().all(|c| map.contains_key(c))
+                })
             };
             let down = down.into_iter().map(|p| p.replace_columns(&|c| map.get(&c.id).cloned())).collect();
             let input = push(*input, down);
-            wrap(LogicalPlan::Aggregate { groups, aggregates, input: Box::new(input) }, keep)
+            wrap(LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(input) }, keep)
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(push(*input, predicates)) },
         // A predicate on columns every window partitions by keeps or drops whole

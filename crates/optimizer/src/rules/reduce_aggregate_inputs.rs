@@ -70,13 +70,16 @@ fn try_reduce(
     // Where each output column of `side` comes from, as an expression over the aggregate
     // input (group keys only).
     let (projection, aggregate) = match side {
-        LogicalPlan::Project { exprs, input } if matches!(*input, LogicalPlan::Aggregate { .. }) => (Some(exprs), *input),
-        agg @ LogicalPlan::Aggregate { .. } => (None, agg),
+        // With grouping sets a key's NULL may stand for every value: no reduction.
+        LogicalPlan::Project { exprs, input } if matches!(*input, LogicalPlan::Aggregate { grouping_sets: None, .. }) => {
+            (Some(exprs), *input)
+        }
+        agg @ LogicalPlan::Aggregate { grouping_sets: None, .. } => (None, agg),
         other => return Ok(Err(other)),
     };
-    let LogicalPlan::Aggregate { groups, aggregates, input } = aggregate else { unreachable!("matched above") };
+    let LogicalPlan::Aggregate { groups, aggregates, input, .. } = aggregate else { unreachable!("matched above") };
     let rebuild = |groups, aggregates, input, projection: Option<Vec<(Expr, ColumnRef)>>| {
-        let aggregate = LogicalPlan::Aggregate { groups, aggregates, input };
+        let aggregate = LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input };
         match projection {
             Some(exprs) => LogicalPlan::Project { exprs, input: Box::new(aggregate) },
             None => aggregate,

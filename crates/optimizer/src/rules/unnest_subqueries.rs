@@ -76,7 +76,7 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
             }
             Ok(LogicalPlan::Project { exprs: rewritten, input: Box::new(input) })
         }
-        LogicalPlan::Aggregate { groups, aggregates, input }
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input }
             if groups.iter().any(|(e, _)| e.contains_subquery())
                 || aggregates.iter().any(|(a, _)| a.args.iter().any(|e| e.contains_subquery())) =>
         {
@@ -116,7 +116,7 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
                 }
             }
             let input = LogicalPlan::Project { exprs: projected, input: Box::new(input) };
-            Ok(LogicalPlan::Aggregate { groups: new_groups, aggregates: new_aggregates, input: Box::new(input) })
+            Ok(LogicalPlan::Aggregate { groups: new_groups, aggregates: new_aggregates, grouping_sets, input: Box::new(input) })
         }
         other => {
             if other.expressions().iter().any(|e| e.contains_subquery()) {
@@ -133,7 +133,9 @@ pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> 
         LogicalPlan::Scan(_) | LogicalPlan::Values { .. } => plan,
         LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate, input: Box::new(f(*input)?) },
         LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(f(*input)?) },
-        LogicalPlan::Aggregate { groups, aggregates, input } => LogicalPlan::Aggregate { groups, aggregates, input: Box::new(f(*input)?) },
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
+            LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(f(*input)?) }
+        }
         LogicalPlan::Join { kind, left, right, condition, mark } => {
             let left = Box::new(f(*left)?);
             let right = Box::new(f(*right)?);
@@ -441,7 +443,10 @@ fn scalar_subquery_join(
         LogicalPlan::Project { exprs, input } => (Some(exprs), *input),
         other => (None, other),
     };
-    let LogicalPlan::Aggregate { groups, aggregates, input: agg_input } = below_projection else {
+    if matches!(below_projection, LogicalPlan::Aggregate { grouping_sets: Some(_), .. }) {
+        return Err(not_impl_err!("GROUPING SETS, ROLLUP or CUBE in a correlated subquery"));
+    }
+    let LogicalPlan::Aggregate { groups, aggregates, input: agg_input, .. } = below_projection else {
         // Not aggregated: a Single join on the correlated predicates (errors on >1 match).
         let plan = match projection {
             Some(exprs) => LogicalPlan::Project { exprs, input: Box::new(below_projection) },
@@ -487,7 +492,7 @@ fn scalar_subquery_join(
         .iter()
         .map(|(call, column): &(AggregateCall, ColumnRef)| (column.id, Expr::Literal(call.empty_value(), column.data_type)))
         .collect();
-    let aggregate = LogicalPlan::Aggregate { groups: new_groups, aggregates, input: Box::new(rest) };
+    let aggregate = LogicalPlan::Aggregate { groups: new_groups, aggregates, grouping_sets: None, input: Box::new(rest) };
     // The value expression: the projected output (or the aggregate column itself).
     let (sub_plan, value_expr) = match projection {
         Some(mut exprs) => {

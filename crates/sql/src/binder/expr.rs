@@ -532,6 +532,9 @@ impl Binder<'_> {
         if function.over.is_some() {
             return self.bind_window_call(&name, function, scope);
         }
+        if name == "grouping" || name == "grouping_id" {
+            return self.bind_grouping(function, scope);
+        }
         if !function.within_group.is_empty() {
             return Err(not_impl_err!("WITHIN GROUP"));
         }

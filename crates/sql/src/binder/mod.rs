@@ -17,6 +17,7 @@
 
 mod expr;
 mod function;
+mod grouping;
 pub mod parameter;
 mod query;
 mod system_function;
@@ -165,6 +166,8 @@ pub(crate) struct AggregateCollector {
     pub calls: Vec<(AggregateCall, ColumnRef)>,
     /// Window function calls of the same query (computed after the aggregation).
     pub windows: Vec<(crate::window::WindowCall, ColumnRef)>,
+    /// The query's GROUP BY, for `GROUPING(...)` (`None` without GROUP BY).
+    pub grouping: Option<grouping::GroupingContext>,
 }
 
 pub struct Binder<'a> {

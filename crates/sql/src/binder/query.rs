@@ -7,10 +7,11 @@ use apiary_common::{bind_err, not_impl_err, type_err, ApiaryError, Result};
 use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
+use super::grouping::{expand_grouping_sets, GroupingContext};
 use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, CteDefinition, Scope, ScopeColumn};
 use crate::coercion::common_type;
 use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
-use crate::plan::{JoinKind, LogicalPlan, Scan};
+use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
 
 /// Output columns of a bound query: (visible name, column).
 pub(crate) type OutputColumns = Vec<(String, ColumnRef)>;
@@ -262,7 +263,7 @@ impl Binder<'_> {
             groups.push((column.expr(), grouped.clone()));
             output.push((name, grouped));
         }
-        (LogicalPlan::Aggregate { groups, aggregates: Vec::new(), input: Box::new(plan) }, output)
+        (LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input: Box::new(plan) }, output)
     }
 
     fn bind_values(&mut self, values: &ast::Values) -> Result<(LogicalPlan, OutputColumns)> {
@@ -421,45 +422,71 @@ impl Binder<'_> {
             plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
         }
 
-        // GROUP BY keys (may name select-list aliases or ordinals).
-        let group_asts: Vec<ast::Expr> = match &select.group_by {
-            ast::GroupByExpr::Expressions(exprs, modifiers) => {
-                if !modifiers.is_empty() {
-                    return Err(not_impl_err!("GROUP BY modifiers (ROLLUP/CUBE/GROUPING SETS)"));
-                }
-                exprs.clone()
-            }
-            ast::GroupByExpr::All(modifiers) => {
-                if !modifiers.is_empty() {
-                    return Err(not_impl_err!("GROUP BY ALL with modifiers (ROLLUP/CUBE/GROUPING SETS)"));
-                }
-                group_by_all_keys(select)?
-            }
+        // GROUP BY keys (may name select-list aliases or ordinals), as grouping sets.
+        let (group_items, modifiers, explicit_group_by) = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) => (exprs.clone(), modifiers, !exprs.is_empty()),
+            ast::GroupByExpr::All(modifiers) => (group_by_all_keys(select)?, modifiers, true),
         };
-        let mut groups: Vec<(Expr, ColumnRef)> = Vec::new();
-        let mut subquery_keys: Vec<(ast::Expr, ColumnRef)> = Vec::new();
-        for group_ast in &group_asts {
-            let resolved = self.resolve_group_key(group_ast, select, &scope)?;
+        let set_asts = expand_grouping_sets(&group_items, modifiers)?;
+        // The distinct key expressions, and each set as indices into them.
+        let mut key_asts: Vec<ast::Expr> = Vec::new();
+        let mut ast_sets: Vec<Vec<usize>> = Vec::new();
+        for set in &set_asts {
+            let mut indices = Vec::new();
+            for key in set {
+                let index = key_asts.iter().position(|k| k == key).unwrap_or_else(|| {
+                    key_asts.push(key.clone());
+                    key_asts.len() - 1
+                });
+                indices.push(index);
+            }
+            ast_sets.push(indices);
+        }
+        let mut bound_keys: Vec<(Expr, ast::Expr)> = Vec::new();
+        let mut key_of_ast: Vec<usize> = Vec::new();
+        for key_ast in &key_asts {
+            let resolved = self.resolve_group_key(key_ast, select, &scope)?;
             self.aggregate_stack.push(None);
             let bound = self.bind_expr(&resolved, &scope);
             self.aggregate_stack.pop();
             let bound = bound?;
-            if groups.iter().any(|(g, _)| *g == bound) {
-                continue;
-            }
+            let index = bound_keys.iter().position(|(g, _)| *g == bound).unwrap_or_else(|| {
+                bound_keys.push((bound, resolved));
+                bound_keys.len() - 1
+            });
+            key_of_ast.push(index);
+        }
+        let sets: Vec<Vec<usize>> = ast_sets
+            .iter()
+            .map(|set| {
+                let mut keys: Vec<usize> = set.iter().map(|&i| key_of_ast[i]).collect();
+                keys.sort_unstable();
+                keys.dedup();
+                keys
+            })
+            .collect();
+        let grouping_sets = (sets.len() > 1).then(|| GroupingSets { sets, id: self.new_column("grouping_set", DataType::Integer, false) });
+        let mut groups: Vec<(Expr, ColumnRef)> = Vec::new();
+        let mut subquery_keys: Vec<(ast::Expr, ColumnRef)> = Vec::new();
+        for (i, (bound, resolved)) in bound_keys.into_iter().enumerate() {
             let name = match &bound {
                 Expr::Column(c) => c.name.to_string(),
                 _ => resolved.to_string(),
             };
-            let column = self.new_column(&name, bound.data_type(), bound.nullable());
+            let nullable = bound.nullable() || grouping_sets.as_ref().is_some_and(|g| g.omits(i));
+            let column = self.new_column(&name, bound.data_type(), nullable);
             if bound.contains_subquery() {
-                subquery_keys.push((resolved.clone(), column.clone()));
+                subquery_keys.push((resolved, column.clone()));
             }
             groups.push((bound, column));
         }
+        let grouping = explicit_group_by.then(|| GroupingContext {
+            keys: groups.iter().map(|(g, _)| g.clone()).collect(),
+            sets: grouping_sets.as_ref().map(|g| (g.sets.clone(), g.id.clone())),
+        });
 
         // SELECT list, HAVING and ORDER BY, collecting aggregates.
-        self.aggregate_stack.push(Some(AggregateCollector::default()));
+        self.aggregate_stack.push(Some(AggregateCollector { grouping, ..Default::default() }));
         let enclosing_keys = std::mem::replace(&mut self.grouped_subquery_keys, subquery_keys);
         let bound_items = self.bind_select_items(&select.projection, &scope);
         let windows_before_having = self.window_count();
@@ -487,7 +514,7 @@ impl Binder<'_> {
         }
         let mut windows = collector.windows;
 
-        let aggregated = !groups.is_empty() || !collector.calls.is_empty() || having.is_some();
+        let aggregated = explicit_group_by || !collector.calls.is_empty() || having.is_some();
         if aggregated {
             let input_columns: Vec<ColumnId> = scope.columns.iter().map(|c| c.column.id).collect();
             let rewrite = |expr: Expr, clause: &str| resolve_grouped(expr, &groups, &input_columns, clause);
@@ -527,7 +554,7 @@ impl Binder<'_> {
                 })
                 .collect();
             let aggregates = collector.calls;
-            plan = LogicalPlan::Aggregate { groups: groups.clone(), aggregates, input: Box::new(plan) };
+            plan = LogicalPlan::Aggregate { groups: groups.clone(), aggregates, grouping_sets, input: Box::new(plan) };
             if !key_map.is_empty() {
                 let rewrite =
                     |e: &mut Expr| *e = crate::plan::rewrite_subquery_columns(std::mem::replace(e, Expr::boolean(true)), &key_map);
