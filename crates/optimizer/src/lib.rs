@@ -65,6 +65,9 @@ pub const RULES: &[(&str, RuleFn)] = &[
     ("unnest_subqueries", rules::unnest_subqueries::run),
     ("fold_constants", rules::fold_constants::run),
     ("push_down_predicates", rules::push_down_predicates::run),
+    // Pushed-down predicates can become constant (a UNION branch's literal column
+    // compared with a constant): fold them, and drop what can produce no rows.
+    ("fold_constants", rules::fold_constants::run),
     ("push_down_semi_joins", rules::push_down_semi_joins::run),
     ("reorder_joins", rules::reorder_joins::run),
     ("reduce_aggregate_inputs", rules::reduce_aggregate_inputs::run),
@@ -74,8 +77,12 @@ pub const RULES: &[(&str, RuleFn)] = &[
 
 /// Names users may pass to `SET disabled_optimizers`.
 pub fn rule_names() -> Vec<&'static str> {
-    let mut names: Vec<&str> = RULES.iter().map(|(n, _)| *n).collect();
-    names.dedup();
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _) in RULES {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
     names
 }
 

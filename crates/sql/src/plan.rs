@@ -170,6 +170,9 @@ impl LogicalPlan {
                 .collect(),
             LogicalPlan::Join { kind, left, right, mark, .. } => {
                 let mut columns = left.output();
+                // Computed once: calling `left.output()` again would make a chain of joins
+                // cost exponential time.
+                let left_len = columns.len();
                 match kind {
                     JoinKind::Inner | JoinKind::Single => columns.extend(right.output()),
                     JoinKind::Left => columns.extend(right.output().into_iter().map(nullable)),
@@ -185,7 +188,6 @@ impl LogicalPlan {
                     JoinKind::Mark { .. } => columns.extend(mark.clone()),
                 }
                 if *kind == JoinKind::Single {
-                    let left_len = left.output().len();
                     for column in &mut columns[left_len..] {
                         column.nullable = true;
                     }

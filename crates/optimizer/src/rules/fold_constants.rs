@@ -155,7 +155,62 @@ fn remove_trivial_filters(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Logi
             condition: Some(Expr::Literal(ScalarValue::Boolean(false) | ScalarValue::Null, _)),
             mark,
         } => never_matching_join(kind, *left, *right, mark, ctx),
-        other => other,
+        other => remove_empty_inputs(other),
+    }
+}
+
+fn is_empty(plan: &LogicalPlan) -> bool {
+    matches!(plan, LogicalPlan::Values { rows, .. } if rows.is_empty())
+}
+
+/// An operator over an input that is known to produce no rows (a filter that is never
+/// TRUE, often a UNION branch whose constant column a pushed-down predicate rejects)
+/// produces none either, so it is not run at all; UNION drops such inputs.
+fn remove_empty_inputs(plan: LogicalPlan) -> LogicalPlan {
+    let empty = |plan: &LogicalPlan| LogicalPlan::Values { rows: Vec::new(), output: plan.output() };
+    let never_true = |e: &Expr| matches!(e, Expr::Literal(ScalarValue::Boolean(false) | ScalarValue::Null, _));
+    match &plan {
+        LogicalPlan::Scan(scan) if scan.filters.iter().any(never_true) => empty(&plan),
+        LogicalPlan::Filter { input, .. }
+        | LogicalPlan::Project { input, .. }
+        | LogicalPlan::Sort { input, .. }
+        | LogicalPlan::Limit { input, .. }
+        | LogicalPlan::Window { input, .. }
+            if is_empty(input) =>
+        {
+            empty(&plan)
+        }
+        // A global aggregate (or an empty grouping set) still has its row.
+        LogicalPlan::Aggregate { groups, grouping_sets: None, input, .. } if !groups.is_empty() && is_empty(input) => empty(&plan),
+        LogicalPlan::Join { kind, left, right, .. } => {
+            let no_rows = match kind {
+                JoinKind::Inner => is_empty(left) || is_empty(right),
+                JoinKind::Right => is_empty(right),
+                JoinKind::Full => is_empty(left) && is_empty(right),
+                JoinKind::Left | JoinKind::Semi | JoinKind::Anti { .. } | JoinKind::Mark { .. } | JoinKind::Single => is_empty(left),
+            };
+            let no_rows = no_rows || (*kind == JoinKind::Semi && is_empty(right));
+            if no_rows {
+                empty(&plan)
+            } else {
+                plan
+            }
+        }
+        LogicalPlan::Union { inputs, .. } if inputs.iter().any(is_empty) => {
+            let LogicalPlan::Union { inputs, output } = plan else { unreachable!("matched above") };
+            let mut kept: Vec<LogicalPlan> = inputs.into_iter().filter(|i| !is_empty(i)).collect();
+            match kept.len() {
+                0 => LogicalPlan::Values { rows: Vec::new(), output },
+                1 => {
+                    // The one input left, under the union's column ids.
+                    let input = kept.pop().expect("one input");
+                    let exprs = input.output().into_iter().zip(output).map(|(c, o)| (c.expr(), o)).collect();
+                    LogicalPlan::Project { exprs, input: Box::new(input) }
+                }
+                _ => LogicalPlan::Union { inputs: kept, output },
+            }
+        }
+        _ => plan,
     }
 }
 
