@@ -29,9 +29,9 @@ use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
-use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
+use crate::operators::hash_join::{integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
-use crate::operators::scan::{ScanConjunct, TableScan, ZonePredicate};
+use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
@@ -52,6 +52,9 @@ struct Branch {
     after_sinks: Vec<usize>,
     /// Plan text of this branch so far (source first).
     steps: Vec<String>,
+    /// When the source is a table scan: the scan and the ids of the columns it reads, in
+    /// order (for runtime filters from the joins the branch probes).
+    scan: Option<(Arc<TableScan>, Vec<ColumnId>)>,
 }
 
 impl Branch {
@@ -129,7 +132,16 @@ impl<'a> PhysicalPlanner<'a> {
     fn new_branch(&mut self, source: Arc<dyn Source>, layout: Vec<ColumnRef>, step: String) -> Branch {
         let id = self.next_branch;
         self.next_branch += 1;
-        Branch { id, source, operators: Vec::new(), layout, after_branches: Vec::new(), after_sinks: Vec::new(), steps: vec![step] }
+        Branch {
+            id,
+            source,
+            operators: Vec::new(),
+            layout,
+            after_branches: Vec::new(),
+            after_sinks: Vec::new(),
+            steps: vec![step],
+            scan: None,
+        }
     }
 
     /// Attaches branches to a new sink as pipelines; returns the sink id.
@@ -310,7 +322,9 @@ impl<'a> PhysicalPlanner<'a> {
         let source = self.stateful(|slot| {
             Arc::new(TableScan::new(scan.label.clone(), table, read_columns, filter, conjuncts, zone_predicates, output, slot))
         });
-        Ok(self.new_branch(source, layout, step))
+        let mut branch = self.new_branch(Arc::clone(&source) as Arc<dyn Source>, layout, step);
+        branch.scan = Some((source, read_ids));
+        Ok(branch)
     }
 
     fn plan_aggregate(
@@ -695,6 +709,24 @@ impl<'a> PhysicalPlanner<'a> {
             c.nullable = true;
             c
         };
+        // A probe row without a partner leaves the join: the scan producing a probe key can
+        // drop rows outside the range of the build keys (runtime filter).
+        let drops_unmatched_probe_rows =
+            matches!(mode, JoinMode::Inner | JoinMode::Semi | JoinMode::BuildOuter | JoinMode::BuildSemi | JoinMode::BuildAnti);
+        if drops_unmatched_probe_rows && !null_safe {
+            for branch in probe_branches.iter_mut() {
+                let Some((scan, read_ids)) = &branch.scan else { continue };
+                for (k, key) in probe_keys.iter().enumerate() {
+                    let Expr::Column(column) = key else { continue };
+                    let Some(position) = read_ids.iter().position(|&id| id == column.id) else { continue };
+                    if !integer_key(column.data_type) {
+                        continue;
+                    }
+                    scan.add_runtime_filter(position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k);
+                    branch.steps[0].push_str(&format!(" runtime filter: {} in range of build keys [sink #{build_sink}]", column.name));
+                }
+            }
+        }
         let probe_branch_ids: Vec<usize> = probe_branches.iter().map(|b| b.id).collect();
         if matches!(mode, JoinMode::BuildSemi | JoinMode::BuildAnti) {
             // The probe only marks build rows; the build rows are emitted afterwards.
