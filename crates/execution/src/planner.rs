@@ -13,10 +13,10 @@
 //! * the number of hash-aggregation partitions (1 for few groups, more for many);
 //! * which columns each operator carries (only what is needed above).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use apiary_common::Result;
+use apiary_common::{internal_err, Result};
 use apiary_optimizer::cardinality::{estimate, group_count};
 use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::plan::Scan;
@@ -27,7 +27,7 @@ use crate::config::ExecutionConfig;
 use crate::expr::{compile_with, evaluate_constant, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
-use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
+use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
 use crate::operators::hash_join::{integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
@@ -78,6 +78,9 @@ pub struct PhysicalPlanner<'a> {
     explain: Vec<String>,
     /// Parts with state per execution, by slot.
     stateful: StatefulParts,
+    /// The materialized CTEs whose bodies are being planned: their sink, its id, and the
+    /// definition's column ids in the collected layout.
+    ctes: HashMap<usize, (Arc<CollectSink>, usize, Vec<ColumnId>)>,
 }
 
 impl<'a> PhysicalPlanner<'a> {
@@ -90,6 +93,7 @@ impl<'a> PhysicalPlanner<'a> {
             pending: Vec::new(),
             explain: Vec::new(),
             stateful: Vec::new(),
+            ctes: HashMap::new(),
         }
     }
 
@@ -105,8 +109,7 @@ impl<'a> PhysicalPlanner<'a> {
         let result = self.stateful(|slot| Arc::new(CollectSink::new(types, None, 0, slot)));
         self.close(branches, result.clone() as Arc<dyn Sink>, "Result".to_string());
         // Resolve branch dependencies to pipeline indices.
-        let branch_to_pipeline: std::collections::HashMap<usize, usize> =
-            self.pending.iter().enumerate().map(|(idx, p)| (p.branch_id, idx)).collect();
+        let branch_to_pipeline: HashMap<usize, usize> = self.pending.iter().enumerate().map(|(idx, p)| (p.branch_id, idx)).collect();
         let mut pipelines = Vec::with_capacity(self.pending.len());
         for pending in self.pending {
             let mut pipeline = pending.pipeline;
@@ -238,6 +241,49 @@ impl<'a> PhysicalPlanner<'a> {
             }
             LogicalPlan::Sort { keys, input } => self.plan_sort(keys, input, None, 0),
             LogicalPlan::Window { windows, input } => self.plan_window(windows, input),
+            LogicalPlan::Cte { id, name, definition, body } => {
+                // The definition's rows are collected once; the body's scans of the CTE
+                // read them after that sink finished.
+                let layout = definition.output();
+                let mut branches = self.plan_node(definition, &definition.output_ids())?;
+                for branch in branches.iter_mut() {
+                    self.reorder_to(branch, &layout)?;
+                }
+                let types = layout.iter().map(|c| c.data_type).collect();
+                let sink = self.stateful(|slot| Arc::new(CollectSink::new(types, None, 0, slot)));
+                let sink_id = self.close(branches, sink.clone(), format!("Materialize CTE {name}"));
+                let ids = layout.iter().map(|c| c.id).collect();
+                let previous = self.ctes.insert(*id, (sink, sink_id, ids));
+                let body = self.plan_node(body, required);
+                match previous {
+                    Some(previous) => self.ctes.insert(*id, previous),
+                    None => self.ctes.remove(id),
+                };
+                body
+            }
+            LogicalPlan::CteScan(scan) => {
+                let (sink, sink_id, ids) =
+                    self.ctes.get(&scan.id).cloned().ok_or_else(|| internal_err!("CTE #{} scanned outside its definition", scan.id))?;
+                let mut positions = Vec::new();
+                let mut layout = Vec::new();
+                for (source, column) in &scan.columns {
+                    if !required.contains(&column.id) {
+                        continue;
+                    }
+                    let position =
+                        ids.iter().position(|i| i == source).ok_or_else(|| internal_err!("CTE #{} has no column {source}", scan.id))?;
+                    positions.push(position);
+                    layout.push(column.clone());
+                }
+                let step = format!(
+                    "CteScan {} [{}] [sink #{sink_id}]",
+                    scan.label,
+                    layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
+                );
+                let mut branch = self.new_branch(Arc::new(CteScanSource { sink, positions }), layout, step);
+                branch.after_sinks.push(sink_id);
+                Ok(vec![branch])
+            }
             LogicalPlan::Limit { limit, offset, input } => {
                 if let LogicalPlan::Sort { keys, input: sort_input } = input.as_ref() {
                     return self.plan_sort(keys, sort_input, *limit, *offset);

@@ -100,6 +100,11 @@ impl<'a> Dependent<'a> {
                 Ok((LogicalPlan::Project { exprs, input: Box::new(input) }, d))
             }
             LogicalPlan::Sort { input, .. } => self.push_down(*input, ctx),
+            // A definition cannot read enclosing queries' columns: only the body can.
+            LogicalPlan::Cte { id, name, definition, body } => {
+                let (body, d) = self.push_down(*body, ctx)?;
+                Ok((LogicalPlan::Cte { id, name, definition, body: Box::new(body) }, d))
+            }
             // Each outer row's rows form their own partitions: the domain columns join
             // every window's PARTITION BY.
             LogicalPlan::Window { windows, input } => {
@@ -191,6 +196,8 @@ impl<'a> Dependent<'a> {
             }
             LogicalPlan::Limit { .. } => Err(not_impl_err!("a correlated subquery with LIMIT")),
             LogicalPlan::Values { .. } => Err(not_impl_err!("outer column references in VALUES")),
+            // A scan reads no outer column (handled at the top).
+            LogicalPlan::CteScan(_) => Err(apiary_common::internal_err!("a CTE scan reads outer columns")),
         }
     }
 
@@ -284,6 +291,17 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
         LogicalPlan::Values { rows, output } => {
             let output = output.iter().map(|c| fresh(c, map, ctx)).collect();
             LogicalPlan::Values { rows, output }
+        }
+        LogicalPlan::CteScan(mut scan) => {
+            // The copy's definition (copied first, when the copy includes the Cte node)
+            // has columns of its own.
+            scan.columns = scan.columns.iter().map(|(source, c)| (map.get(source).map_or(*source, |n| n.id), fresh(c, map, ctx))).collect();
+            LogicalPlan::CteScan(scan)
+        }
+        LogicalPlan::Cte { id, name, definition, body } => {
+            let definition = copy_node(*definition, map, ctx);
+            let body = copy_node(*body, map, ctx);
+            LogicalPlan::Cte { id, name, definition: Box::new(definition), body: Box::new(body) }
         }
         LogicalPlan::Filter { predicate, input } => {
             let input = copy_node(*input, map, ctx);

@@ -73,6 +73,12 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             wrap(LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(input) }, keep)
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(push(*input, predicates)) },
+        // The definition is shared by every reference: predicates stay above each
+        // reference; the definition's own are pushed within it.
+        LogicalPlan::Cte { id, name, definition, body } => {
+            LogicalPlan::Cte { id, name, definition: Box::new(push(*definition, Vec::new())), body: Box::new(push(*body, predicates)) }
+        }
+        scan @ LogicalPlan::CteScan(_) => wrap(scan, predicates),
         // A predicate on columns every window partitions by keeps or drops whole
         // partitions: it may run first. Others see the window's results.
         LogicalPlan::Window { windows, input } => {

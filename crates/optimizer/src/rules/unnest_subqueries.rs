@@ -130,7 +130,11 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
 /// Applies `f` to each child plan.
 pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> Result<LogicalPlan>) -> Result<LogicalPlan> {
     Ok(match plan {
-        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } => plan,
+        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) => plan,
+        LogicalPlan::Cte { id, name, definition, body } => {
+            let definition = Box::new(f(*definition)?);
+            LogicalPlan::Cte { id, name, definition, body: Box::new(f(*body)?) }
+        }
         LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate, input: Box::new(f(*input)?) },
         LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(f(*input)?) },
         LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {

@@ -15,6 +15,7 @@
 //! reachable as *outer scopes*: a name found there becomes an outer reference (the column
 //! id of the enclosing query), which is what makes a subquery correlated.
 
+mod cte;
 mod expr;
 mod function;
 mod grouping;
@@ -152,11 +153,13 @@ impl Scope {
     }
 }
 
-/// A `WITH` definition, re-bound at each reference (CTEs are inlined).
+/// A `WITH` definition: re-bound at each reference (inlined), or bound once and
+/// materialized (see `cte.rs`).
 #[derive(Clone)]
-struct CteDefinition {
+pub(crate) struct CteDefinition {
     query: ast::Query,
     column_aliases: Vec<String>,
+    materialized: Option<cte::MaterializedCte>,
 }
 
 /// Collects aggregate calls while the SELECT list / HAVING / ORDER BY of a grouped query
@@ -205,6 +208,8 @@ pub struct Binder<'a> {
     /// Whether a described `$n` binds as [`Expr::Parameter`] (a plan made once for many
     /// executions) rather than as a NULL of its type (describing only).
     parameter_slots: bool,
+    /// The id of the next materialized CTE.
+    next_cte_id: usize,
 }
 
 impl<'a> Binder<'a> {
@@ -225,6 +230,7 @@ impl<'a> Binder<'a> {
             parameters: None,
             parameter_values: None,
             parameter_slots: false,
+            next_cte_id: 0,
         }
     }
 
