@@ -1,5 +1,6 @@
-//! Which WITH queries are computed once: EXPLAIN shows one `Materialize CTE` pipeline per
-//! materialized definition and one `CteScan` per reference. (Answers are checked in
+//! Which WITH queries are computed once (referenced more than once and aggregating, or AS
+//! MATERIALIZED): EXPLAIN shows one `Materialize CTE` pipeline per materialized definition
+//! and one `CteScan` per reference. (Answers are checked in
 //! tests/sql/cte/materialized.slt.)
 
 use apiary::{Connection, Database, QueryResult};
@@ -28,13 +29,13 @@ fn a_cte_referenced_twice_is_computed_once() {
 }
 
 #[test]
-fn a_cte_referenced_once_or_scanning_one_table_is_inlined() {
+fn a_cte_referenced_once_or_not_aggregating_is_inlined() {
     let (_db, mut conn) = setup();
     for sql in [
         "WITH s AS (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s",
-        // Recomputing a filtered scan costs what reading a copy costs; each reference
-        // keeps its own predicates on the scan.
+        // Each reference of a scan or join gets its own predicates pushed into it.
         "WITH s AS (SELECT a, b FROM t WHERE b > 1) SELECT * FROM s x JOIN s y ON x.a = y.b WHERE x.a = 1",
+        "WITH s AS (SELECT t1.a, t2.b FROM t t1 JOIN t t2 ON t1.a = t2.b) SELECT * FROM s x JOIN s y ON x.a = y.b",
         "WITH s AS NOT MATERIALIZED (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x JOIN s y ON x.a = y.a",
     ] {
         let plan = explain(&mut conn, sql);
@@ -54,4 +55,22 @@ fn a_materialized_cte_runs_again_for_every_execution_of_a_prepared_statement() {
     let value = |r: &QueryResult| QueryResult::format_cell(&r.chunks[0], 0, 0).unwrap_or_default();
     assert_eq!(value(&first), "4");
     assert_eq!(value(&second), "6", "the CTE's rows are not kept from the first execution");
+}
+
+#[test]
+fn the_references_filters_together_filter_the_definition() {
+    let (_db, mut conn) = setup();
+    let verbose = |conn: &mut Connection, sql: &str| {
+        let result = conn.query(&format!("EXPLAIN VERBOSE {sql}")).unwrap();
+        let chunk = &result.chunks[0];
+        let text: Vec<String> = (0..chunk.row_count()).map(|r| QueryResult::format_cell(chunk, r, 0).unwrap_or_default()).collect();
+        let text = text.join("\n");
+        text[text.find("Optimized logical plan").expect("optimized plan")..].to_string()
+    };
+    let both =
+        verbose(&mut conn, "WITH s AS (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x, s y WHERE x.a = 1 AND y.a = 2");
+    assert!(both.contains("Scan t [a, b] filters=[(a = 1) OR (a = 2)]"), "{both}");
+    // A reference without a filter needs every row.
+    let one = verbose(&mut conn, "WITH s AS (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x, s y WHERE x.a = 1");
+    assert!(one.contains("Scan t [a, b]\n"), "{one}");
 }

@@ -2,12 +2,13 @@
 //!
 //! A CTE referenced once is inlined: the reference binds the definition afresh, so the
 //! optimizer treats it like a derived table (predicates pushed into it, columns pruned).
-//! One referenced more than once (or declared `AS MATERIALIZED`) is bound once and
-//! computed once: the query becomes a [`LogicalPlan::Cte`] whose body reads the rows with
-//! a [`LogicalPlan::CteScan`] per reference (PostgreSQL's rule since version 12). A
-//! definition that only scans one table with filters stays inlined even then:
-//! recomputing it costs about what reading a copy costs, and inlining keeps each
-//! reference's predicates on the scan. `AS NOT MATERIALIZED` always inlines.
+//! One referenced more than once that groups, aggregates, removes duplicates or computes
+//! window functions (or one declared `AS MATERIALIZED`) is bound once and computed once:
+//! the query becomes a [`LogicalPlan::Cte`] whose body reads the rows with a
+//! [`LogicalPlan::CteScan`] per reference (DuckDB's rule). Other definitions (scans,
+//! filters, joins) stay inlined even when referenced more often: each reference then gets
+//! its own predicates pushed into it and filters passed sideways from its joins, which
+//! usually costs less than computing all rows once. `AS NOT MATERIALIZED` always inlines.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +68,7 @@ impl Binder<'_> {
             let materialize = match cte.materialized {
                 Some(ast::CteAsMaterialized::NotMaterialized) => false,
                 Some(ast::CteAsMaterialized::Materialized) => references > 0,
-                None => references > 1 && !is_single_scan(&cte.query),
+                None => references > 1 && aggregates(&cte.query),
             };
             if !materialize {
                 continue;
@@ -185,45 +186,55 @@ fn count_references(query: &ast::Query, name: &str) -> usize {
     counter.count
 }
 
-/// Whether a definition only reads one table, with filters and expressions: no join,
-/// grouping, DISTINCT, window, set operation, ORDER BY or LIMIT.
-fn is_single_scan(query: &ast::Query) -> bool {
-    let ast::SetExpr::Select(select) = query.body.as_ref() else { return false };
-    let plain_table = matches!(
-        select.from.as_slice(),
-        [ast::TableWithJoins { relation: ast::TableFactor::Table { args: None, .. }, joins }] if joins.is_empty()
-    );
-    let grouped = !matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, modifiers) if exprs.is_empty() && modifiers.is_empty());
-    let computes = select.projection.iter().any(|item| match item {
-        ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_call_or_subquery(e),
-        _ => false,
-    });
-    plain_table
-        && !grouped
-        && select.distinct.is_none()
-        && select.having.is_none()
-        && select.named_window.is_empty()
-        && !computes
-        && query.with.is_none()
-        && query.order_by.is_none()
-        && query.limit_clause.is_none()
-        && query.fetch.is_none()
-        && select.selection.as_ref().is_none_or(|w| !has_call_or_subquery(w))
-}
-
-/// Whether `expr` calls a function (an aggregate or window possibly) or has a subquery.
-fn has_call_or_subquery(expr: &ast::Expr) -> bool {
-    struct Finder;
-    impl Visitor for Finder {
-        type Break = ();
-        fn pre_visit_expr(&mut self, expr: &ast::Expr) -> std::ops::ControlFlow<()> {
-            match expr {
-                ast::Expr::Function(_) | ast::Expr::Subquery(_) | ast::Expr::Exists { .. } | ast::Expr::InSubquery { .. } => {
-                    std::ops::ControlFlow::Break(())
-                }
-                _ => std::ops::ControlFlow::Continue(()),
+/// Whether a definition groups, aggregates, removes duplicates or computes window
+/// functions at its top level (in any branch of a set operation; subqueries in FROM or in
+/// expressions do not count).
+fn aggregates(query: &ast::Query) -> bool {
+    fn body(set: &ast::SetExpr) -> bool {
+        match set {
+            ast::SetExpr::Select(select) => {
+                let grouped = !matches!(&select.group_by, ast::GroupByExpr::Expressions(exprs, modifiers) if exprs.is_empty() && modifiers.is_empty());
+                let computes = select.projection.iter().any(|item| match item {
+                    ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } => has_aggregate_or_window(e),
+                    _ => false,
+                });
+                grouped || computes || select.distinct.is_some() || select.having.is_some() || !select.named_window.is_empty()
             }
+            ast::SetExpr::Query(query) => aggregates(query),
+            // UNION (not ALL), INTERSECT and EXCEPT remove duplicates.
+            ast::SetExpr::SetOperation { set_quantifier, left, right, .. } => {
+                !matches!(set_quantifier, ast::SetQuantifier::All) || body(left) || body(right)
+            }
+            _ => false,
         }
     }
-    expr.visit(&mut Finder).is_break()
+    body(&query.body)
+}
+
+/// Whether `expr` calls an aggregate or window function outside its subqueries.
+fn has_aggregate_or_window(expr: &ast::Expr) -> bool {
+    struct Finder {
+        depth: usize,
+    }
+    impl Visitor for Finder {
+        type Break = ();
+        fn pre_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &ast::Query) -> std::ops::ControlFlow<()> {
+            self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, expr: &ast::Expr) -> std::ops::ControlFlow<()> {
+            if let ast::Expr::Function(function) = expr {
+                let name = function.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_lowercase()).unwrap_or_default();
+                if self.depth == 0 && (function.over.is_some() || super::is_aggregate_function(&name)) {
+                    return std::ops::ControlFlow::Break(());
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    expr.visit(&mut Finder { depth: 0 }).is_break()
 }
