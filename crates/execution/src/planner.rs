@@ -762,14 +762,18 @@ impl<'a> PhysicalPlanner<'a> {
         if drops_unmatched_probe_rows && !null_safe {
             for branch in probe_branches.iter_mut() {
                 let Some((scan, read_ids)) = &branch.scan else { continue };
+                // Right after the scan, the probe's own Bloom filter tests membership as
+                // early; later (behind other operators), the scan tests it first.
+                let membership = !branch.operators.is_empty() && probe_keys.len() == 1;
                 for (k, key) in probe_keys.iter().enumerate() {
                     let Expr::Column(column) = key else { continue };
                     let Some(position) = read_ids.iter().position(|&id| id == column.id) else { continue };
-                    if !integer_key(column.data_type) {
+                    if !integer_key(column.data_type) && !membership {
                         continue;
                     }
-                    scan.add_runtime_filter(position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k);
-                    branch.steps[0].push_str(&format!(" runtime filter: {} in range of build keys [sink #{build_sink}]", column.name));
+                    scan.add_runtime_filter(position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k, membership);
+                    let what = if membership { "in build keys" } else { "in range of build keys" };
+                    branch.steps[0].push_str(&format!(" runtime filter: {} {what} [sink #{build_sink}]", column.name));
                 }
             }
         }

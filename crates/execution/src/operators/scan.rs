@@ -13,7 +13,11 @@
 //! probe side of an inner or semi hash join learns the range of the join's build keys when
 //! its pipeline starts (the build has finished by then). Blocks whose zone map lies outside
 //! the range are skipped, and rows outside it are dropped before the probe, where a
-//! block's zone map does not already show that all of them are inside.
+//! block's zone map does not already show that all of them are inside. When other
+//! operators (earlier probes of a star join, say) run between the scan and the probe, the
+//! scan also tests the key against the build's Bloom filter or direct table (Quickstep's
+//! lookahead information passing), so rows that will not match leave before that work;
+//! a membership test that keeps almost every row is dropped after a sample.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -45,19 +49,44 @@ pub enum KeyRange {
     Within(i64, i64),
 }
 
-/// Where a scan's runtime filter learns its range: a hash join's build side.
+/// Where a scan's runtime filter learns about the build keys: a hash join's build side.
 pub trait KeyRangeSource: Send + Sync {
     /// The range of build key `key` in this execution (`None` when not known: the key is
     /// not an integer column, or the build has not finished).
     fn key_range(&self, key: usize, ctx: &ExecContext) -> Option<KeyRange>;
+
+    /// Whether [`Self::select_members`] can test the join's keys (a join on one key).
+    fn tests_membership(&self) -> bool {
+        false
+    }
+
+    /// Of `rows` (positions in `column`, the probe key's values), those whose key may be
+    /// among the build keys (no false negatives).
+    fn select_members(&self, _column: &Vector, rows: Vec<u32>, _ctx: &ExecContext) -> Vec<u32> {
+        rows
+    }
 }
 
-/// A runtime filter on one integer column of the scan.
+/// A runtime filter on one column of the scan.
 struct RuntimeFilter {
     /// Position in `read_columns`.
     column: usize,
     source: Arc<dyn KeyRangeSource>,
     key: usize,
+    /// Test membership too (operators run between the scan and the probe).
+    membership: bool,
+}
+
+/// Rows a membership test looks at before deciding whether it pays.
+const MEMBERSHIP_SAMPLE_ROWS: u64 = 1 << 16;
+
+/// One execution's counters of a membership test.
+#[derive(Default)]
+struct MembershipCounters {
+    tested: AtomicU64,
+    passed: AtomicU64,
+    /// Set when the test kept almost every row of its sample.
+    disabled: AtomicBool,
 }
 
 /// One conjunct of a scan's filter.
@@ -107,6 +136,8 @@ struct ScanGlobal {
     /// The runtime filters' ranges, read once from the finished builds: (position in
     /// `read_columns`, range).
     runtime_ranges: OnceLock<Vec<(usize, KeyRange)>>,
+    /// Per runtime filter: its membership test's counters.
+    membership: OnceLock<Vec<MembershipCounters>>,
     /// Blocks skipped and rows dropped by runtime filters.
     runtime_blocks_skipped: AtomicU64,
     runtime_rows_dropped: AtomicU64,
@@ -172,6 +203,7 @@ impl Stateful for TableScan {
             blocks_skipped: AtomicU64::new(0),
             blocks_on_codes: AtomicU64::new(0),
             runtime_ranges: OnceLock::new(),
+            membership: OnceLock::new(),
             runtime_blocks_skipped: AtomicU64::new(0),
             runtime_rows_dropped: AtomicU64::new(0),
         }))
@@ -211,10 +243,35 @@ impl TableScan {
         TableScan { label, table, read_columns, filter, conjuncts, zone_predicates, output, runtime_filters: RwLock::default(), slot }
     }
 
-    /// Filters rows by the range of build key `key` of `source` on the column at
-    /// `position` of the read columns (which must be an integer-like column).
-    pub fn add_runtime_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize) {
-        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).push(RuntimeFilter { column: position, source, key });
+    /// Filters rows by build key `key` of `source` on the column at `position` of the read
+    /// columns: by its range (integer columns), and with `membership` by the build's keys
+    /// themselves.
+    pub fn add_runtime_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize, membership: bool) {
+        let membership = membership && source.tests_membership();
+        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).push(RuntimeFilter { column: position, source, key, membership });
+    }
+
+    /// Drops the rows whose keys no build holds, by the membership tests that still pay.
+    fn select_members(&self, global: &ScanGlobal, chunk: &DataChunk, selected: Option<Vec<u32>>, ctx: &ExecContext) -> Option<Vec<u32>> {
+        let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
+        let counters = global.membership.get_or_init(|| filters.iter().map(|_| MembershipCounters::default()).collect());
+        let mut selected = selected;
+        for (filter, counters) in filters.iter().zip(counters) {
+            if !filter.membership || counters.disabled.load(Ordering::Relaxed) {
+                continue;
+            }
+            let rows = selected.take().unwrap_or_else(|| (0..chunk.physical_len() as u32).collect());
+            let before = rows.len() as u64;
+            let kept = filter.source.select_members(&chunk.columns[filter.column], rows, ctx);
+            let tested = counters.tested.fetch_add(before, Ordering::Relaxed) + before;
+            let passed = counters.passed.fetch_add(kept.len() as u64, Ordering::Relaxed) + kept.len() as u64;
+            global.runtime_rows_dropped.fetch_add(before - kept.len() as u64, Ordering::Relaxed);
+            if tested >= MEMBERSHIP_SAMPLE_ROWS && passed * 10 > tested * 9 {
+                counters.disabled.store(true, Ordering::Relaxed);
+            }
+            selected = Some(kept);
+        }
+        selected
     }
 
     /// This execution's runtime ranges (read from the builds the first time).
@@ -400,6 +457,7 @@ impl TableScan {
         // Runtime filters: skip the block when no value can match; check rows only where
         // the zone map does not show every value inside the range.
         let mut row_ranges: Vec<(usize, i64, i64)> = Vec::new();
+        let has_membership = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).iter().any(|f| f.membership);
         for &(position, range) in self.runtime_ranges(global, ctx) {
             let zone = &block.column(self.read_columns[position]).zone_map;
             let (lo, hi) = match range {
@@ -473,6 +531,9 @@ impl TableScan {
                 let kept = select_in_range(column, selected.take(), len, lo, hi);
                 global.runtime_rows_dropped.fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
                 selected = Some(kept);
+            }
+            if has_membership {
+                selected = self.select_members(global, &chunk, selected, ctx);
             }
             if let Some(selected) = selected {
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
