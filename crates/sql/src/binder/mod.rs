@@ -6,6 +6,8 @@
 //!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
 //!  ├─ function.rs scalar and aggregate functions by name
+//!  ├─ aggregate_functions.rs  string_agg, quantiles, mode, arg_min/max, corr, regr_*
+//!  ├─ scalar_functions.rs  strings, regular expressions, dates and times, TRY_CAST
 //!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
 //!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
@@ -15,11 +17,13 @@
 //! reachable as *outer scopes*: a name found there becomes an outer reference (the column
 //! id of the enclosing query), which is what makes a subquery correlated.
 
+mod aggregate_functions;
 mod expr;
 mod function;
 mod grouping;
 pub mod parameter;
 mod query;
+mod scalar_functions;
 mod system_function;
 mod window;
 
@@ -205,6 +209,9 @@ pub struct Binder<'a> {
     /// Whether a described `$n` binds as [`Expr::Parameter`] (a plan made once for many
     /// executions) rather than as a NULL of its type (describing only).
     parameter_slots: bool,
+    /// `now()` / `current_date` of the statement (microseconds since 1970, UTC): read
+    /// once, so every call in a statement sees the same moment.
+    statement_time: Option<i64>,
 }
 
 impl<'a> Binder<'a> {
@@ -225,6 +232,7 @@ impl<'a> Binder<'a> {
             parameters: None,
             parameter_values: None,
             parameter_slots: false,
+            statement_time: None,
         }
     }
 
