@@ -105,7 +105,12 @@ pub fn date_diff(field: DateField, start: i64, end: i64) -> Option<i64> {
         DateField::Second => boundaries(MICROS_PER_SECOND)?,
         DateField::Millisecond => boundaries(1000)?,
         DateField::Microsecond => end.checked_sub(start)?,
-        DateField::Decade | DateField::Century | DateField::Millennium | DateField::IsoYear => part(&b, field) - part(&a, field),
+        // DuckDB counts these as whole divisions of the year (2000 and 2001 are one
+        // century apart for date_part, none for date_diff).
+        DateField::Decade => (b.year.div_euclid(10) - a.year.div_euclid(10)) as i64,
+        DateField::Century => (b.year.div_euclid(100) - a.year.div_euclid(100)) as i64,
+        DateField::Millennium => (b.year.div_euclid(1000) - a.year.div_euclid(1000)) as i64,
+        DateField::IsoYear => part(&b, field) - part(&a, field),
         _ => return None,
     })
 }
@@ -198,7 +203,9 @@ impl DateTimeFunction {
                 }
                 let (hour, minute, seconds) = (integer(3, i), integer(4, i), values[5].values::<f64>()[i]);
                 let made = make_date(integer(0, i), integer(1, i), integer(2, i)).and_then(|days| {
-                    if !(0..24).contains(&hour) || !(0..60).contains(&minute) || !(0.0..60.0).contains(&seconds) {
+                    // PostgreSQL accepts 24:00:00 (the next midnight).
+                    let midnight = hour == 24 && minute == 0 && seconds == 0.0;
+                    if !midnight && (!(0..24).contains(&hour) || !(0..60).contains(&minute) || !(0.0..60.0).contains(&seconds)) {
                         return Err(exec_err!("time field value out of range: {hour}:{minute:02}:{seconds}"));
                     }
                     let micros = (seconds * MICROS_PER_SECOND as f64).round() as i64;

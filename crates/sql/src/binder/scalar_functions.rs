@@ -169,14 +169,15 @@ impl Binder<'_> {
         Ok(Some(Expr::Function { func, args: bound, data_type }))
     }
 
-    /// `TRY_CAST(value AS to)`: a failing conversion gives NULL; a conversion that is
-    /// never possible (DATE to INTEGER) is still an error.
+    /// `TRY_CAST(value AS to)`: a failing conversion gives NULL, and so does one that is
+    /// never possible (DATE to INTEGER), as in DuckDB.
     pub(crate) fn try_cast(&self, value: Expr, to: DataType) -> Result<Expr> {
         if value.data_type() == to {
             return Ok(value);
         }
-        // Checks that the types convert at all.
-        self.cast(Expr::Literal(ScalarValue::Null, value.data_type()), to)?;
+        if self.cast(Expr::Literal(ScalarValue::Null, value.data_type()), to).is_err() {
+            return Ok(Expr::Literal(ScalarValue::Null, to));
+        }
         match value {
             Expr::Literal(v, _) => Ok(Expr::Literal(v.cast_to(&to).unwrap_or(ScalarValue::Null), to)),
             other => Ok(Expr::Function { func: ScalarFunction::TryCast, args: vec![other], data_type: to }),
