@@ -95,8 +95,10 @@ fn timestamps(name: &str, args: &[ScalarValue], inclusive: bool, pool: &BufferPo
             pool.check_headroom(values.len() * 8, &format!("{name}() of {} rows", values.len()))?;
         }
         current = match add_interval_to_timestamp(current, step) {
-            Some(next) => next,
-            None => break,
+            // A step like '1 month -29 days' can stand still in February: stop rather
+            // than repeat a value forever.
+            Some(next) if (next > current) == ascending && next != current => next,
+            _ => break,
         };
     }
     let pieces = values.chunks(PIECE_ROWS).map(|c| Vector::from_native(DataType::Timestamp, c.to_vec())).collect();

@@ -433,11 +433,22 @@ impl DateField {
     }
 }
 
+/// The year as PostgreSQL numbers it from an astronomical year: there is no year 0, the
+/// year before 1 AD is 1 BC (-1).
+#[inline]
+pub fn year_number(astronomical: i32) -> i64 {
+    if astronomical > 0 {
+        astronomical as i64
+    } else {
+        astronomical as i64 - 1
+    }
+}
+
 /// Extracts a field from a date (days since epoch).
 pub fn extract_from_date(field: DateField, days: i32) -> i64 {
     let (y, m, d) = civil_from_days(days);
     match field {
-        DateField::Year => y as i64,
+        DateField::Year => year_number(y),
         DateField::Quarter => ((m - 1) / 3 + 1) as i64,
         DateField::Month => m as i64,
         DateField::Day => d as i64,
@@ -448,7 +459,7 @@ pub fn extract_from_date(field: DateField, days: i32) -> i64 {
         DateField::Hour | DateField::Minute | DateField::Second | DateField::Millisecond | DateField::Microsecond => 0,
         DateField::Epoch => days as i64 * 86_400,
         DateField::IsoDayOfWeek => (days as i64 + 3).rem_euclid(7) + 1,
-        DateField::IsoYear => iso_week(days).0 as i64,
+        DateField::IsoYear => year_number(iso_week(days).0),
         // PostgreSQL's definitions, including years before 1 (year 0 is 1 BC).
         DateField::Decade => (y as i64).div_euclid(10),
         DateField::Century if y > 0 => (y as i64 + 99) / 100,

@@ -93,7 +93,6 @@ fn strings(
 pub fn date_diff(field: DateField, start: i64, end: i64) -> Option<i64> {
     let boundaries = |unit: i64| Some(end.div_euclid(unit) - start.div_euclid(unit));
     let (a, b) = (Parts::of_timestamp(start), Parts::of_timestamp(end));
-    let part = |p: &Parts, f: DateField| datetime::extract_from_date(f, p.days);
     Some(match field {
         DateField::Year => (b.year - a.year) as i64,
         DateField::Quarter => (b.year as i64 * 4 + (b.month as i64 - 1) / 3) - (a.year as i64 * 4 + (a.month as i64 - 1) / 3),
@@ -110,7 +109,7 @@ pub fn date_diff(field: DateField, start: i64, end: i64) -> Option<i64> {
         DateField::Decade => (b.year.div_euclid(10) - a.year.div_euclid(10)) as i64,
         DateField::Century => (b.year.div_euclid(100) - a.year.div_euclid(100)) as i64,
         DateField::Millennium => (b.year.div_euclid(1000) - a.year.div_euclid(1000)) as i64,
-        DateField::IsoYear => part(&b, field) - part(&a, field),
+        DateField::IsoYear => (datetime::iso_week(b.days).0 - datetime::iso_week(a.days).0) as i64,
         _ => return None,
     })
 }
