@@ -289,9 +289,17 @@ impl Sink for AggregateSink {
     fn local_memory(&self, state: &LocalState) -> usize {
         // Group tables, plus keys and aggregate states of about 16 bytes per group each.
         let per_group = 16 * (self.0.group_exprs.len() + self.0.aggregates.len());
-        state
-            .downcast_ref::<AggregateLocal>()
-            .map_or(0, |s| s.tables.iter().map(|t| t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group).sum())
+        state.downcast_ref::<AggregateLocal>().map_or(0, |s| {
+            s.tables
+                .iter()
+                .map(|t| {
+                    // Plus what states hold beyond that (string_agg's and quantiles'
+                    // lists, sketches).
+                    let held: usize = t.states.iter().map(|state| state.memory_bytes()).sum();
+                    t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group + held
+                })
+                .sum()
+        })
     }
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {

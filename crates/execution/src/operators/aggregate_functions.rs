@@ -73,6 +73,11 @@ pub trait AggregateState: Send {
     fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()>;
     /// One output value per group.
     fn finalize(&mut self) -> Result<Vector>;
+    /// Bytes held beyond the ~16 per group the sink counts for every state: the value
+    /// lists of holistic aggregates, sketches. Called after every chunk: must be cheap.
+    fn memory_bytes(&self) -> usize {
+        0
+    }
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 

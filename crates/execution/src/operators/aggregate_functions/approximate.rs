@@ -15,7 +15,12 @@ use super::{downcast, AggregateState};
 #[derive(Default)]
 pub(super) struct ApproxDistinctState {
     sketches: Vec<Option<Box<HyperLogLog>>>,
+    /// Sketches allocated.
+    allocated: usize,
 }
+
+/// Bytes of one sketch (its registers).
+const SKETCH_BYTES: usize = 2048 + 64;
 
 impl AggregateState for ApproxDistinctState {
     fn resize(&mut self, groups: usize) {
@@ -26,7 +31,11 @@ impl AggregateState for ApproxDistinctState {
         let input = inputs.first().ok_or_else(|| internal_err!("approx_count_distinct without input"))?;
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
-                self.sketches[g as usize].get_or_insert_with(Default::default).add_row(input, r as usize);
+                let slot = &mut self.sketches[g as usize];
+                if slot.is_none() {
+                    self.allocated += 1;
+                }
+                slot.get_or_insert_with(Default::default).add_row(input, r as usize);
             }
         }
         Ok(())
@@ -38,7 +47,10 @@ impl AggregateState for ApproxDistinctState {
             let Some(sketch) = sketch.take() else { continue };
             match &mut self.sketches[mapping[g] as usize] {
                 Some(target) => target.merge(&sketch),
-                slot @ None => *slot = Some(sketch),
+                slot @ None => {
+                    *slot = Some(sketch);
+                    self.allocated += 1;
+                }
             }
         }
         Ok(())
@@ -47,6 +59,10 @@ impl AggregateState for ApproxDistinctState {
     fn finalize(&mut self) -> Result<Vector> {
         let counts: Vec<i64> = self.sketches.iter().map(|s| s.as_ref().map_or(0, |s| s.estimate().round() as i64)).collect();
         Ok(Vector::from_native(DataType::BigInt, counts))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.allocated * SKETCH_BYTES
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

@@ -21,6 +21,11 @@ pub trait Held: Send + 'static {
     /// `v[row]` against a held value, without copying the row's value.
     fn compare_row(v: &Vector, row: usize, held: &Self::Value) -> Ordering;
     fn finish(values: Vec<Self::Value>, data_type: DataType, validity: Option<Bitmap>) -> Vector;
+    /// Bytes a held value takes.
+    fn size(value: &Self::Value) -> usize {
+        let _ = value;
+        size_of::<Self::Value>()
+    }
 }
 
 pub struct NativeHeld<T>(PhantomData<T>);
@@ -72,6 +77,10 @@ impl Held for StrHeld {
 
     fn compare_row(v: &Vector, row: usize, held: &String) -> Ordering {
         v.strings().get_bytes(row).cmp(held.as_bytes())
+    }
+
+    fn size(value: &String) -> usize {
+        size_of::<String>() + value.len()
     }
 
     fn finish(values: Vec<String>, data_type: DataType, validity: Option<Bitmap>) -> Vector {

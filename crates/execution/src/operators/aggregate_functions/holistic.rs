@@ -32,6 +32,8 @@ pub(super) struct StringAggState {
     separator: Option<String>,
     orders: Vec<SortOrder>,
     distinct: bool,
+    /// Bytes the pieces hold (see [`AggregateState::memory_bytes`]).
+    bytes: usize,
 }
 
 impl StringAggState {
@@ -42,7 +44,7 @@ impl StringAggState {
             _ => None,
         };
         let orders = spec.order_by.iter().map(|o| SortOrder { ascending: o.ascending, nulls_first: o.nulls_first }).collect();
-        StringAggState { groups: Vec::new(), separator, orders, distinct: spec.distinct }
+        StringAggState { groups: Vec::new(), separator, orders, distinct: spec.distinct, bytes: 0 }
     }
 }
 
@@ -73,13 +75,16 @@ impl AggregateState for StringAggState {
             };
             let key = flat[offsets[k] as usize..offsets[k + 1] as usize].to_vec();
             k += 1;
-            self.groups[g as usize].push(Piece { key, separator, value: strings.get(r).to_string() });
+            let value = strings.get(r).to_string();
+            self.bytes += size_of::<Piece>() + key.len() + value.len() + separator.as_ref().map_or(0, String::len);
+            self.groups[g as usize].push(Piece { key, separator, value });
         }
         Ok(())
     }
 
     fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
         let other = downcast::<StringAggState>(other)?;
+        self.bytes += std::mem::take(&mut other.bytes);
         for (g, pieces) in other.groups.iter_mut().enumerate() {
             self.groups[mapping[g] as usize].append(pieces);
         }
@@ -112,6 +117,10 @@ impl AggregateState for StringAggState {
         Ok(Vector::new(DataType::Varchar(None), VectorData::Str(builder.finish()), validity_from(&seen)))
     }
 
+    fn memory_bytes(&self) -> usize {
+        self.bytes
+    }
+
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
@@ -137,12 +146,14 @@ pub(super) struct ListState<H: Held> {
     result: ListResult,
     descending: bool,
     output_type: DataType,
+    /// Values held (strings count their bytes too).
+    bytes: usize,
 }
 
 impl<H: Held> ListState<H> {
     pub(super) fn new(spec: &AggregateSpec, result: ListResult) -> ListState<H> {
         let descending = spec.order_by.first().is_some_and(|o| !o.ascending);
-        ListState { lists: Vec::new(), result, descending, output_type: spec.output_type }
+        ListState { lists: Vec::new(), result, descending, output_type: spec.output_type, bytes: 0 }
     }
 }
 
@@ -170,7 +181,9 @@ impl<H: Held> AggregateState for ListState<H> {
         let input = inputs.first().ok_or_else(|| internal_err!("quantile without input"))?;
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
-                self.lists[g as usize].push(H::read(input, r as usize));
+                let value = H::read(input, r as usize);
+                self.bytes += H::size(&value);
+                self.lists[g as usize].push(value);
             }
         }
         Ok(())
@@ -178,6 +191,7 @@ impl<H: Held> AggregateState for ListState<H> {
 
     fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
         let other = downcast::<ListState<H>>(other)?;
+        self.bytes += std::mem::take(&mut other.bytes);
         for (g, list) in other.lists.iter_mut().enumerate() {
             self.lists[mapping[g] as usize].append(list);
         }
@@ -238,6 +252,10 @@ impl<H: Held> AggregateState for ListState<H> {
             ListResult::Continuous(_) => Vector::new(DataType::Double, VectorData::F64(interpolated.into()), validity),
             _ => H::finish(out, self.output_type, validity),
         })
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.bytes
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
