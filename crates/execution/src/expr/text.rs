@@ -284,6 +284,26 @@ mod tests {
         assert_eq!(out, "hi");
     }
 
+    /// Constant folding evaluates calls through `evaluate_constant`: the new functions
+    /// fold (and a failing call reports its error, which keeps it unfolded).
+    #[test]
+    fn constant_calls_fold() {
+        use apiary_sql::expr::Expr;
+        use apiary_types::datetime::DateField;
+        let text = |s: &str| Expr::literal(ScalarValue::Utf8(s.into()));
+        let call = |func, args, data_type| Expr::Function { func, args, data_type };
+        let fold = |e: &Expr| crate::expr::evaluate_constant(e).map(|v| v.to_string());
+        let varchar = DataType::Varchar(None);
+        assert_eq!(fold(&call(ScalarFunction::Md5, vec![text("abc")], varchar)).unwrap(), "900150983cd24fb0d6963f7d28e17f72");
+        let replace = call(ScalarFunction::RegexpReplace, vec![text("aXbX"), text("x"), text("-"), text("gi")], varchar);
+        assert_eq!(fold(&replace).unwrap(), "a-b-");
+        let date = |s: &str| Expr::literal(ScalarValue::Date(apiary_types::datetime::parse_date(s).unwrap()));
+        let diff = call(ScalarFunction::DateDiff(DateField::Month), vec![date("2024-01-31"), date("2024-03-01")], DataType::BigInt);
+        assert_eq!(fold(&diff).unwrap(), "2");
+        let chr_zero = call(ScalarFunction::Chr, vec![Expr::literal(ScalarValue::Int64(0))], varchar);
+        assert!(fold(&chr_zero).is_err());
+    }
+
     #[test]
     fn initcap_words() {
         let mut out = String::new();
