@@ -552,8 +552,8 @@ pub fn to_char(patterns: &[Pattern], micros: i64, out: &mut String) {
             "D" => Some((p.weekday() as i64 + 1, 1)),
             "ID" => Some(((p.weekday() as i64 + 6) % 7 + 1, 1)),
             "IDDD" => {
-                let (first_year, _) = (iso_year, 0);
-                let jan4 = datetime::days_from_civil(first_year, 1, 4);
+                // Day of the ISO year: from the Monday of the week holding January 4th.
+                let jan4 = datetime::days_from_civil(iso_year, 1, 4);
                 let week1_monday = jan4 - (jan4 as i64 + 3).rem_euclid(7) as i32;
                 Some(((p.days - week1_monday + 1) as i64, 3))
             }
