@@ -403,18 +403,22 @@ impl<'a> PhysicalPlanner<'a> {
         let group_nullable = groups.iter().map(|(e, _)| e.nullable()).collect();
         let mut inputs = Vec::new();
         for (call, column) in aggregates {
-            let argument = match call.args.first() {
-                Some(a) if call.func != AggregateFunction::CountStar => Some(self.compile_expr(a, &ids)?),
-                _ => None,
+            let arguments = if call.func == AggregateFunction::CountStar {
+                Vec::new()
+            } else {
+                call.args.iter().map(|a| self.compile_expr(a, &ids)).collect::<Result<Vec<_>>>()?
             };
             let filter = call.filter.as_ref().map(|f| self.compile_expr(f, &ids)).transpose()?;
             let spec = AggregateSpec {
                 func: call.func,
-                input_type: argument.as_ref().map(|a| a.data_type()),
+                input_type: arguments.first().map(|a| a.data_type()),
+                argument_types: arguments.iter().map(|a| a.data_type()).collect(),
                 output_type: column.data_type,
                 distinct: call.distinct,
+                constants: call.args.iter().map(|a| if let Expr::Literal(v, _) = a { Some(v.clone()) } else { None }).collect(),
+                order_by: call.order_by.clone(),
             };
-            inputs.push(AggregateInput { spec, argument, filter });
+            inputs.push(AggregateInput { spec, arguments, filter });
         }
         let expected_groups = match grouping_sets {
             None if groups.is_empty() => 1.0,

@@ -376,7 +376,7 @@ pub(crate) fn in_as_aggregate(
     let matched = ctx.new_column("in_matched", DataType::Boolean, true);
     let rows = ctx.new_column("in_rows", DataType::BigInt, false);
     let has_null = ctx.new_column("in_has_null", DataType::Boolean, true);
-    let call = |func, args: Vec<Expr>, data_type| AggregateCall { func, args, distinct: false, filter: None, data_type };
+    let call = |func, args: Vec<Expr>, data_type| AggregateCall::new(func, args, false, None, data_type);
     let aggregates = vec![
         (call(AggregateFunction::BoolOr, vec![equal], DataType::Boolean), matched.clone()),
         (call(AggregateFunction::CountStar, vec![], DataType::BigInt), rows.clone()),

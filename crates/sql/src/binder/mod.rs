@@ -6,6 +6,8 @@
 //!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
 //!  ├─ function.rs scalar and aggregate functions by name
+//!  ├─ aggregate_functions.rs  string_agg, quantiles, mode, arg_min/max, corr, regr_*
+//!  ├─ scalar_functions.rs  strings, regular expressions, dates and times, TRY_CAST
 //!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
 //!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
@@ -15,12 +17,14 @@
 //! reachable as *outer scopes*: a name found there becomes an outer reference (the column
 //! id of the enclosing query), which is what makes a subquery correlated.
 
+mod aggregate_functions;
 mod cte;
 mod expr;
 mod function;
 mod grouping;
 pub mod parameter;
 mod query;
+mod scalar_functions;
 mod system_function;
 mod window;
 
@@ -210,6 +214,9 @@ pub struct Binder<'a> {
     parameter_slots: bool,
     /// The id of the next materialized CTE.
     next_cte_id: usize,
+    /// `now()` / `current_date` of the statement (microseconds since 1970, UTC): read
+    /// once, so every call in a statement sees the same moment.
+    statement_time: Option<i64>,
 }
 
 impl<'a> Binder<'a> {
@@ -231,6 +238,7 @@ impl<'a> Binder<'a> {
             parameter_values: None,
             parameter_slots: false,
             next_cte_id: 0,
+            statement_time: None,
         }
     }
 
