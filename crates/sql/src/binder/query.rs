@@ -8,7 +8,7 @@ use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
 use super::grouping::{expand_grouping_sets, GroupingContext};
-use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn};
+use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn, TableArg};
 use crate::coercion::common_type;
 use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
@@ -939,6 +939,14 @@ impl Binder<'_> {
         Ok((plan, Scope::from_columns(Some(&qualifier), &named)))
     }
 
+    /// A constant argument of a table function.
+    fn table_function_constant(&mut self, name: &str, value: &ast::Expr) -> Result<ScalarValue> {
+        match self.bind_expr(value, &Scope::default())? {
+            Expr::Literal(value, _) => Ok(value),
+            _ => Err(bind_err!("arguments of table function {name} must be constants")),
+        }
+    }
+
     fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg]) -> Result<Arc<apiary_storage::Table>> {
         let mut positional = Vec::new();
         let mut named = Vec::new();
@@ -960,9 +968,17 @@ impl Binder<'_> {
                 }
                 other => return Err(bind_err!("unsupported argument {other} to table function {name}")),
             };
-            let bound = self.bind_expr(value, &Scope::default())?;
-            let Expr::Literal(value, _) = bound else {
-                return Err(bind_err!("arguments of table function {name} must be constants"));
+            let value = match value {
+                ast::Expr::Array(ast::Array { elem, .. }) => {
+                    TableArg::List(elem.iter().map(|e| self.table_function_constant(name, e)).collect::<Result<_>>()?)
+                }
+                ast::Expr::Dictionary(fields) => TableArg::Struct(
+                    fields
+                        .iter()
+                        .map(|field| Ok((field.key.value.clone(), self.table_function_constant(name, &field.value)?)))
+                        .collect::<Result<_>>()?,
+                ),
+                e => TableArg::Value(self.table_function_constant(name, e)?),
             };
             match arg_name {
                 Some(n) => named.push((n, value)),
