@@ -122,7 +122,7 @@ impl Connection {
     /// own tables such as `apiary_queries()`): such a query skips the admission queue.
     fn reads_only_small_engine_tables(&self, plan: &LogicalPlan) -> bool {
         const SMALL_ROWS: usize = 100_000;
-        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.snapshot().row_count() <= SMALL_ROWS)
+        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.row_estimate() <= SMALL_ROWS)
     }
 
     /// The tables `plan` scans, each with whether it is the catalog's table of that name

@@ -35,4 +35,4 @@ pub use catalog::Catalog;
 pub use pool::BufferPool;
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
-pub use table::{PreparedAppend, Table, TableAppender, TableData};
+pub use table::{DeferredRows, PreparedAppend, Table, TableAppender, TableData};
