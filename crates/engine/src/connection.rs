@@ -214,6 +214,12 @@ impl Connection {
         use ast::Statement as S;
         match statement {
             S::Query(query) => self.run_query(query),
+            // DuckDB's DESCRIBE SELECT ...: the query's columns, not its plan.
+            S::Explain { describe_alias: ast::DescribeAlias::Describe | ast::DescribeAlias::Desc, analyze: false, statement, .. }
+                if matches!(statement.as_ref(), S::Query(_)) =>
+            {
+                self.describe_query(statement)
+            }
             S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
             S::Insert(insert) => self.insert(insert),
