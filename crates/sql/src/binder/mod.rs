@@ -7,6 +7,7 @@
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
 //!  ├─ function.rs scalar and aggregate functions by name
 //!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
+//!  ├─ view.rs    views in FROM: their stored query bound where they are used
 //!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
 //!
@@ -21,6 +22,7 @@ mod grouping;
 pub mod parameter;
 mod query;
 mod system_function;
+mod view;
 mod window;
 
 use std::collections::HashMap;
@@ -205,6 +207,10 @@ pub struct Binder<'a> {
     /// Whether a described `$n` binds as [`Expr::Parameter`] (a plan made once for many
     /// executions) rather than as a NULL of its type (describing only).
     parameter_slots: bool,
+    /// How many views deep the binder is (see `view.rs`).
+    view_depth: usize,
+    /// The catalog tables and views the statement names outside views (see `view.rs`).
+    referenced_relations: Vec<String>,
 }
 
 impl<'a> Binder<'a> {
@@ -225,6 +231,8 @@ impl<'a> Binder<'a> {
             parameters: None,
             parameter_values: None,
             parameter_slots: false,
+            view_depth: 0,
+            referenced_relations: Vec::new(),
         }
     }
 

@@ -137,9 +137,15 @@ impl Binder<'_> {
                 Ok(result)
             }
             ast::SetExpr::Table(table) => {
-                let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?;
-                let table = self.catalog.table(&name.to_lowercase())?;
-                let (plan, scope) = self.scan_table(table, &name.to_lowercase(), None)?;
+                let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?.to_lowercase();
+                let (plan, scope) = match self.catalog.get_view(&name) {
+                    Some(view) => self.bind_view_reference(view, None)?,
+                    None => {
+                        let table = self.catalog.table(&name)?;
+                        self.note_reference(&name);
+                        self.scan_table(table, &name, None)?
+                    }
+                };
                 let columns = scope.columns.into_iter().map(|c| (c.name, c.column)).collect();
                 Ok((plan, columns))
             }
@@ -906,7 +912,11 @@ impl Binder<'_> {
                 if let Some(cte) = self.lookup_cte(&table_name) {
                     return self.bind_cte_reference(&table_name, cte, alias.as_ref());
                 }
+                if let Some(view) = self.catalog.get_view(&table_name) {
+                    return self.bind_view_reference(view, alias.as_ref());
+                }
                 let table = self.catalog.table(&table_name)?;
+                self.note_reference(&table_name);
                 self.scan_table(table, &table_name, alias.as_ref())
             }
             ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
@@ -1145,7 +1155,7 @@ fn output_name(ast_expr: &ast::Expr, bound: &Expr) -> String {
 }
 
 /// Applies `AS alias(c1, c2, ...)` column renames.
-fn rename_columns(mut columns: Vec<(String, ColumnRef)>, alias: Option<&ast::TableAlias>) -> Result<Vec<(String, ColumnRef)>> {
+pub(crate) fn rename_columns(mut columns: Vec<(String, ColumnRef)>, alias: Option<&ast::TableAlias>) -> Result<Vec<(String, ColumnRef)>> {
     if let Some(alias) = alias {
         if alias.columns.len() > columns.len() {
             return Err(bind_err!(
