@@ -50,10 +50,11 @@ impl Binder<'_> {
         if query.fetch.as_ref().is_some_and(|f| f.with_ties || f.percent) {
             return Err(not_impl_err!("FETCH ... WITH TIES / PERCENT"));
         }
-        let order_by: &[ast::OrderByExpr] = match &query.order_by {
-            None => &[],
-            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) => exprs,
-            Some(_) => return Err(not_impl_err!("ORDER BY ALL")),
+        let order_by = match &query.order_by {
+            None => OrderByClause::Exprs(&[]),
+            Some(ast::OrderBy { interpolate: Some(_), .. }) => return Err(not_impl_err!("ORDER BY ... INTERPOLATE")),
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) => OrderByClause::Exprs(exprs),
+            Some(ast::OrderBy { kind: ast::OrderByKind::All(options), .. }) => OrderByClause::All(options),
         };
         let (limit, offset) = self.bind_limit(query)?;
         match query.body.as_ref() {
@@ -104,7 +105,7 @@ impl Binder<'_> {
 
     fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
         match body {
-            ast::SetExpr::Select(select) => self.bind_select(select, &[], None, 0),
+            ast::SetExpr::Select(select) => self.bind_select(select, OrderByClause::Exprs(&[]), None, 0),
             ast::SetExpr::Query(query) => self.bind_query_body(query),
             ast::SetExpr::Values(values) => self.bind_values(values),
             ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
@@ -357,10 +358,15 @@ impl Binder<'_> {
     }
 
     /// ORDER BY for set operations and VALUES: keys must name output columns.
-    fn order_by_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, order_by: &[ast::OrderByExpr]) -> Result<LogicalPlan> {
-        if order_by.is_empty() {
-            return Ok(plan);
-        }
+    fn order_by_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, order_by: OrderByClause<'_>) -> Result<LogicalPlan> {
+        let order_by = match order_by {
+            OrderByClause::Exprs([]) => return Ok(plan),
+            OrderByClause::Exprs(exprs) => exprs,
+            OrderByClause::All(options) => {
+                let keys = columns.iter().map(|(_, c)| sort_key(c.expr(), options)).collect::<Result<_>>()?;
+                return Ok(LogicalPlan::Sort { keys, input: Box::new(plan) });
+            }
+        };
         let scope = Scope::from_columns(None, columns);
         let mut keys = Vec::new();
         for item in order_by {
@@ -377,7 +383,7 @@ impl Binder<'_> {
     pub(crate) fn bind_select(
         &mut self,
         select: &ast::Select,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         limit: Option<u64>,
         offset: u64,
     ) -> Result<(LogicalPlan, OutputColumns)> {
@@ -413,7 +419,7 @@ impl Binder<'_> {
     fn bind_select_with_windows(
         &mut self,
         select: &ast::Select,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         limit: Option<u64>,
         offset: u64,
     ) -> Result<(LogicalPlan, OutputColumns)> {
@@ -428,10 +434,18 @@ impl Binder<'_> {
             plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
         }
 
+        // DuckDB's `FROM t` without SELECT selects every column.
+        let from_only = [ast::SelectItem::Wildcard(ast::WildcardAdditionalOptions::default())];
+        let projection: &[ast::SelectItem] = if select.flavor == ast::SelectFlavor::FromFirstNoSelect && select.projection.is_empty() {
+            &from_only
+        } else {
+            &select.projection
+        };
+
         // GROUP BY keys (may name select-list aliases or ordinals), as grouping sets.
         let (group_items, modifiers, explicit_group_by) = match &select.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) => (exprs.clone(), modifiers, !exprs.is_empty()),
-            ast::GroupByExpr::All(modifiers) => (group_by_all_keys(select)?, modifiers, true),
+            ast::GroupByExpr::All(modifiers) => (group_by_all_keys(projection, &scope)?, modifiers, true),
         };
         let set_asts = expand_grouping_sets(&group_items, modifiers)?;
         // The distinct key expressions, and each set as indices into them.
@@ -494,7 +508,7 @@ impl Binder<'_> {
         // SELECT list, HAVING and ORDER BY, collecting aggregates.
         self.aggregate_stack.push(Some(AggregateCollector { grouping, ..Default::default() }));
         let enclosing_keys = std::mem::replace(&mut self.grouped_subquery_keys, subquery_keys);
-        let bound_items = self.bind_select_items(&select.projection, &scope);
+        let bound_items = self.bind_select_items(projection, &scope);
         let windows_before_having = self.window_count();
         let having = match (&bound_items, &select.having) {
             (Ok(_), Some(having)) => Some(self.bind_expr(having, &scope)),
@@ -502,7 +516,7 @@ impl Binder<'_> {
         };
         let window_in_having = self.window_count() > windows_before_having;
         let order_keys = match &bound_items {
-            Ok(items) => Some(self.bind_order_keys(order_by, items, &scope)),
+            Ok(items) => Some(self.bind_order_keys(order_by, items, &scope, "ORDER BY")),
             Err(_) => None,
         };
         let qualify = match (&bound_items, &select.qualify) {
@@ -700,26 +714,14 @@ impl Binder<'_> {
                     let bound = self.bind_expr(expr, scope)?;
                     items.push((normalize_ident(alias), bound));
                 }
-                ast::SelectItem::Wildcard(options) => {
-                    reject_wildcard_options(options)?;
-                    let visible: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| !c.hidden).collect();
-                    if visible.is_empty() {
-                        return Err(bind_err!("SELECT * with no tables specified is not valid"));
+                ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
+                    for (column, replacement) in star_columns(item, scope)? {
+                        let expr = match replacement {
+                            Some(replacement) => self.bind_expr(replacement, scope)?,
+                            None => column.column.expr(),
+                        };
+                        items.push((column.name.clone(), expr));
                     }
-                    items.extend(visible.into_iter().map(|c| (c.name.clone(), c.column.expr())));
-                }
-                ast::SelectItem::QualifiedWildcard(kind, options) => {
-                    reject_wildcard_options(options)?;
-                    let qualifier = match kind {
-                        ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
-                        _ => return Err(not_impl_err!("wildcard on an expression")),
-                    };
-                    let matching: Vec<&ScopeColumn> =
-                        scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
-                    if matching.is_empty() {
-                        return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
-                    }
-                    items.extend(matching.into_iter().map(|c| (c.name.clone(), c.column.expr())));
                 }
                 ast::SelectItem::ExprWithAliases { .. } => return Err(not_impl_err!("multiple aliases for one expression")),
             }
@@ -729,16 +731,22 @@ impl Binder<'_> {
 
     fn bind_order_keys(
         &mut self,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         items: &[(String, Expr)],
         scope: &Scope,
+        clause: &str,
     ) -> Result<Vec<(OrderTarget, ast::OrderByOptions)>> {
+        let order_by = match order_by {
+            OrderByClause::Exprs(exprs) => exprs,
+            // DuckDB's ORDER BY ALL: every select-list column, left to right.
+            OrderByClause::All(options) => return Ok((0..items.len()).map(|idx| (OrderTarget::Output(idx), options.clone())).collect()),
+        };
         let mut keys = Vec::new();
         for item in order_by {
             if item.with_fill.is_some() {
                 return Err(not_impl_err!("ORDER BY ... WITH FILL"));
             }
-            if let Some(idx) = ordinal(&item.expr, items.len(), "ORDER BY")? {
+            if let Some(idx) = ordinal(&item.expr, items.len(), clause)? {
                 keys.push((OrderTarget::Output(idx), item.options.clone()));
                 continue;
             }
@@ -750,7 +758,7 @@ impl Binder<'_> {
                     continue;
                 }
                 if matches.len() > 1 && scope.lookup(None, &name)?.is_none() {
-                    return Err(bind_err!("ORDER BY \"{name}\" is ambiguous"));
+                    return Err(bind_err!("{clause} \"{name}\" is ambiguous"));
                 }
             }
             let bound = self.bind_expr(&item.expr, scope)?;
@@ -1052,6 +1060,14 @@ impl Binder<'_> {
     }
 }
 
+/// A query's ORDER BY: a list of keys, or DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS ...]`
+/// (every output column, left to right).
+#[derive(Clone, Copy)]
+pub(crate) enum OrderByClause<'a> {
+    Exprs(&'a [ast::OrderByExpr]),
+    All(&'a ast::OrderByOptions),
+}
+
 /// What an ORDER BY key refers to before the projection is built.
 enum OrderTarget {
     /// A select-list item (by alias or ordinal).
@@ -1183,13 +1199,6 @@ fn check_duplicate_qualifiers(left: &Scope, right: &Scope) -> Result<()> {
     Ok(())
 }
 
-fn reject_wildcard_options(options: &ast::WildcardAdditionalOptions) -> Result<()> {
-    if options.opt_exclude.is_some() || options.opt_except.is_some() || options.opt_replace.is_some() || options.opt_rename.is_some() {
-        return Err(not_impl_err!("wildcard options (EXCLUDE/EXCEPT/REPLACE/RENAME)"));
-    }
-    Ok(())
-}
-
 fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
     if select.top.is_some() {
         return Err(not_impl_err!("TOP"));
@@ -1206,17 +1215,110 @@ fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
     Ok(())
 }
 
+/// The columns a select item `*` or `t.*` stands for, each with its replacement: DuckDB's
+/// `EXCLUDE (a, t.b)` leaves columns out (an unqualified name every column of that name, a
+/// qualified one only that table's), `REPLACE (expr AS a)` computes column `a` by `expr`
+/// in its place and under its name (`a` must name one column of the star; with two,
+/// `t.* REPLACE` says which).
+fn star_columns<'s>(item: &'s ast::SelectItem, scope: &'s Scope) -> Result<Vec<(&'s ScopeColumn, Option<&'s ast::Expr>)>> {
+    let (columns, options): (Vec<&ScopeColumn>, _) = match item {
+        ast::SelectItem::Wildcard(options) => {
+            let visible: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| !c.hidden).collect();
+            if visible.is_empty() {
+                return Err(bind_err!("SELECT * with no tables specified is not valid"));
+            }
+            (visible, options)
+        }
+        ast::SelectItem::QualifiedWildcard(kind, options) => {
+            let qualifier = match kind {
+                ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
+                _ => return Err(not_impl_err!("wildcard on an expression")),
+            };
+            let matching: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
+            if matching.is_empty() {
+                return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
+            }
+            (matching, options)
+        }
+        _ => return Err(apiary_common::internal_err!("star_columns of a select item that is not a wildcard")),
+    };
+    if options.opt_except.is_some() || options.opt_rename.is_some() || options.opt_ilike.is_some() || options.opt_alias.is_some() {
+        return Err(not_impl_err!("wildcard options other than EXCLUDE and REPLACE"));
+    }
+    let excluded_names: &[ast::ObjectName] = match &options.opt_exclude {
+        None => &[],
+        Some(ast::ExcludeSelectItem::Single(name)) => std::slice::from_ref(name),
+        Some(ast::ExcludeSelectItem::Multiple(names)) => names,
+    };
+    let mut excluded: Vec<(Option<String>, String)> = Vec::new();
+    for name in excluded_names {
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+        let display = parts.join(".");
+        let (qualifier, column) = match parts.as_slice() {
+            [column] => (None, column.clone()),
+            [.., qualifier, column] => (Some(qualifier.clone()), column.clone()),
+            [] => return Err(bind_err!("invalid column name {name} in EXCLUDE list")),
+        };
+        if excluded.contains(&(qualifier.clone(), column.clone())) {
+            return Err(bind_err!("duplicate entry \"{display}\" in EXCLUDE list"));
+        }
+        let matches = |c: &ScopeColumn| c.name == column && (qualifier.is_none() || c.qualifier == qualifier);
+        // `u.a` of `t JOIN u USING (a)` exists, though `*` shows the column once (as
+        // `t.a`): excluding it leaves `*` as it is (DuckDB).
+        let hidden_copy = qualifier.is_some() && scope.columns.iter().any(|c| c.hidden && matches(c));
+        if !columns.iter().any(|c| matches(c)) && !hidden_copy {
+            return Err(bind_err!("column \"{display}\" in EXCLUDE list not found in FROM clause"));
+        }
+        excluded.push((qualifier, column));
+    }
+    let is_excluded =
+        |c: &ScopeColumn| excluded.iter().any(|(qualifier, name)| c.name == *name && (qualifier.is_none() || c.qualifier == *qualifier));
+    let mut replacements: Vec<(String, &ast::Expr)> = Vec::new();
+    for element in options.opt_replace.iter().flat_map(|r| &r.items) {
+        let name = normalize_ident(&element.column_name);
+        if replacements.iter().any(|(n, _)| *n == name) {
+            return Err(bind_err!("duplicate entry \"{name}\" in REPLACE list"));
+        }
+        if excluded.iter().any(|(qualifier, n)| qualifier.is_none() && *n == name) {
+            return Err(bind_err!("column \"{name}\" cannot occur in both EXCLUDE and REPLACE list"));
+        }
+        match columns.iter().filter(|c| c.name == name && !is_excluded(c)).count() {
+            0 => return Err(bind_err!("column \"{name}\" in REPLACE list not found in FROM clause")),
+            1 => {}
+            _ => return Err(bind_err!("column reference \"{name}\" in REPLACE list is ambiguous (use t.* REPLACE (...))")),
+        }
+        replacements.push((name, &element.expr));
+    }
+    let kept: Vec<_> = columns
+        .into_iter()
+        .filter(|c| !is_excluded(c))
+        .map(|c| (c, replacements.iter().find(|(name, _)| *name == c.name).map(|(_, e)| *e)))
+        .collect();
+    if kept.is_empty() {
+        return Err(bind_err!("SELECT list is empty after EXCLUDE: it leaves out every column"));
+    }
+    Ok(kept)
+}
+
 /// DuckDB's `GROUP BY ALL`: the keys are the select-list expressions that contain no
-/// aggregate of this query (aggregates inside subqueries belong to those).
-fn group_by_all_keys(select: &ast::Select) -> Result<Vec<ast::Expr>> {
+/// aggregate of this query (aggregates inside subqueries belong to those); `*` stands for
+/// its columns (after EXCLUDE; a REPLACE expression in place of its column).
+fn group_by_all_keys(projection: &[ast::SelectItem], scope: &Scope) -> Result<Vec<ast::Expr>> {
     let mut keys = Vec::new();
-    for item in &select.projection {
+    for item in projection {
         let expr = match item {
             ast::SelectItem::UnnamedExpr(expr)
             | ast::SelectItem::ExprWithAlias { expr, .. }
             | ast::SelectItem::ExprWithAliases { expr, .. } => expr,
             ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
-                return Err(bind_err!("GROUP BY ALL cannot be used with * in the select list; name the columns"));
+                for (column, replacement) in star_columns(item, scope)? {
+                    match replacement {
+                        Some(replacement) if has_own_aggregate(replacement) => {}
+                        Some(replacement) => keys.push(replacement.clone()),
+                        None => keys.push(column_reference(column)),
+                    }
+                }
+                continue;
             }
         };
         if !has_own_aggregate(expr) {
@@ -1224,6 +1326,15 @@ fn group_by_all_keys(select: &ast::Select) -> Result<Vec<ast::Expr>> {
         }
     }
     Ok(keys)
+}
+
+/// An expression naming `column` of a scope: quoted, qualified when it has a qualifier.
+fn column_reference(column: &ScopeColumn) -> ast::Expr {
+    let name = ast::Ident::with_quote('"', column.name.as_str());
+    match &column.qualifier {
+        Some(qualifier) => ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', qualifier.as_str()), name]),
+        None => ast::Expr::Identifier(name),
+    }
 }
 
 /// Whether `expr` calls an aggregate function outside any subquery.
