@@ -63,6 +63,12 @@ pub enum ApiaryError {
     #[error("{0}")]
     Dependency(String),
 
+    /// A reference to a select-list column or a FROM item that the clause cannot make:
+    /// `ORDER BY 3` past the select list, `DISTINCT ON` keys that do not start the ORDER
+    /// BY, a LATERAL reference across a RIGHT or FULL join (PostgreSQL's 42P10).
+    #[error("{0}")]
+    InvalidColumnReference(String),
+
     /// Reading an input file failed: names the file, the line and the column.
     #[error("{file}:{line}: {message}")]
     Load { file: String, line: u64, message: String },
@@ -114,6 +120,7 @@ impl ApiaryError {
             ApiaryError::Duplicate(_) => "42P07",
             ApiaryError::WrongObjectType(_) => "42809",
             ApiaryError::Dependency(_) => "2BP01",
+            ApiaryError::InvalidColumnReference(_) => "42P10",
             ApiaryError::Load { .. } => "22P04",
             ApiaryError::Io(_) => "58030",
             ApiaryError::Resource(_) => "53200",

@@ -519,6 +519,17 @@ impl Binder<'_> {
             Ok(items) => Some(self.bind_order_keys(order_by, items, &scope, "ORDER BY")),
             Err(_) => None,
         };
+        // DISTINCT ON keys name select items or expressions, as ORDER BY keys do.
+        let distinct_on_keys = match (&bound_items, &select.distinct) {
+            (Ok(items), Some(ast::Distinct::On(exprs))) => {
+                let as_keys: Vec<ast::OrderByExpr> = exprs
+                    .iter()
+                    .map(|expr| ast::OrderByExpr { expr: expr.clone(), options: ast::OrderByOptions::default(), with_fill: None })
+                    .collect();
+                Some(self.bind_order_keys(OrderByClause::Exprs(&as_keys), items, &scope, "DISTINCT ON"))
+            }
+            _ => None,
+        };
         let qualify = match (&bound_items, &select.qualify) {
             (Ok(_), Some(qualify)) => Some(self.bind_expr(qualify, &scope)),
             _ => None,
@@ -528,6 +539,7 @@ impl Binder<'_> {
         let mut items = bound_items?;
         let mut having = having.transpose()?;
         let mut order_keys = order_keys.transpose()?.unwrap_or_default();
+        let mut distinct_on_keys = distinct_on_keys.transpose()?;
         let mut qualify = qualify.transpose()?;
         if window_in_having {
             return Err(bind_err!("window functions are not allowed in HAVING"));
@@ -547,6 +559,11 @@ impl Binder<'_> {
             for key in order_keys.iter_mut() {
                 if let OrderTarget::Expr(e) = &mut key.0 {
                     *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "ORDER BY clause")?;
+                }
+            }
+            for key in distinct_on_keys.iter_mut().flatten() {
+                if let OrderTarget::Expr(e) = &mut key.0 {
+                    *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "DISTINCT ON clause")?;
                 }
             }
             if let Some(q) = qualify.take() {
@@ -580,7 +597,7 @@ impl Binder<'_> {
                     |e: &mut Expr| *e = crate::plan::rewrite_subquery_columns(std::mem::replace(e, Expr::boolean(true)), &key_map);
                 items.iter_mut().for_each(|(_, e)| rewrite(e));
                 having.iter_mut().for_each(rewrite);
-                for key in order_keys.iter_mut() {
+                for key in order_keys.iter_mut().chain(distinct_on_keys.iter_mut().flatten()) {
                     if let OrderTarget::Expr(e) = &mut key.0 {
                         rewrite(e);
                     }
@@ -619,11 +636,7 @@ impl Binder<'_> {
         }
         let visible = exprs.len();
 
-        let distinct = match &select.distinct {
-            None | Some(ast::Distinct::All) => false,
-            Some(ast::Distinct::Distinct) => true,
-            Some(ast::Distinct::On(_)) => return Err(not_impl_err!("DISTINCT ON")),
-        };
+        let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
 
         let mut sort_keys = Vec::new();
         for (target, options) in order_keys {
@@ -633,7 +646,9 @@ impl Binder<'_> {
                     Some(idx) => exprs[idx].1.expr(),
                     None => {
                         if distinct {
-                            return Err(bind_err!("for SELECT DISTINCT, ORDER BY expressions must appear in the select list"));
+                            return Err(ApiaryError::InvalidColumnReference(
+                                "for SELECT DISTINCT, ORDER BY expressions must appear in the select list".to_string(),
+                            ));
                         }
                         let column = self.new_column(&expr.to_string(), expr.data_type(), expr.nullable());
                         exprs.push((expr, column.clone()));
@@ -644,7 +659,29 @@ impl Binder<'_> {
             sort_keys.push(sort_key(expr, &options)?);
         }
 
+        // DISTINCT ON keys as projected columns (hidden ones for expressions not selected).
+        let mut distinct_on = Vec::new();
+        for (target, _) in distinct_on_keys.unwrap_or_default() {
+            let column = match target {
+                OrderTarget::Output(idx) => columns[idx].1.clone(),
+                OrderTarget::Expr(expr) => match exprs.iter().position(|(e, _)| *e == expr) {
+                    Some(idx) => exprs[idx].1.clone(),
+                    None => {
+                        let column = self.new_column(&expr.to_string(), expr.data_type(), expr.nullable());
+                        exprs.push((expr, column.clone()));
+                        column
+                    }
+                },
+            };
+            if !distinct_on.iter().any(|c: &ColumnRef| c.id == column.id) {
+                distinct_on.push(column);
+            }
+        }
+
         plan = LogicalPlan::Project { exprs: exprs.clone(), input: Box::new(plan) };
+        if !distinct_on.is_empty() {
+            plan = self.distinct_on(plan, &distinct_on, &sort_keys)?;
+        }
         if distinct {
             let (distinct_plan, distinct_columns) = self.distinct(plan, columns.clone());
             // Sort keys referred to the pre-distinct outputs; map them to the group keys.
@@ -660,12 +697,50 @@ impl Binder<'_> {
             plan = LogicalPlan::Sort { keys: sort_keys, input: Box::new(plan) };
         }
         plan = apply_limit(plan, limit, offset);
-        if !distinct && exprs.len() > visible {
+        if !distinct && plan.output().len() > visible {
             // Drop the hidden ORDER BY columns.
             let visible_exprs = columns.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
             plan = LogicalPlan::Project { exprs: visible_exprs, input: Box::new(plan) };
         }
         Ok((plan, columns))
+    }
+
+    /// `SELECT DISTINCT ON (keys)` over the projected `plan`: the first row of each group of
+    /// equal keys in the order of `sort_keys` (PostgreSQL), which must start with the keys.
+    /// Computed as `row_number() OVER (PARTITION BY keys ORDER BY sort_keys) = 1`.
+    fn distinct_on(&mut self, plan: LogicalPlan, keys: &[ColumnRef], sort_keys: &[SortKey]) -> Result<LogicalPlan> {
+        // A key repeating an earlier one orders nothing (PostgreSQL drops it).
+        let mut ordered: Vec<SortKey> = Vec::with_capacity(sort_keys.len());
+        for key in sort_keys {
+            if !ordered.iter().any(|earlier| earlier.expr == key.expr) {
+                ordered.push(key.clone());
+            }
+        }
+        // PostgreSQL: ORDER BY keys that are DISTINCT ON keys come first, and every
+        // DISTINCT ON key not in ORDER BY must be addable at the end of that prefix.
+        let is_key = |key: &SortKey| matches!(&key.expr, Expr::Column(c) if keys.iter().any(|k| k.id == c.id));
+        let prefix = ordered.iter().take_while(|k| is_key(k)).count();
+        let every_key_ordered = keys.iter().all(|k| ordered[..prefix].iter().any(|s| matches!(&s.expr, Expr::Column(c) if c.id == k.id)));
+        if ordered[prefix..].iter().any(is_key) || (prefix < ordered.len() && !every_key_ordered) {
+            return Err(ApiaryError::InvalidColumnReference(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions".to_string(),
+            ));
+        }
+        let sort_keys = &ordered;
+        let row_number = self.new_column("row_number", DataType::BigInt, false);
+        let call = crate::window::WindowCall {
+            func: crate::window::WindowFunction::RowNumber,
+            args: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by: keys.iter().map(ColumnRef::expr).collect(),
+            order_by: sort_keys[prefix..].to_vec(),
+            frame: crate::window::WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        };
+        let windowed = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(plan) };
+        let first = Expr::compare(crate::expr::BinaryOp::Eq, row_number.expr(), Expr::literal(ScalarValue::Int64(1)));
+        Ok(LogicalPlan::Filter { predicate: first, input: Box::new(windowed) })
     }
 
     /// How many window calls the current query has collected so far.
@@ -1091,7 +1166,7 @@ fn ordinal(expr: &ast::Expr, count: usize, clause: &str) -> Result<Option<usize>
     if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) = expr {
         let position: usize = text.parse().map_err(|_| bind_err!("position {text} is not a valid integer"))?;
         if position == 0 || position > count {
-            return Err(bind_err!("{clause} position {position} is not in select list"));
+            return Err(ApiaryError::InvalidColumnReference(format!("{clause} position {position} is not in select list")));
         }
         return Ok(Some(position - 1));
     }
