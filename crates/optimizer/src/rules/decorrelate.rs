@@ -18,14 +18,16 @@
 //! D columns are equated); a union into every input; an aggregation groups by D's
 //! columns as well, and a scalar aggregation (no GROUP BY) is computed over
 //! `D ⟕ input` so every D row gets its one result row (COUNT over no rows is 0), with
-//! each aggregate filtered to the rows that came from the input. A subtree that does not
-//! use the outer columns is cross-joined with D. Nothing runs once per outer row.
+//! each aggregate filtered to the rows that came from the input; a `[ORDER BY ...] LIMIT n
+//! OFFSET m` keeps the rows numbered `m + 1 ..= m + n` by `row_number() OVER (PARTITION
+//! BY d ORDER BY ...)` (top-N per D row). A subtree that does not use the outer columns
+//! is cross-joined with D. Nothing runs once per outer row.
 
 use std::collections::{BTreeSet, HashMap};
 
 use apiary_common::{not_impl_err, Result};
 use apiary_sql::expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
-use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_sql::{JoinKind, LogicalPlan, WindowCall, WindowFrame, WindowFunction};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::OptimizerContext;
@@ -189,7 +191,7 @@ impl<'a> Dependent<'a> {
                 };
                 self.push_down(filter, ctx)
             }
-            LogicalPlan::Limit { .. } => Err(not_impl_err!("a correlated subquery with LIMIT")),
+            LogicalPlan::Limit { limit, offset, input } => self.push_into_limit(limit, offset, *input, ctx),
             LogicalPlan::Values { .. } => Err(not_impl_err!("outer column references in VALUES")),
         }
     }
@@ -244,6 +246,52 @@ impl<'a> Dependent<'a> {
         let out: Vec<ColumnRef> = all.iter().map(|c| ctx.new_column(&c.name, c.data_type, c.nullable)).collect();
         let groups = all.iter().zip(&out).map(|(c, o)| (c.expr(), o.clone())).collect();
         Ok((LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input: Box::new(joined) }, out))
+    }
+
+    /// `LIMIT n OFFSET m` (over an optional ORDER BY) for every D value: the rows
+    /// numbered `m + 1 ..= m + n` by `row_number() OVER (PARTITION BY d ORDER BY ...)`
+    /// (top-N per group; without ORDER BY, which rows is unspecified, as for LIMIT).
+    fn push_into_limit(
+        &self,
+        limit: Option<u64>,
+        offset: u64,
+        input: LogicalPlan,
+        ctx: &mut OptimizerContext,
+    ) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        let (keys, below) = match input {
+            LogicalPlan::Sort { keys, input } => (keys, *input),
+            other => (Vec::new(), other),
+        };
+        let (below, d) = self.push_down(below, ctx)?;
+        let output = below.output();
+        let order_by = keys
+            .into_iter()
+            .map(|mut key| {
+                key.expr = self.substitute(key.expr, &d);
+                key
+            })
+            .collect();
+        let row_number = ctx.new_column("row_number", DataType::BigInt, false);
+        let call = WindowCall {
+            func: WindowFunction::RowNumber,
+            args: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by: d.iter().map(ColumnRef::expr).collect(),
+            order_by,
+            frame: WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        };
+        let numbered = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(below) };
+        let bound =
+            |op, value: u64| Expr::compare(op, row_number.expr(), Expr::literal(ScalarValue::Int64(value.min(i64::MAX as u64) as i64)));
+        let mut kept = vec![bound(BinaryOp::Gt, offset)];
+        if let Some(limit) = limit {
+            kept.push(bound(BinaryOp::LtEq, offset.saturating_add(limit)));
+        }
+        let filtered = LogicalPlan::Filter { predicate: Expr::conjunction(kept).expect("at least one bound"), input: Box::new(numbered) };
+        let exprs = output.into_iter().map(|c| (c.expr(), c)).collect();
+        Ok((LogicalPlan::Project { exprs, input: Box::new(filtered) }, d))
     }
 
     /// Replaces the correlated columns by D's columns `d`.

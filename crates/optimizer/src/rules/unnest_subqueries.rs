@@ -17,8 +17,9 @@
 //! ```
 //!
 //! Correlated predicates are pulled out of the subquery through filters, projections
-//! and inner joins. Correlation in other places (under a LIMIT, in a non-equality
-//! predicate of an aggregated scalar subquery, ...) is reported as not implemented.
+//! and inner joins. Correlation in other places (under an aggregation, a LIMIT, a
+//! union, in a select list, ...) goes through the general decorrelation of
+//! [`decorrelate`]; what that cannot do either is reported as not implemented.
 
 use std::collections::{BTreeSet, HashMap};
 

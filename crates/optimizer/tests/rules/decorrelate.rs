@@ -125,7 +125,11 @@ fn refuses_a_correlation_inside_a_full_join_cleanly() {
 }
 
 #[test]
-fn refuses_a_correlated_limit_cleanly() {
-    let error = db().try_plan("SELECT ok, (SELECT iv FROM i WHERE ik > ok ORDER BY iv LIMIT 1) AS v FROM o", &[unnest_subqueries::run]);
-    assert!(matches!(error, Err(ApiaryError::NotImplemented(_))), "{error:?}");
+fn a_correlated_limit_numbers_the_rows_of_each_domain_value() {
+    // Was refused ("correlated subquery with LIMIT"): the first row per outer value is
+    // row_number() OVER (PARTITION BY the domain column ORDER BY iv) = 1.
+    let plan = unnest("SELECT ok, (SELECT iv FROM i WHERE ik > ok ORDER BY iv LIMIT 1) AS v FROM o");
+    assert_eq!(count(&plan, &|p| matches!(p, LogicalPlan::Limit { .. })), 0, "{plan}");
+    assert_eq!(count(&plan, &|p| matches!(p, LogicalPlan::Window { .. })), 1, "{plan}");
+    assert_eq!(domains(&plan), 1, "{plan}");
 }

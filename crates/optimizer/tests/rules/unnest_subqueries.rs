@@ -308,3 +308,19 @@ fn subquery_in_a_join_condition_is_refused_cleanly() {
     let error = db().try_plan("SELECT ok FROM o JOIN i ON ik = ok AND EXISTS (SELECT 1 FROM n WHERE nk = ik)", &[unnest_subqueries::run]);
     assert!(matches!(error, Err(ApiaryError::NotImplemented(_))), "{error:?}");
 }
+
+#[test]
+fn a_correlated_limit_numbers_the_rows_of_each_outer_value() {
+    // Top-1 per outer row: row_number() partitioned by the outer values, in the ORDER BY's
+    // order, kept when it is 1; no LIMIT is left.
+    let plan = db().plan("SELECT ok, (SELECT iv FROM i WHERE ik = ok ORDER BY iv DESC LIMIT 1) AS top FROM o", &[unnest_subqueries::run]);
+    let text = plan.display_indent();
+    assert!(find(&plan, &|p| matches!(p, LogicalPlan::Limit { .. })).is_empty(), "{text}");
+    assert!(text.contains("Window row_number() OVER (PARTITION BY ok ORDER BY iv DESC)"), "{text}");
+    assert!(text.contains("Filter row_number > 0 AND row_number <= 1"), "{text}");
+    // With an offset and no ORDER BY.
+    let plan =
+        db().plan("SELECT ok, (SELECT count(*) FROM (SELECT 1 FROM i WHERE ik = ok LIMIT 3 OFFSET 2) s) FROM o", &[unnest_subqueries::run]);
+    let text = plan.display_indent();
+    assert!(text.contains("Filter row_number > 2 AND row_number <= 5"), "{text}");
+}
