@@ -21,7 +21,8 @@
 //! each aggregate filtered to the rows that came from the input; a `[ORDER BY ...] LIMIT n
 //! OFFSET m` keeps the rows numbered `m + 1 ..= m + n` by `row_number() OVER (PARTITION
 //! BY d ORDER BY ...)` (top-N per D row). A subtree that does not use the outer columns
-//! is cross-joined with D. Nothing runs once per outer row.
+//! is cross-joined with D. Nothing runs once per outer row. A LATERAL join (a join whose
+//! right side reads its left side) uses the same push-down, with the left side as outer.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -57,7 +58,7 @@ impl<'a> Dependent<'a> {
         // there (ties in its ORDER BY, a hash aggregation's order), and an outer value
         // missing from D would get no subquery result.
         if contains_limit(self.outer) {
-            return Err(not_impl_err!("a correlated subquery of this form over an outer query with LIMIT"));
+            return Err(not_impl_err!("a correlated or LATERAL subquery of this form over an outer query or FROM item with LIMIT"));
         }
         let (copy, map) = fresh_copy(self.outer, ctx)?;
         let mut groups = Vec::with_capacity(self.correlated.len());

@@ -184,6 +184,9 @@ pub struct Binder<'a> {
     /// when the subquery started (`None`: aggregates were not allowed there). An aggregate
     /// over outer columns only belongs to that outer query (PostgreSQL).
     outer_aggregates: Vec<Option<usize>>,
+    /// The FROM items to the left of the (not LATERAL) subqueries in FROM being bound:
+    /// invisible to them, named only to say so when a column reference fails.
+    unreachable_scopes: Vec<Scope>,
     /// GROUP BY keys containing a subquery, with their group column, while the select
     /// list, HAVING and ORDER BY of that query are bound.
     grouped_subquery_keys: Vec<(ast::Expr, ColumnRef)>,
@@ -222,6 +225,7 @@ impl<'a> Binder<'a> {
             ctes: Vec::new(),
             outer_scopes: Vec::new(),
             outer_aggregates: Vec::new(),
+            unreachable_scopes: Vec::new(),
             grouped_subquery_keys: Vec::new(),
             expression_depth: 0,
             aggregate_stack: Vec::new(),
@@ -347,6 +351,11 @@ impl<'a> Binder<'a> {
         let display = names.join(".");
         if let Some(q) = qualifier {
             if !scope.has_qualifier(q) && !self.outer_scopes.iter().any(|s| s.has_qualifier(q)) {
+                if self.unreachable_scopes.iter().any(|s| s.has_qualifier(q)) {
+                    return Err(ApiaryError::Catalog(format!(
+                        "invalid reference to FROM-clause entry for table \"{q}\" in column reference \"{display}\": a subquery in FROM sees the FROM items to its left only with LATERAL"
+                    )));
+                }
                 return Err(bind_err!("missing FROM-clause entry for table \"{q}\" in column reference \"{display}\""));
             }
         }

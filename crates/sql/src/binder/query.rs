@@ -844,10 +844,14 @@ impl Binder<'_> {
 
     // ---------------------------------------------------------------- FROM and joins
 
+    /// Binds a FROM list. A `LATERAL` subquery sees the columns of the items to its left
+    /// (as outer references: the plan is a join whose right side reads columns of its left
+    /// side, which the optimizer's `unnest_subqueries` decorrelates).
     pub(crate) fn bind_from(&mut self, from: &[ast::TableWithJoins]) -> Result<(LogicalPlan, Scope)> {
         let mut result: Option<(LogicalPlan, Scope)> = None;
         for item in from {
-            let (plan, scope) = self.bind_table_with_joins(item)?;
+            let left = result.as_ref().map(|(_, scope)| scope.clone()).unwrap_or_default();
+            let (plan, scope) = self.bind_table_with_joins(item, &left)?;
             result = Some(match result {
                 None => (plan, scope),
                 Some((left_plan, left_scope)) => {
@@ -866,10 +870,12 @@ impl Binder<'_> {
         Ok(result.unwrap_or_else(|| (LogicalPlan::Values { rows: vec![vec![]], output: vec![] }, Scope::default())))
     }
 
-    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<(LogicalPlan, Scope)> {
-        let (mut plan, mut scope) = self.bind_table_factor(&item.relation)?;
+    /// `lateral`: the columns of the FROM items to the left of `item` (for LATERAL).
+    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins, lateral: &Scope) -> Result<(LogicalPlan, Scope)> {
+        let (mut plan, mut scope) = self.bind_table_factor(&item.relation, lateral)?;
         for join in &item.joins {
-            let (right_plan, right_scope) = self.bind_table_factor(&join.relation)?;
+            let left_of_join = lateral.clone().merge(scope.clone());
+            let (right_plan, right_scope) = self.bind_table_factor(&join.relation, &left_of_join)?;
             check_duplicate_qualifiers(&scope, &right_scope)?;
             use ast::JoinOperator as J;
             let (kind, constraint) = match &join.join_operator {
@@ -880,8 +886,26 @@ impl Binder<'_> {
                 J::CrossJoin(c) => (JoinKind::Inner, c),
                 J::Semi(c) | J::LeftSemi(c) => (JoinKind::Semi, c),
                 J::Anti(c) | J::LeftAnti(c) => (JoinKind::Anti { null_aware: false }, c),
+                J::CrossApply | J::OuterApply => return Err(not_impl_err!("CROSS/OUTER APPLY (use LATERAL)")),
                 other => return Err(not_impl_err!("join type {other:?}")),
             };
+            if !matches!(kind, JoinKind::Inner | JoinKind::Left) {
+                // PostgreSQL: the NULL-supplying side of a RIGHT/FULL join cannot be
+                // referenced laterally (nor can the right side of SEMI/ANTI joins here).
+                let left_ids: std::collections::BTreeSet<ColumnId> = scope.columns.iter().map(|c| c.column.id).collect();
+                if let Some(id) = right_plan.free_columns().into_iter().find(|id| left_ids.contains(id)) {
+                    let column = scope.columns.iter().find(|c| c.column.id == id);
+                    let name = column.map(|c| match &c.qualifier {
+                        Some(qualifier) => format!("{qualifier}.{}", c.name),
+                        None => c.name.clone(),
+                    });
+                    return Err(ApiaryError::InvalidColumnReference(format!(
+                        "invalid reference to \"{}\" on the left of a {} JOIN: the combining JOIN type must be INNER or LEFT for a LATERAL reference",
+                        name.unwrap_or_default(),
+                        kind.name()
+                    )));
+                }
+            }
             let using: Option<Vec<String>> = match constraint {
                 ast::JoinConstraint::Using(names) => Some(names.iter().map(object_name_to_table).collect::<Result<Vec<_>>>()?),
                 ast::JoinConstraint::Natural => {
@@ -979,7 +1003,8 @@ impl Binder<'_> {
         Ok((Expr::conjunction(conditions), scope, coalesced))
     }
 
-    fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<(LogicalPlan, Scope)> {
+    /// `lateral`: the columns a LATERAL subquery here may refer to.
+    fn bind_table_factor(&mut self, factor: &ast::TableFactor, lateral: &Scope) -> Result<(LogicalPlan, Scope)> {
         match factor {
             ast::TableFactor::Table { name, alias, args, .. } => {
                 if args.is_none() {
@@ -989,7 +1014,7 @@ impl Binder<'_> {
                 }
                 let table_name = object_name_to_table(name)?;
                 if let Some(args) = args {
-                    let table = self.call_table_function(&table_name, &args.args)?;
+                    let table = self.call_table_function(&table_name, &args.args, lateral)?;
                     return self.scan_table(table, &table_name, alias.as_ref());
                 }
                 if let Some(cte) = self.lookup_cte(&table_name) {
@@ -1002,21 +1027,34 @@ impl Binder<'_> {
                 self.note_reference(&table_name);
                 self.scan_table(table, &table_name, alias.as_ref())
             }
-            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
-                if *lateral {
-                    return Err(not_impl_err!("LATERAL subqueries"));
+            ast::TableFactor::Derived { lateral: is_lateral, subquery, alias, .. } => {
+                // A derived table cannot see sibling FROM items (unless LATERAL, then those
+                // to its left are its nearest outer scope), but can see outer queries.
+                if *is_lateral {
+                    self.outer_scopes.push(lateral.clone());
+                    // Aggregates over the left items' columns are not allowed (PostgreSQL:
+                    // not in FROM of their own query level).
+                    self.outer_aggregates.push(None);
+                } else {
+                    // Only for the error when the subquery names them.
+                    self.unreachable_scopes.push(lateral.clone());
                 }
-                // A derived table cannot see sibling FROM items, but can see outer queries.
                 self.aggregate_stack.push(None);
                 let bound = self.bind_query_body(subquery);
                 self.aggregate_stack.pop();
+                if *is_lateral {
+                    self.outer_aggregates.pop();
+                    self.outer_scopes.pop();
+                } else {
+                    self.unreachable_scopes.pop();
+                }
                 let (plan, columns) = bound?;
                 let qualifier = alias.as_ref().map(|a| normalize_ident(&a.name));
                 let columns = rename_columns(columns, alias.as_ref())?;
                 Ok((plan, Scope::from_columns(qualifier.as_deref(), &columns)))
             }
             ast::TableFactor::NestedJoin { table_with_joins, alias } => {
-                let (plan, mut scope) = self.bind_table_with_joins(table_with_joins)?;
+                let (plan, mut scope) = self.bind_table_with_joins(table_with_joins, lateral)?;
                 if let Some(alias) = alias {
                     let qualifier = normalize_ident(&alias.name);
                     for column in scope.columns.iter_mut() {
@@ -1027,7 +1065,7 @@ impl Binder<'_> {
             }
             ast::TableFactor::Function { name, args, alias, .. } => {
                 let table_name = object_name_to_table(name)?;
-                let table = self.call_table_function(&table_name, args)?;
+                let table = self.call_table_function(&table_name, args, lateral)?;
                 self.scan_table(table, &table_name, alias.as_ref())
             }
             other => Err(not_impl_err!("FROM item {other}")),
@@ -1049,9 +1087,11 @@ impl Binder<'_> {
         self.aggregate_stack.push(None);
         let outer = std::mem::take(&mut self.outer_scopes);
         let outer_aggregates = std::mem::take(&mut self.outer_aggregates);
+        let unreachable = std::mem::take(&mut self.unreachable_scopes);
         let bound = self.bind_query_body(&cte.query);
         self.outer_scopes = outer;
         self.outer_aggregates = outer_aggregates;
+        self.unreachable_scopes = unreachable;
         self.aggregate_stack.pop();
         if let (Some(frame), Some(definition)) = (self.ctes.last_mut(), shadowed) {
             frame.insert(name.to_string(), definition);
@@ -1098,7 +1138,9 @@ impl Binder<'_> {
         Ok((plan, Scope::from_columns(Some(&qualifier), &named)))
     }
 
-    fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg]) -> Result<Arc<apiary_storage::Table>> {
+    /// Calls table function `name` (its arguments are constants). `lateral`: the columns of
+    /// the FROM items to its left, which PostgreSQL lets a function's arguments read.
+    fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg], lateral: &Scope) -> Result<Arc<apiary_storage::Table>> {
         let mut positional = Vec::new();
         let mut named = Vec::new();
         for arg in args {
@@ -1119,7 +1161,15 @@ impl Binder<'_> {
                 }
                 other => return Err(bind_err!("unsupported argument {other} to table function {name}")),
             };
-            let bound = self.bind_expr(value, &Scope::default())?;
+            let bound = match self.bind_expr(value, &Scope::default()) {
+                Ok(bound) => bound,
+                Err(_) if !lateral.columns.is_empty() && self.bind_expr(value, lateral).is_ok() => {
+                    return Err(not_impl_err!(
+                        "arguments of table function {name} that read columns of other FROM items (a LATERAL function call)"
+                    ));
+                }
+                Err(error) => return Err(error),
+            };
             let Expr::Literal(value, _) = bound else {
                 return Err(bind_err!("arguments of table function {name} must be constants"));
             };

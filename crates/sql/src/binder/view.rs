@@ -51,6 +51,7 @@ impl Binder<'_> {
         let ctes = std::mem::take(&mut self.ctes);
         let outer_scopes = std::mem::take(&mut self.outer_scopes);
         let outer_aggregates = std::mem::take(&mut self.outer_aggregates);
+        let unreachable = std::mem::take(&mut self.unreachable_scopes);
         let grouped_keys = std::mem::take(&mut self.grouped_subquery_keys);
         let named_windows = std::mem::take(&mut self.named_windows);
         self.aggregate_stack.push(None);
@@ -61,6 +62,7 @@ impl Binder<'_> {
         self.ctes = ctes;
         self.outer_scopes = outer_scopes;
         self.outer_aggregates = outer_aggregates;
+        self.unreachable_scopes = unreachable;
         self.grouped_subquery_keys = grouped_keys;
         self.named_windows = named_windows;
         let (plan, columns) = bound.map_err(|e| in_view(e, &view.name))?;
