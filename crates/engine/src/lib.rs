@@ -38,6 +38,7 @@ mod parquet_io;
 pub mod pg_catalog;
 mod prepared;
 mod result;
+mod series;
 mod settings;
 mod shared_operators;
 mod table_functions;

@@ -18,7 +18,8 @@
 //! version changed), or when the session changed a setting that shapes plans
 //! (`vector_size`, `simd`, `disabled_optimizers`, `threads`, ...). A query over a table
 //! function (`read_csv`, `apiary_queries()`) is planned at every execution, since the
-//! function is read when the query is bound.
+//! function is read when the query is bound, and so is a query that reads the clock
+//! (`now()`, `current_date`: one value per statement, taken when it is bound).
 
 use std::sync::Arc;
 
@@ -82,6 +83,21 @@ impl PreparedStatement {
         &self.parameter_types
     }
 }
+
+/// Names of the functions that read the clock when a statement is bound (`age(x)` with
+/// one argument counts from today; a statement merely containing `age(` is bound each
+/// time, which costs only its planning).
+const CLOCK_FUNCTIONS: &[&str] = &[
+    "now(",
+    "current_date",
+    "current_timestamp",
+    "localtimestamp",
+    "today(",
+    "transaction_timestamp",
+    "statement_timestamp",
+    "get_current_timestamp",
+    "age(",
+];
 
 /// Plans a session keeps for [`Connection::execute_cached`].
 const PLAN_CACHE_ENTRIES: usize = 64;
@@ -234,7 +250,13 @@ impl Connection {
         };
         // A function with an effect (apiary_cancel) runs when the statement is bound, so a
         // statement calling one is bound at every execution.
-        if text.to_ascii_lowercase().contains("apiary_cancel") {
+        let lowercase = text.to_ascii_lowercase();
+        if lowercase.contains("apiary_cancel") {
+            return Ok(());
+        }
+        // `now()`, `current_date`, ... are read when the statement is bound (one value per
+        // statement), so a statement that reads the clock is bound at every execution.
+        if CLOCK_FUNCTIONS.iter().any(|name| lowercase.contains(name)) {
             return Ok(());
         }
         let catalog_version = self.db.catalog.version();

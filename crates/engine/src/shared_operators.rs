@@ -713,12 +713,8 @@ fn member_plan(plan: &LogicalPlan, core: &LogicalPlan, shared: &SharedRows, memb
     let mut partials = values[groups.len()..].iter();
     let mut next_partial = || partials.next().cloned().ok_or_else(|| internal_err!("shared aggregation has too few columns"));
     let mut merges = Vec::new();
-    let merge = |func: AggregateFunction, partial: &ColumnRef, data_type: DataType| AggregateCall {
-        func,
-        args: vec![partial.expr()],
-        distinct: false,
-        filter: None,
-        data_type,
+    let merge = |func: AggregateFunction, partial: &ColumnRef, data_type: DataType| {
+        AggregateCall::new(func, vec![partial.expr()], false, None, data_type)
     };
     use AggregateFunction as F;
     for (call, output) in aggregates {

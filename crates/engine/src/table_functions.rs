@@ -1,5 +1,6 @@
-//! Table functions: `read_csv('file', ...)`, `read_parquet('file')`, and the engine's
-//! own `apiary_storage_info()` and `apiary_queries()`; and the engine function
+//! Table functions: `read_csv('file', ...)`, `read_parquet('file')`,
+//! `generate_series(...)` and `range(...)` (`series.rs`), and the engine's own
+//! `apiary_storage_info()` and `apiary_queries()`; and the engine function
 //! `apiary_cancel(id)`.
 //!
 //! A file (or the engine's state) is read into a temporary table (not in the catalog)
@@ -59,7 +60,7 @@ fn bool_option(name: &str, value: &ScalarValue) -> Result<bool> {
 }
 
 /// Builds a temporary table from parsed pieces.
-fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
+pub(crate) fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
     let table = Arc::new(Table::new(name, Schema::new(fields), block_rows));
     {
         let mut appender = table.appender()?;
@@ -170,6 +171,7 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                 }
                 Ok(Some(running_queries(self.scheduler, self.block_rows)?))
             }
+            "generate_series" | "range" => crate::series::series(name, args, self.pool, self.block_rows),
             _ => Ok(None),
         }
     }

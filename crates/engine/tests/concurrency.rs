@@ -297,6 +297,23 @@ fn a_prepared_query_plans_once_and_runs_on_the_data_of_each_execution() {
 }
 
 #[test]
+fn a_prepared_query_reading_the_clock_gets_the_time_of_each_execution() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    let mut prepared = conn.prepare("SELECT now(), now() = current_timestamp").unwrap();
+    assert!(!prepared.is_planned(), "bound at every execution");
+    let first = conn.execute_prepared(&mut prepared).unwrap();
+    assert_eq!(first.value(0, 1), Some(ScalarValue::Boolean(true)), "one value per statement");
+    thread::sleep(Duration::from_millis(5));
+    let second = conn.execute_prepared(&mut prepared).unwrap();
+    assert_ne!(first.value(0, 0), second.value(0, 0));
+    let statement = apiary::parse("SELECT now()").unwrap().remove(0);
+    let cached = conn.execute_with_parameters(&statement, &[]).unwrap().value(0, 0);
+    thread::sleep(Duration::from_millis(5));
+    assert_ne!(conn.execute_with_parameters(&statement, &[]).unwrap().value(0, 0), cached, "not a cached literal");
+}
+
+#[test]
 fn queries_without_parameters_reuse_the_sessions_plan() {
     let db = Database::open_in_memory().unwrap();
     let mut conn = db.connect();

@@ -13,10 +13,10 @@
 //! * the number of hash-aggregation partitions (1 for few groups, more for many);
 //! * which columns each operator carries (only what is needed above).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use apiary_common::Result;
+use apiary_common::{internal_err, Result};
 use apiary_optimizer::cardinality::{estimate, group_count};
 use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::plan::Scan;
@@ -27,11 +27,11 @@ use crate::config::ExecutionConfig;
 use crate::expr::{compile_with, evaluate_constant, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
-use crate::operators::collect::{CollectSink, CollectedSource, DiscardSink};
+use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
-use crate::operators::hash_join::{HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
+use crate::operators::hash_join::{integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
-use crate::operators::scan::{ScanConjunct, TableScan, ZonePredicate};
+use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
@@ -52,6 +52,9 @@ struct Branch {
     after_sinks: Vec<usize>,
     /// Plan text of this branch so far (source first).
     steps: Vec<String>,
+    /// When the source is a table scan: the scan and the ids of the columns it reads, in
+    /// order (for runtime filters from the joins the branch probes).
+    scan: Option<(Arc<TableScan>, Vec<ColumnId>)>,
 }
 
 impl Branch {
@@ -75,6 +78,9 @@ pub struct PhysicalPlanner<'a> {
     explain: Vec<String>,
     /// Parts with state per execution, by slot.
     stateful: StatefulParts,
+    /// The materialized CTEs whose bodies are being planned: their sink, its id, and the
+    /// definition's column ids in the collected layout.
+    ctes: HashMap<usize, (Arc<CollectSink>, usize, Vec<ColumnId>)>,
 }
 
 impl<'a> PhysicalPlanner<'a> {
@@ -87,6 +93,7 @@ impl<'a> PhysicalPlanner<'a> {
             pending: Vec::new(),
             explain: Vec::new(),
             stateful: Vec::new(),
+            ctes: HashMap::new(),
         }
     }
 
@@ -102,8 +109,7 @@ impl<'a> PhysicalPlanner<'a> {
         let result = self.stateful(|slot| Arc::new(CollectSink::new(types, None, 0, slot)));
         self.close(branches, result.clone() as Arc<dyn Sink>, "Result".to_string());
         // Resolve branch dependencies to pipeline indices.
-        let branch_to_pipeline: std::collections::HashMap<usize, usize> =
-            self.pending.iter().enumerate().map(|(idx, p)| (p.branch_id, idx)).collect();
+        let branch_to_pipeline: HashMap<usize, usize> = self.pending.iter().enumerate().map(|(idx, p)| (p.branch_id, idx)).collect();
         let mut pipelines = Vec::with_capacity(self.pending.len());
         for pending in self.pending {
             let mut pipeline = pending.pipeline;
@@ -129,7 +135,16 @@ impl<'a> PhysicalPlanner<'a> {
     fn new_branch(&mut self, source: Arc<dyn Source>, layout: Vec<ColumnRef>, step: String) -> Branch {
         let id = self.next_branch;
         self.next_branch += 1;
-        Branch { id, source, operators: Vec::new(), layout, after_branches: Vec::new(), after_sinks: Vec::new(), steps: vec![step] }
+        Branch {
+            id,
+            source,
+            operators: Vec::new(),
+            layout,
+            after_branches: Vec::new(),
+            after_sinks: Vec::new(),
+            steps: vec![step],
+            scan: None,
+        }
     }
 
     /// Attaches branches to a new sink as pipelines; returns the sink id.
@@ -226,6 +241,49 @@ impl<'a> PhysicalPlanner<'a> {
             }
             LogicalPlan::Sort { keys, input } => self.plan_sort(keys, input, None, 0),
             LogicalPlan::Window { windows, input } => self.plan_window(windows, input),
+            LogicalPlan::Cte { id, name, definition, body } => {
+                // The definition's rows are collected once; the body's scans of the CTE
+                // read them after that sink finished.
+                let layout = definition.output();
+                let mut branches = self.plan_node(definition, &definition.output_ids())?;
+                for branch in branches.iter_mut() {
+                    self.reorder_to(branch, &layout)?;
+                }
+                let types = layout.iter().map(|c| c.data_type).collect();
+                let sink = self.stateful(|slot| Arc::new(CollectSink::new(types, None, 0, slot)));
+                let sink_id = self.close(branches, sink.clone(), format!("Materialize CTE {name}"));
+                let ids = layout.iter().map(|c| c.id).collect();
+                let previous = self.ctes.insert(*id, (sink, sink_id, ids));
+                let body = self.plan_node(body, required);
+                match previous {
+                    Some(previous) => self.ctes.insert(*id, previous),
+                    None => self.ctes.remove(id),
+                };
+                body
+            }
+            LogicalPlan::CteScan(scan) => {
+                let (sink, sink_id, ids) =
+                    self.ctes.get(&scan.id).cloned().ok_or_else(|| internal_err!("CTE #{} scanned outside its definition", scan.id))?;
+                let mut positions = Vec::new();
+                let mut layout = Vec::new();
+                for (source, column) in &scan.columns {
+                    if !required.contains(&column.id) {
+                        continue;
+                    }
+                    let position =
+                        ids.iter().position(|i| i == source).ok_or_else(|| internal_err!("CTE #{} has no column {source}", scan.id))?;
+                    positions.push(position);
+                    layout.push(column.clone());
+                }
+                let step = format!(
+                    "CteScan {} [{}] [sink #{sink_id}]",
+                    scan.label,
+                    layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
+                );
+                let mut branch = self.new_branch(Arc::new(CteScanSource { sink, positions }), layout, step);
+                branch.after_sinks.push(sink_id);
+                Ok(vec![branch])
+            }
             LogicalPlan::Limit { limit, offset, input } => {
                 if let LogicalPlan::Sort { keys, input: sort_input } = input.as_ref() {
                     return self.plan_sort(keys, sort_input, *limit, *offset);
@@ -310,7 +368,9 @@ impl<'a> PhysicalPlanner<'a> {
         let source = self.stateful(|slot| {
             Arc::new(TableScan::new(scan.label.clone(), table, read_columns, filter, conjuncts, zone_predicates, output, slot))
         });
-        Ok(self.new_branch(source, layout, step))
+        let mut branch = self.new_branch(Arc::clone(&source) as Arc<dyn Source>, layout, step);
+        branch.scan = Some((source, read_ids));
+        Ok(branch)
     }
 
     fn plan_aggregate(
@@ -343,18 +403,22 @@ impl<'a> PhysicalPlanner<'a> {
         let group_nullable = groups.iter().map(|(e, _)| e.nullable()).collect();
         let mut inputs = Vec::new();
         for (call, column) in aggregates {
-            let argument = match call.args.first() {
-                Some(a) if call.func != AggregateFunction::CountStar => Some(self.compile_expr(a, &ids)?),
-                _ => None,
+            let arguments = if call.func == AggregateFunction::CountStar {
+                Vec::new()
+            } else {
+                call.args.iter().map(|a| self.compile_expr(a, &ids)).collect::<Result<Vec<_>>>()?
             };
             let filter = call.filter.as_ref().map(|f| self.compile_expr(f, &ids)).transpose()?;
             let spec = AggregateSpec {
                 func: call.func,
-                input_type: argument.as_ref().map(|a| a.data_type()),
+                input_type: arguments.first().map(|a| a.data_type()),
+                argument_types: arguments.iter().map(|a| a.data_type()).collect(),
                 output_type: column.data_type,
                 distinct: call.distinct,
+                constants: call.args.iter().map(|a| if let Expr::Literal(v, _) = a { Some(v.clone()) } else { None }).collect(),
+                order_by: call.order_by.clone(),
             };
-            inputs.push(AggregateInput { spec, argument, filter });
+            inputs.push(AggregateInput { spec, arguments, filter });
         }
         let expected_groups = match grouping_sets {
             None if groups.is_empty() => 1.0,
@@ -695,6 +759,28 @@ impl<'a> PhysicalPlanner<'a> {
             c.nullable = true;
             c
         };
+        // A probe row without a partner leaves the join: the scan producing a probe key can
+        // drop rows outside the range of the build keys (runtime filter).
+        let drops_unmatched_probe_rows =
+            matches!(mode, JoinMode::Inner | JoinMode::Semi | JoinMode::BuildOuter | JoinMode::BuildSemi | JoinMode::BuildAnti);
+        if drops_unmatched_probe_rows && !null_safe {
+            for branch in probe_branches.iter_mut() {
+                let Some((scan, read_ids)) = &branch.scan else { continue };
+                // Right after the scan, the probe's own Bloom filter tests membership as
+                // early; later (behind other operators), the scan tests it first.
+                let membership = !branch.operators.is_empty() && probe_keys.len() == 1;
+                for (k, key) in probe_keys.iter().enumerate() {
+                    let Expr::Column(column) = key else { continue };
+                    let Some(position) = read_ids.iter().position(|&id| id == column.id) else { continue };
+                    if !integer_key(column.data_type) && !membership {
+                        continue;
+                    }
+                    scan.add_runtime_filter(position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k, membership);
+                    let what = if membership { "in build keys" } else { "in range of build keys" };
+                    branch.steps[0].push_str(&format!(" runtime filter: {} {what} [sink #{build_sink}]", column.name));
+                }
+            }
+        }
         let probe_branch_ids: Vec<usize> = probe_branches.iter().map(|b| b.id).collect();
         if matches!(mode, JoinMode::BuildSemi | JoinMode::BuildAnti) {
             // The probe only marks build rows; the build rows are emitted afterwards.

@@ -78,6 +78,14 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             let selectivity = conjunction_selectivity(&scan.filters, &base);
             base.scaled(selectivity)
         }
+        LogicalPlan::Cte { body, .. } => estimate(body),
+        // The definition's estimate under this reference's column ids.
+        LogicalPlan::CteScan(scan) => {
+            let definition = estimate(&scan.definition);
+            let columns =
+                scan.columns.iter().filter_map(|(source, column)| definition.columns.get(source).map(|s| (column.id, s.clone()))).collect();
+            Estimate { rows: definition.rows, columns }
+        }
         LogicalPlan::Values { rows, output } => {
             let n = rows.len() as f64;
             let columns =

@@ -95,6 +95,32 @@ pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
             scan.filters = scan.filters.into_iter().map(fix).collect();
             LogicalPlan::Scan(scan)
         }
-        other @ (LogicalPlan::Values { .. } | LogicalPlan::Limit { .. }) => other,
+        other @ (LogicalPlan::Values { .. } | LogicalPlan::Limit { .. } | LogicalPlan::CteScan(_)) => other,
+        LogicalPlan::Cte { id, name, definition, body } => {
+            // The references read the definition's columns: where one became nullable,
+            // so do the references' columns (and, refreshed again, what reads them).
+            let nullable: Vec<ColumnId> = definition.output().iter().filter(|c| c.nullable).map(|c| c.id).collect();
+            let mut widened = false;
+            let body = widen_cte_scans(*body, id, &nullable, &mut widened);
+            let body = if widened { refresh(body) } else { body };
+            LogicalPlan::Cte { id, name, definition, body: Box::new(body) }
+        }
+    }
+}
+
+/// Marks nullable the columns of the scans of CTE `id` whose source is in `nullable`.
+fn widen_cte_scans(plan: LogicalPlan, id: usize, nullable: &[ColumnId], widened: &mut bool) -> LogicalPlan {
+    match plan {
+        LogicalPlan::CteScan(mut scan) if scan.id == id => {
+            for (source, column) in scan.columns.iter_mut() {
+                if !column.nullable && nullable.contains(source) {
+                    column.nullable = true;
+                    *widened = true;
+                }
+            }
+            LogicalPlan::CteScan(scan)
+        }
+        // Runs after unnesting: no subquery in an expression is left to read the CTE.
+        other => map_children(other, &mut |child| Ok(widen_cte_scans(child, id, nullable, widened))).expect("infallible rewrite"),
     }
 }

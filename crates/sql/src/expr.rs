@@ -188,6 +188,59 @@ pub enum ScalarFunction {
     /// queries a joined row qualifies for (those both of its input rows qualify for).
     /// Never NULL.
     MaskAnd,
+    /// `TRY_CAST(x AS t)`: the cast, or NULL where it fails. The target is the type.
+    TryCast,
+    // Strings (PostgreSQL's semantics; `contains` and `ends_with` are DuckDB's).
+    /// `split_part(s, delimiter, n)`: field `n` (1-based; negative counts from the end).
+    SplitPart,
+    /// `left(s, n)`: the first `n` characters (negative: all but the last `-n`).
+    Left,
+    /// `right(s, n)`: the last `n` characters (negative: all but the first `-n`).
+    Right,
+    /// `lpad(s, length [, fill])`.
+    Lpad,
+    /// `rpad(s, length [, fill])`.
+    Rpad,
+    /// `concat_ws(separator, a, b, ...)`: NULL arguments are skipped.
+    ConcatWs,
+    Contains,
+    EndsWith,
+    Repeat,
+    Reverse,
+    /// Hexadecimal MD5 digest of the string's bytes.
+    Md5,
+    Initcap,
+    /// Code point of the first character (0 for '').
+    Ascii,
+    /// The character with a code point.
+    Chr,
+    // Regular expressions (the `regex` crate's syntax; flags as DuckDB/PostgreSQL).
+    /// `regexp_matches(s, pattern [, flags])`: whether the pattern matches somewhere.
+    RegexpMatches,
+    /// `regexp_replace(s, pattern, replacement [, flags])`; `g` replaces every match.
+    RegexpReplace,
+    /// `regexp_extract(s, pattern [, group [, flags]])`: the group of the first match, ''
+    /// without a match.
+    RegexpExtract,
+    // Dates and times.
+    /// `date_diff(part, start, end)`: part boundaries crossed from start to end (DuckDB).
+    DateDiff(DateField),
+    /// `make_date(year, month, day)`.
+    MakeDate,
+    /// `make_timestamp(year, month, day, hour, minute, seconds)`.
+    MakeTimestamp,
+    /// `strftime(value, format)` (DuckDB's format codes).
+    Strftime,
+    /// `strptime(text, format)` -> TIMESTAMP; an error where the text does not match.
+    Strptime,
+    /// `try_strptime(text, format)`: NULL where the text does not match.
+    TryStrptime,
+    /// `to_char(value, pattern)` (PostgreSQL's template patterns).
+    ToChar,
+    DayName,
+    MonthName,
+    /// `age(a, b)`: the symbolic INTERVAL from b to a (years, months, days, time).
+    Age,
 }
 
 impl ScalarFunction {
@@ -223,6 +276,34 @@ impl ScalarFunction {
             QueryMask => "query_mask".into(),
             AverageOf => "average_of".into(),
             MaskAnd => "mask_and".into(),
+            TryCast => "try_cast".into(),
+            SplitPart => "split_part".into(),
+            Left => "left".into(),
+            Right => "right".into(),
+            Lpad => "lpad".into(),
+            Rpad => "rpad".into(),
+            ConcatWs => "concat_ws".into(),
+            Contains => "contains".into(),
+            EndsWith => "ends_with".into(),
+            Repeat => "repeat".into(),
+            Reverse => "reverse".into(),
+            Md5 => "md5".into(),
+            Initcap => "initcap".into(),
+            Ascii => "ascii".into(),
+            Chr => "chr".into(),
+            RegexpMatches => "regexp_matches".into(),
+            RegexpReplace => "regexp_replace".into(),
+            RegexpExtract => "regexp_extract".into(),
+            DateDiff(field) => format!("date_diff_{field:?}").to_lowercase(),
+            MakeDate => "make_date".into(),
+            MakeTimestamp => "make_timestamp".into(),
+            Strftime => "strftime".into(),
+            Strptime => "strptime".into(),
+            TryStrptime => "try_strptime".into(),
+            ToChar => "to_char".into(),
+            DayName => "dayname".into(),
+            MonthName => "monthname".into(),
+            Age => "age".into(),
         }
     }
 }
@@ -244,6 +325,38 @@ pub enum AggregateFunction {
     StddevPop,
     VarSamp,
     VarPop,
+    /// `string_agg(x, separator [ORDER BY ...])` / `listagg`: args (value, separator).
+    StringAgg,
+    /// `quantile_cont(x, fraction)`, `median(x)`, `percentile_cont(f) WITHIN GROUP
+    /// (ORDER BY x)`: args (value as DOUBLE, fraction literal); interpolated.
+    QuantileCont,
+    /// `quantile_disc(x, fraction)`, `percentile_disc(f) WITHIN GROUP (ORDER BY x)`:
+    /// args (value, fraction literal); the first value whose cumulative share reaches
+    /// the fraction.
+    QuantileDisc,
+    /// `mode(x)` / `mode() WITHIN GROUP (ORDER BY x)`: the most frequent value (the
+    /// smallest of equally frequent ones, as PostgreSQL).
+    Mode,
+    /// HyperLogLog estimate of the distinct non-NULL values (BIGINT).
+    ApproxCountDistinct,
+    /// `arg_min(arg, value)` / `min_by`: `arg` of the row with the smallest `value`
+    /// (rows where either is NULL are skipped, as DuckDB).
+    ArgMin,
+    /// `arg_max(arg, value)` / `max_by`.
+    ArgMax,
+    // Two-variable statistics over (y, x) as DOUBLE, rows with a NULL in either skipped.
+    Corr,
+    CovarPop,
+    CovarSamp,
+    RegrSlope,
+    RegrIntercept,
+    RegrCount,
+    RegrR2,
+    RegrAvgX,
+    RegrAvgY,
+    RegrSxx,
+    RegrSyy,
+    RegrSxy,
 }
 
 impl AggregateFunction {
@@ -262,27 +375,71 @@ impl AggregateFunction {
             StddevPop => "stddev_pop",
             VarSamp => "var_samp",
             VarPop => "var_pop",
+            StringAgg => "string_agg",
+            QuantileCont => "quantile_cont",
+            QuantileDisc => "quantile_disc",
+            Mode => "mode",
+            ApproxCountDistinct => "approx_count_distinct",
+            ArgMin => "arg_min",
+            ArgMax => "arg_max",
+            Corr => "corr",
+            CovarPop => "covar_pop",
+            CovarSamp => "covar_samp",
+            RegrSlope => "regr_slope",
+            RegrIntercept => "regr_intercept",
+            RegrCount => "regr_count",
+            RegrR2 => "regr_r2",
+            RegrAvgX => "regr_avgx",
+            RegrAvgY => "regr_avgy",
+            RegrSxx => "regr_sxx",
+            RegrSyy => "regr_syy",
+            RegrSxy => "regr_sxy",
         }
     }
+}
+
+/// The direction of one ORDER BY key inside an aggregate call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AggregateOrder {
+    pub ascending: bool,
+    pub nulls_first: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct AggregateCall {
     pub func: AggregateFunction,
+    /// The arguments, then the ORDER BY keys (the last `order_by.len()` expressions), so
+    /// that every rewrite of the arguments also rewrites the keys.
     pub args: Vec<Expr>,
     pub distinct: bool,
     /// `FILTER (WHERE ...)`.
     pub filter: Option<Box<Expr>>,
     pub data_type: DataType,
+    /// `string_agg(x, ',' ORDER BY k DESC)`: the directions of the ORDER BY keys at the
+    /// end of `args` (empty for aggregates whose result does not depend on order).
+    pub order_by: Vec<AggregateOrder>,
 }
 
 impl AggregateCall {
+    /// A call without ORDER BY.
+    pub fn new(func: AggregateFunction, args: Vec<Expr>, distinct: bool, filter: Option<Box<Expr>>, data_type: DataType) -> Self {
+        AggregateCall { func, args, distinct, filter, data_type, order_by: Vec::new() }
+    }
+
     /// The value the aggregate has over no rows (0 for counts, NULL otherwise).
     pub fn empty_value(&self) -> ScalarValue {
         match self.func {
-            AggregateFunction::CountStar | AggregateFunction::Count => ScalarValue::Int64(0),
+            AggregateFunction::CountStar
+            | AggregateFunction::Count
+            | AggregateFunction::ApproxCountDistinct
+            | AggregateFunction::RegrCount => ScalarValue::Int64(0),
             _ => ScalarValue::Null,
         }
+    }
+
+    /// The arguments without the ORDER BY keys.
+    pub fn value_args(&self) -> &[Expr] {
+        &self.args[..self.args.len() - self.order_by.len()]
     }
 }
 
@@ -295,7 +452,14 @@ impl fmt::Display for AggregateCall {
         if self.func == AggregateFunction::CountStar {
             write!(f, "*")?;
         }
-        write!(f, "{})", self.args.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "))?;
+        write!(f, "{}", self.value_args().iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "))?;
+        if !self.order_by.is_empty() {
+            let keys = &self.args[self.args.len() - self.order_by.len()..];
+            let keys: Vec<String> =
+                keys.iter().zip(&self.order_by).map(|(k, o)| format!("{k}{}", if o.ascending { "" } else { " DESC" })).collect();
+            write!(f, " ORDER BY {}", keys.join(", "))?;
+        }
+        write!(f, ")")?;
         if let Some(filter) = &self.filter {
             write!(f, " FILTER (WHERE {filter})")?;
         }
@@ -450,7 +614,8 @@ impl Expr {
             Expr::Function { func: ScalarFunction::Coalesce, args, .. } => args.iter().all(|a| a.nullable()),
             Expr::Function { func: ScalarFunction::NullIf, .. } => true,
             Expr::Function { func: ScalarFunction::Concat | ScalarFunction::QueryMask | ScalarFunction::MaskAnd, .. } => false,
-            Expr::Function { func: ScalarFunction::AverageOf, .. } => true,
+            Expr::Function { func: ScalarFunction::AverageOf | ScalarFunction::TryCast | ScalarFunction::TryStrptime, .. } => true,
+            Expr::Function { func: ScalarFunction::ConcatWs, args, .. } => args.first().is_none_or(|a| a.nullable()),
             Expr::Function { args, .. } => args.iter().any(|a| a.nullable()),
             Expr::Subquery(_) | Expr::Parameter { .. } => true,
         }

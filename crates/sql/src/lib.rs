@@ -28,5 +28,5 @@ pub mod window;
 
 pub use binder::{Binder, BoundStatement, TableFunctionProvider};
 pub use expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
-pub use plan::{GroupingSets, JoinKind, LogicalPlan};
+pub use plan::{CteScan, GroupingSets, JoinKind, LogicalPlan};
 pub use window::{FrameBound, FrameExclude, FrameUnits, WindowCall, WindowFrame, WindowFunction};

@@ -259,6 +259,23 @@ impl ApiaryDialect {
             Ok(Expr::Subquery(query))
         })())
     }
+
+    /// DuckDB's `a // b` (integer division): PostgreSQL's tokenizer reads `//` as two
+    /// `/`, so two adjacent `/` after an operand are taken as the one operator.
+    fn parse_integer_division(&self, parser: &mut Parser, expr: &Expr) -> Option<std::result::Result<Expr, ParserError>> {
+        let [first, second] = parser.peek_tokens_with_location::<2>();
+        if first.token != Token::Div || second.token != Token::Div || first.span.end != second.span.start {
+            return None;
+        }
+        parser.next_token();
+        parser.next_token();
+        let precedence = self.prec_value(Precedence::MulDivModOp);
+        Some(parser.parse_subexpr(precedence).map(|right| Expr::BinaryOp {
+            left: Box::new(expr.clone()),
+            op: sqlparser::ast::BinaryOperator::DuckIntegerDivide,
+            right: Box::new(right),
+        }))
+    }
 }
 
 impl Dialect for ApiaryDialect {
@@ -271,7 +288,9 @@ impl Dialect for ApiaryDialect {
     }
 
     fn parse_infix(&self, parser: &mut Parser, expr: &Expr, precedence: u8) -> Option<std::result::Result<Expr, ParserError>> {
-        Self::parse_in_starting_with_parenthesis(parser, expr).or_else(|| self.0.parse_infix(parser, expr, precedence))
+        Self::parse_in_starting_with_parenthesis(parser, expr)
+            .or_else(|| self.parse_integer_division(parser, expr))
+            .or_else(|| self.0.parse_infix(parser, expr, precedence))
     }
 
     fn identifier_quote_style(&self, identifier: &str) -> Option<char> {

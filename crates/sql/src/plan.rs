@@ -151,6 +151,30 @@ pub enum LogicalPlan {
         windows: Vec<(crate::window::WindowCall, ColumnRef)>,
         input: Box<LogicalPlan>,
     },
+    /// A WITH query computed once (`MATERIALIZED`, or referenced more than once): its rows
+    /// are kept, and every [`LogicalPlan::CteScan`] of `id` in `body` reads them. The
+    /// output is `body`'s.
+    Cte {
+        id: usize,
+        name: String,
+        definition: Box<LogicalPlan>,
+        body: Box<LogicalPlan>,
+    },
+    /// The rows of materialized CTE `id`: `columns` pairs an output column of the
+    /// definition (by id) with the column it is here (each reference has its own ids).
+    CteScan(CteScan),
+}
+
+/// A reference to a materialized CTE (see [`LogicalPlan::Cte`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CteScan {
+    pub id: usize,
+    /// Name shown in plans (alias if given).
+    pub label: String,
+    pub columns: Vec<(ColumnId, ColumnRef)>,
+    /// The definition as bound, for cardinality estimates only (the optimized definition
+    /// lives in the `Cte` node).
+    pub definition: Arc<LogicalPlan>,
 }
 
 impl LogicalPlan {
@@ -162,6 +186,8 @@ impl LogicalPlan {
             LogicalPlan::Filter { input, .. } | LogicalPlan::Sort { input, .. } | LogicalPlan::Limit { input, .. } => input.output(),
             LogicalPlan::Project { exprs, .. } => exprs.iter().map(|(_, c)| c.clone()).collect(),
             LogicalPlan::Window { windows, input } => input.output().into_iter().chain(windows.iter().map(|(_, c)| c.clone())).collect(),
+            LogicalPlan::Cte { body, .. } => body.output(),
+            LogicalPlan::CteScan(scan) => scan.columns.iter().map(|(_, c)| c.clone()).collect(),
             LogicalPlan::Aggregate { groups, aggregates, grouping_sets, .. } => groups
                 .iter()
                 .map(|(_, c)| c.clone())
@@ -203,7 +229,8 @@ impl LogicalPlan {
 
     pub fn children(&self) -> Vec<&LogicalPlan> {
         match self {
-            LogicalPlan::Scan(_) | LogicalPlan::Values { .. } => vec![],
+            LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) => vec![],
+            LogicalPlan::Cte { definition, body, .. } => vec![definition, body],
             LogicalPlan::Filter { input, .. }
             | LogicalPlan::Project { input, .. }
             | LogicalPlan::Aggregate { input, .. }
@@ -233,7 +260,7 @@ impl LogicalPlan {
             LogicalPlan::Join { condition, .. } => condition.iter().collect(),
             LogicalPlan::Window { windows, .. } => windows.iter().flat_map(|(w, _)| w.expressions()).collect(),
             LogicalPlan::Sort { keys, .. } => keys.iter().map(|k| &k.expr).collect(),
-            LogicalPlan::Limit { .. } | LogicalPlan::Union { .. } => vec![],
+            LogicalPlan::Limit { .. } | LogicalPlan::Union { .. } | LogicalPlan::Cte { .. } | LogicalPlan::CteScan(_) => vec![],
         }
     }
 
@@ -310,6 +337,10 @@ impl LogicalPlan {
             LogicalPlan::Union { inputs, .. } => format!("Union ALL ({} inputs)", inputs.len()),
             LogicalPlan::Window { windows, .. } => {
                 format!("Window {}", list(windows.iter().map(|(w, c)| format!("{w} AS {}", c.name)).collect()))
+            }
+            LogicalPlan::Cte { id, name, .. } => format!("Cte {name} (#{id}): definition, then body"),
+            LogicalPlan::CteScan(scan) => {
+                format!("CteScan {} (#{}) [{}]", scan.label, scan.id, list(scan.columns.iter().map(|(_, c)| c.name.to_string()).collect()))
             }
         };
         out.push_str(&pad);
@@ -403,6 +434,11 @@ impl LogicalPlan {
             LogicalPlan::Union { inputs, output } => {
                 LogicalPlan::Union { inputs: inputs.into_iter().map(|p| p.map_expressions(&mut *f)).collect(), output }
             }
+            LogicalPlan::Cte { id, name, definition, body } => {
+                let definition = map_box(definition, f);
+                LogicalPlan::Cte { id, name, definition, body: map_box(body, f) }
+            }
+            scan @ LogicalPlan::CteScan(_) => scan,
         }
     }
 

@@ -68,6 +68,30 @@ impl HyperLogLog {
         }
     }
 
+    /// Adds one row of a vector (NULLs are skipped), hashed as [`Self::add_vector`]
+    /// hashes it: the `approx_count_distinct` aggregate's per-group update.
+    #[inline]
+    pub fn add_row(&mut self, vector: &Vector, row: usize) {
+        if !vector.is_valid(row) {
+            return;
+        }
+        let hash = match &vector.data {
+            VectorData::Bool(v) => hash_u64(v[row] as u64),
+            VectorData::I16(v) => hash_u64(v[row] as u64),
+            VectorData::I32(v) => hash_u64(v[row] as u64),
+            VectorData::I64(v) => hash_u64(v[row] as u64),
+            VectorData::I128(v) => hash_u128(v[row] as u128),
+            VectorData::F32(v) => hash_u64(v[row].to_bits() as u64),
+            VectorData::F64(v) => hash_u64(v[row].to_bits()),
+            VectorData::Interval(v) => {
+                let x = v[row];
+                hash_u128(((x.months as u128) << 96) | ((x.days as u32 as u128) << 64) | x.micros as u64 as u128)
+            }
+            VectorData::Str(s) => hash_bytes(s.get_bytes(row)),
+        };
+        self.add_hash(hash);
+    }
+
     /// The registers, for storing the sketch.
     pub fn registers(&self) -> &[u8] {
         &self.registers

@@ -284,7 +284,8 @@ pub fn parse_date_bytes(bytes: &[u8]) -> Option<i32> {
     make_date(if negative { -year } else { year }, month, day)
 }
 
-fn make_date(year: i32, month: u32, day: u32) -> Option<i32> {
+/// The day count of a valid civil date in the supported range (4713 BC to 294276 AD).
+pub fn make_date(year: i32, month: u32, day: u32) -> Option<i32> {
     if !(1..=12).contains(&month) || day == 0 || day > days_in_month(year, month) || !(-4713..=294_276).contains(&year) {
         return None;
     }
@@ -372,38 +373,74 @@ pub fn add_interval_to_timestamp(micros: i64, interval: Interval) -> Option<i64>
     shifted.checked_mul(MICROS_PER_DAY)?.checked_add(time)?.checked_add(interval.micros)
 }
 
-/// A field of a date or timestamp for `EXTRACT(field FROM ...)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A field of a date or timestamp for `EXTRACT(field FROM ...)`, `date_part` and
+/// `date_diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DateField {
     Year,
     Quarter,
     Month,
+    /// ISO 8601 week number (weeks start on Monday; week 1 has the year's first Thursday).
     Week,
     Day,
+    /// Sunday = 0 ... Saturday = 6.
     DayOfWeek,
     DayOfYear,
     Hour,
     Minute,
+    /// Whole seconds of the minute (0-59).
     Second,
+    /// Seconds since 1970-01-01 00:00:00 (whole seconds, rounded down).
     Epoch,
+    /// Monday = 1 ... Sunday = 7.
+    IsoDayOfWeek,
+    /// The year the ISO week belongs to.
+    IsoYear,
+    /// Milliseconds of the minute, seconds included (0-59999).
+    Millisecond,
+    /// Microseconds of the minute, seconds included (0-59999999).
+    Microsecond,
+    /// Year / 10.
+    Decade,
+    /// 2000 is in the 20th century, 2001 in the 21st.
+    Century,
+    Millennium,
 }
 
 impl DateField {
     pub fn parse(name: &str) -> Option<DateField> {
         Some(match name.to_ascii_lowercase().as_str() {
-            "year" | "years" => DateField::Year,
-            "quarter" => DateField::Quarter,
-            "month" | "months" => DateField::Month,
-            "week" => DateField::Week,
-            "day" | "days" => DateField::Day,
-            "dow" | "dayofweek" => DateField::DayOfWeek,
+            "year" | "years" | "y" | "yr" | "yrs" | "yy" | "yyy" | "yyyy" => DateField::Year,
+            "quarter" | "quarters" => DateField::Quarter,
+            "month" | "months" | "mon" | "mons" => DateField::Month,
+            "week" | "weeks" | "w" | "weekofyear" => DateField::Week,
+            "day" | "days" | "d" | "dayofmonth" => DateField::Day,
+            "dow" | "dayofweek" | "weekday" => DateField::DayOfWeek,
             "doy" | "dayofyear" => DateField::DayOfYear,
-            "hour" | "hours" => DateField::Hour,
-            "minute" | "minutes" => DateField::Minute,
-            "second" | "seconds" => DateField::Second,
+            "hour" | "hours" | "h" | "hr" | "hrs" => DateField::Hour,
+            "minute" | "minutes" | "m" | "min" | "mins" => DateField::Minute,
+            "second" | "seconds" | "s" | "sec" | "secs" => DateField::Second,
             "epoch" => DateField::Epoch,
+            "isodow" => DateField::IsoDayOfWeek,
+            "isoyear" => DateField::IsoYear,
+            "millisecond" | "milliseconds" | "ms" | "msec" | "msecs" => DateField::Millisecond,
+            "microsecond" | "microseconds" | "us" | "usec" | "usecs" => DateField::Microsecond,
+            "decade" | "decades" => DateField::Decade,
+            "century" | "centuries" => DateField::Century,
+            "millennium" | "millennia" | "millenium" => DateField::Millennium,
             _ => return None,
         })
+    }
+}
+
+/// The year as PostgreSQL numbers it from an astronomical year: there is no year 0, the
+/// year before 1 AD is 1 BC (-1).
+#[inline]
+pub fn year_number(astronomical: i32) -> i64 {
+    if astronomical > 0 {
+        astronomical as i64
+    } else {
+        astronomical as i64 - 1
     }
 }
 
@@ -411,38 +448,50 @@ impl DateField {
 pub fn extract_from_date(field: DateField, days: i32) -> i64 {
     let (y, m, d) = civil_from_days(days);
     match field {
-        DateField::Year => y as i64,
+        DateField::Year => year_number(y),
         DateField::Quarter => ((m - 1) / 3 + 1) as i64,
         DateField::Month => m as i64,
         DateField::Day => d as i64,
         // 1970-01-01 was a Thursday; Sunday = 0 as in PostgreSQL.
         DateField::DayOfWeek => (days as i64 + 4).rem_euclid(7),
         DateField::DayOfYear => (days - days_from_civil(y, 1, 1) + 1) as i64,
-        DateField::Week => iso_week(days) as i64,
-        DateField::Hour | DateField::Minute | DateField::Second => 0,
+        DateField::Week => iso_week(days).1 as i64,
+        DateField::Hour | DateField::Minute | DateField::Second | DateField::Millisecond | DateField::Microsecond => 0,
         DateField::Epoch => days as i64 * 86_400,
+        DateField::IsoDayOfWeek => (days as i64 + 3).rem_euclid(7) + 1,
+        DateField::IsoYear => year_number(iso_week(days).0),
+        // PostgreSQL's definitions, including years before 1 (year 0 is 1 BC).
+        DateField::Decade => (y as i64).div_euclid(10),
+        DateField::Century if y > 0 => (y as i64 + 99) / 100,
+        DateField::Century => -((100 - y as i64) / 100),
+        DateField::Millennium if y > 0 => (y as i64 + 999) / 1000,
+        DateField::Millennium => -((1000 - y as i64) / 1000),
     }
 }
 
 /// Extracts a field from a timestamp (microseconds since epoch).
 pub fn extract_from_timestamp(field: DateField, micros: i64) -> i64 {
     let days = micros.div_euclid(MICROS_PER_DAY) as i32;
-    let time = micros.rem_euclid(MICROS_PER_DAY) / MICROS_PER_SECOND;
+    let time_micros = micros.rem_euclid(MICROS_PER_DAY);
+    let time = time_micros / MICROS_PER_SECOND;
     match field {
         DateField::Hour => time / 3600,
         DateField::Minute => (time / 60) % 60,
         DateField::Second => time % 60,
+        DateField::Millisecond => time_micros % (60 * MICROS_PER_SECOND) / 1000,
+        DateField::Microsecond => time_micros % (60 * MICROS_PER_SECOND),
         DateField::Epoch => micros.div_euclid(MICROS_PER_SECOND),
         _ => extract_from_date(field, days),
     }
 }
 
-fn iso_week(days: i32) -> u32 {
+/// The ISO year and week of a day.
+pub fn iso_week(days: i32) -> (i32, u32) {
     // ISO weeks start on Monday; week 1 contains the year's first Thursday.
     let weekday = (days as i64 + 3).rem_euclid(7) as i32; // Monday = 0
     let thursday = days - weekday + 3;
     let (year, _, _) = civil_from_days(thursday);
-    ((thursday - days_from_civil(year, 1, 1)) / 7 + 1) as u32
+    (year, ((thursday - days_from_civil(year, 1, 1)) / 7 + 1) as u32)
 }
 
 #[cfg(test)]

@@ -37,6 +37,49 @@ impl PhysicalExpr for Cast {
     }
 }
 
+/// `TRY_CAST`: the cast, with NULL for the rows whose conversion fails.
+#[derive(Debug)]
+struct TryCast {
+    child: ExprRef,
+    to: DataType,
+}
+
+pub fn try_cast_expr(child: ExprRef, to: DataType) -> ExprRef {
+    Arc::new(TryCast { child, to })
+}
+
+impl PhysicalExpr for TryCast {
+    fn data_type(&self) -> DataType {
+        self.to
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let v = self.child.evaluate(chunk)?;
+        let rows = rows_of(chunk);
+        if let Ok(cast) = cast_vector(&v, self.to, rows) {
+            return Ok(cast);
+        }
+        // Some value does not convert: row by row, NULL where it fails (rare: the
+        // vector-wide cast above is the common path).
+        let mut builder = VectorBuilder::with_capacity(self.to, v.len());
+        let mut selected = vec![rows.is_none(); v.len()];
+        if let Some(rows) = rows {
+            rows.iter().for_each(|&r| selected[r as usize] = true);
+        }
+        for (i, selected) in selected.into_iter().enumerate() {
+            if !selected || v.is_null(i) {
+                builder.push_null();
+                continue;
+            }
+            match cast_vector(&v.slice(i, 1), self.to, None) {
+                Ok(one) => builder.push_scalar(&one.get_scalar(0)),
+                Err(_) => builder.push_null(),
+            }
+        }
+        Ok(builder.finish())
+    }
+}
+
 /// Converts `f(value)` for every selected valid row; `None` from `f` is an error.
 fn convert<A: NativeType, B: NativeType>(v: &Vector, to: DataType, rows: Option<&[u32]>, f: impl Fn(A) -> Option<B>) -> Result<Vector> {
     let values = v.values::<A>();

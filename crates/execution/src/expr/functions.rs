@@ -37,7 +37,7 @@ impl PhysicalExpr for Extract {
                 let days = v.values::<i32>();
                 if field == DateField::Year {
                     // The hot case (TPC-H Q7-Q9): a year needs only the civil-date conversion.
-                    map_rows(len, rows_of(chunk), |i| datetime::civil_from_days(days[i]).0 as i64)
+                    map_rows(len, rows_of(chunk), |i| datetime::year_number(datetime::civil_from_days(days[i]).0))
                 } else {
                     map_rows(len, rows_of(chunk), |i| datetime::extract_from_date(field, days[i]))
                 }

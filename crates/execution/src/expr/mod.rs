@@ -18,18 +18,26 @@
 //! cast.rs        CAST between all supported types
 //! logic.rs       AND / OR / NOT / IS NULL / CASE / COALESCE (three-valued logic)
 //! string.rs      LIKE, SUBSTRING, UPPER/LOWER, TRIM, LENGTH, ||, ...
+//! text.rs        split_part, left/right, lpad/rpad, concat_ws, md5, initcap, chr, ...
+//! regex.rs       regexp_matches, regexp_replace, regexp_extract (`regex` crate)
 //! functions.rs   EXTRACT, ROUND, ABS, math and date functions
+//! datetime_functions.rs  date_diff, make_date, strftime/strptime, to_char, age, ...
+//! datetime_format.rs     strftime codes and to_char patterns, compiled once
 //! query_mask.rs  which of the queries sharing a scan each row qualifies for
 //! ```
 
 mod arithmetic;
 mod cast;
 mod compare;
+mod datetime_format;
+mod datetime_functions;
 mod functions;
 mod logic;
 mod query_mask;
+mod regex;
 pub mod simd;
 mod string;
+mod text;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -323,6 +331,32 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
         F::AverageOf => functions::average_of(args, data_type)?,
         F::MaskAnd => functions::mask_and(args)?,
+        F::TryCast => cast::try_cast_expr(args.into_iter().next().ok_or_else(|| internal_err!("try_cast without argument"))?, data_type),
+        F::SplitPart
+        | F::Left
+        | F::Right
+        | F::Lpad
+        | F::Rpad
+        | F::ConcatWs
+        | F::Contains
+        | F::EndsWith
+        | F::Repeat
+        | F::Reverse
+        | F::Md5
+        | F::Initcap
+        | F::Ascii
+        | F::Chr => text::text_function(func, args, literals, data_type)?,
+        F::RegexpMatches | F::RegexpReplace | F::RegexpExtract => regex::regex_function(func, args, literals)?,
+        F::DateDiff(_)
+        | F::MakeDate
+        | F::MakeTimestamp
+        | F::Strftime
+        | F::Strptime
+        | F::TryStrptime
+        | F::ToChar
+        | F::DayName
+        | F::MonthName
+        | F::Age => datetime_functions::datetime_function(func, args, literals, data_type)?,
     })
 }
 

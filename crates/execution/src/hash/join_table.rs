@@ -15,6 +15,11 @@
 //! `2^partition_bits` regions by the top bits of the hash; each region is filled by its own
 //! finalize task, so the build runs on all workers without locks. The directory is sized
 //! for a load factor of at most 0.5.
+//!
+//! Keys packed into 64 bits whose values span a small range (surrogate keys: `1..n`, dates)
+//! need no hashing at all: a *direct* table holds the chain head of key `k` at index
+//! `k - min` of an array, so a probe is one bounds check and one load, with no hash, Bloom
+//! filter or key comparison.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -32,9 +37,22 @@ struct Slot<K> {
     head: u32,
 }
 
+/// The most slots per build row a direct table may have: at this density its array is no
+/// larger than a hash directory (16-byte slots at load factor 0.5 or less).
+const DIRECT_SLOTS_PER_ROW: u64 = 8;
+/// Direct tables of up to this many slots are allowed whatever the row count.
+const DIRECT_MIN_SLOTS: u64 = 4096;
+/// The largest direct table (1 GB of heads).
+const DIRECT_MAX_SLOTS: u64 = 1 << 28;
+
 #[derive(Debug)]
 enum Slots {
     Empty,
+    /// The chain head of key `min + i` at index `i`.
+    Direct {
+        min: u64,
+        heads: Vec<u32>,
+    },
     U64(Vec<Slot<u64>>),
     U128(Vec<Slot<u128>>),
     /// For byte keys, `key` is the full hash.
@@ -66,6 +84,8 @@ pub struct BuildPiece {
     fine_bits: u32,
     partitions: Vec<Vec<Entry>>,
     has_null_key: bool,
+    /// The smallest and largest valid 64-bit packed key (for a direct table).
+    word_range: Option<(u64, u64)>,
 }
 
 impl BuildPiece {
@@ -75,7 +95,7 @@ impl BuildPiece {
     pub fn new(fine_bits: u32) -> BuildPiece {
         let fine_bits = fine_bits.min(FINE_PARTITION_BITS);
         let partitions = if fine_bits == 0 { Vec::new() } else { vec![Vec::new(); 1 << fine_bits] };
-        BuildPiece { keys: None, rows: 0, fine_bits, partitions, has_null_key: false }
+        BuildPiece { keys: None, rows: 0, fine_bits, partitions, has_null_key: false, word_range: None }
     }
 
     /// Rows appended so far.
@@ -85,6 +105,13 @@ impl BuildPiece {
 
     /// Appends the keys of a batch of build rows (ids continue from [`Self::rows`]).
     pub fn append(&mut self, keys: PackedKeys) {
+        if let PackedKeys::U64 { keys: words, valid } = &keys {
+            let range = words.iter().zip(valid).filter(|(_, v)| **v).fold(self.word_range, |range, (&w, _)| match range {
+                None => Some((w, w)),
+                Some((lo, hi)) => Some((lo.min(w), hi.max(w))),
+            });
+            self.word_range = range;
+        }
         if self.fine_bits == 0 {
             self.has_null_key |= keys.validity().contains(&false);
         } else {
@@ -145,7 +172,12 @@ impl JoinTableBuilder {
         let mut keys = Vec::with_capacity(pieces.len());
         let mut starts = Vec::with_capacity(pieces.len());
         let mut has_null_key = false;
+        let mut word_range: Option<(u64, u64)> = None;
         for piece in pieces {
+            word_range = match (word_range, piece.word_range) {
+                (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+                (a, b) => a.or(b),
+            };
             let fine_per_partition = 1usize << (piece.fine_bits - partition_bits);
             for (fine, entries) in piece.partitions.iter().enumerate() {
                 partition_rows[fine / fine_per_partition] += entries.len();
@@ -163,13 +195,22 @@ impl JoinTableBuilder {
         let largest = partition_rows.iter().copied().max().unwrap_or(0);
         let region_size = (largest * 2).max(16).next_power_of_two();
         let next = (0..rows).map(|_| AtomicU32::new(NONE)).collect();
+        let direct_range = word_range.filter(|(lo, hi)| {
+            let span = hi - lo;
+            span < DIRECT_MAX_SLOTS && span < (rows as u64).saturating_mul(DIRECT_SLOTS_PER_ROW).max(DIRECT_MIN_SLOTS)
+        });
         let directory = match &keys {
             PackedKeys::Empty { .. } => Directory::Empty,
+            PackedKeys::U64 { .. } if direct_range.is_some() => {
+                let (min, max) = direct_range.expect("checked by the guard");
+                Directory::Direct { min, heads: (min..=max).map(|_| AtomicU32::new(NONE)).collect() }
+            }
             PackedKeys::U64 { .. } => Directory::U64(RegionDirectory::new(partitions, region_size)),
             PackedKeys::U128 { .. } => Directory::U128(RegionDirectory::new(partitions, region_size)),
             PackedKeys::Bytes { .. } => Directory::Bytes(RegionDirectory::new(partitions, region_size)),
         };
-        let keyed = !matches!(keys, PackedKeys::Empty { .. });
+        // A direct table rejects absent keys as cheaply as a Bloom filter would.
+        let keyed = !matches!(keys, PackedKeys::Empty { .. }) && !matches!(directory, Directory::Direct { .. });
         let bloom = (keyed && rows > 0).then(|| SharedBloomBuilder::with_capacity(rows, partition_bits));
         // Group prefetching (ROF §4.3) pays only when a region does not stay in cache.
         let slot_bytes = if matches!(keys, PackedKeys::U128 { .. }) { size_of::<Slot<u128>>() } else { size_of::<Slot<u64>>() };
@@ -222,6 +263,14 @@ impl JoinTableBuilder {
         let mask = self.region_size - 1;
         let bloom = self.bloom.as_ref();
         match (&self.directory, &self.keys) {
+            (Directory::Direct { min, heads }, PackedKeys::U64 { .. }) => {
+                // Partitions hold disjoint keys, so tasks touch disjoint heads; the swap
+                // keeps a chain consistent regardless.
+                self.for_each_entry(p, |key, row| {
+                    let previous = heads[(key - min) as usize].swap(row, Ordering::Relaxed);
+                    self.next[row as usize].store(previous, Ordering::Relaxed);
+                });
+            }
             (Directory::U64(directory), PackedKeys::U64 { .. }) => {
                 let Some(slots) = directory.claim(p) else { return };
                 let mut inserter = Inserter::new(slots, mask, self.prefetch_group, bloom, &self.next);
@@ -272,6 +321,7 @@ impl JoinTableBuilder {
                 }
                 Slots::Empty
             }
+            Directory::Direct { min, heads } => Slots::Direct { min, heads: heads.into_iter().map(AtomicU32::into_inner).collect() },
             Directory::U64(d) => Slots::U64(d.finish()),
             Directory::U128(d) => Slots::U128(d.finish()),
             Directory::Bytes(d) => Slots::Bytes(d.finish()),
@@ -296,6 +346,10 @@ impl JoinTableBuilder {
 
 enum Directory {
     Empty,
+    Direct {
+        min: u64,
+        heads: Vec<AtomicU32>,
+    },
     U64(RegionDirectory<u64>),
     U128(RegionDirectory<u128>),
     /// For byte keys, `key` is the full hash.
@@ -465,6 +519,13 @@ impl JoinTable {
                     heads[j as usize] = head;
                 }
             }
+            (Slots::Direct { min, heads: direct }, PackedKeys::U64 { keys, .. }) => {
+                for &j in candidates {
+                    // Keys below `min` wrap around past the end.
+                    let index = keys[j as usize].wrapping_sub(*min);
+                    heads[j as usize] = usize::try_from(index).ok().and_then(|i| direct.get(i)).copied().unwrap_or(NONE);
+                }
+            }
             (Slots::U64(slots), PackedKeys::U64 { keys, .. }) => {
                 find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
             }
@@ -488,6 +549,11 @@ impl JoinTable {
         }
     }
 
+    /// Whether lookups need no hashes (a direct table): probes can skip hashing.
+    pub fn is_direct(&self) -> bool {
+        matches!(self.slots, Slots::Direct { .. })
+    }
+
     /// The next build row with the same key as `row` (or [`NONE`]).
     #[inline(always)]
     pub fn next(&self, row: u32) -> u32 {
@@ -498,6 +564,7 @@ impl JoinTable {
     pub fn directory_bytes(&self) -> usize {
         match &self.slots {
             Slots::Empty => 0,
+            Slots::Direct { heads, .. } => heads.len() * size_of::<u32>(),
             Slots::U64(s) | Slots::Bytes(s) => s.len() * size_of::<Slot<u64>>(),
             Slots::U128(s) => s.len() * size_of::<Slot<u128>>(),
         }
@@ -623,12 +690,31 @@ mod tests {
 
     #[test]
     fn finds_all_duplicates_in_every_partitioning() {
-        for bits in [0, 3] {
-            let values: Vec<i64> = (0..1000).map(|i| i % 100).collect();
-            let (table, packer) = table(values, bits);
-            let expected: Vec<u32> = (0..10).map(|k| 7 + 100 * k).collect();
-            assert_eq!(matches(&table, &packer, 7), expected);
-            assert!(matches(&table, &packer, 100).is_empty());
+        // Dense keys (a direct table) and sparse ones (a hash table).
+        for (stride, direct) in [(1, true), (1_000_003, false)] {
+            for bits in [0, 3] {
+                let values: Vec<i64> = (0..1000).map(|i| (i % 100) * stride).collect();
+                let (table, packer) = table(values, bits);
+                assert_eq!(table.is_direct(), direct);
+                let expected: Vec<u32> = (0..10).map(|k| 7 + 100 * k).collect();
+                assert_eq!(matches(&table, &packer, 7 * stride), expected);
+                assert!(matches(&table, &packer, 100 * stride).is_empty());
+                assert!(matches(&table, &packer, -1).is_empty());
+                assert!(matches(&table, &packer, 99 * stride + 1).is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn a_direct_table_finds_keys_by_value_at_both_ends_of_its_range() {
+        // Keys 1000..=3000 (with gaps), probed below, at and above the range.
+        let values: Vec<i64> = (1000..=3000).filter(|k| k % 3 != 0).collect();
+        let (table, packer) = table(values.clone(), 2);
+        assert!(table.is_direct());
+        assert!(table.bloom.is_none(), "a direct table needs no Bloom filter");
+        for key in [0, 999, 1000, 1001, 1002, 2999, 3000, 3001, i64::MAX, i64::MIN] {
+            let expected: Vec<u32> = values.iter().position(|&v| v == key).map(|p| p as u32).into_iter().collect();
+            assert_eq!(matches(&table, &packer, key), expected, "key {key}");
         }
     }
 
@@ -664,10 +750,12 @@ mod tests {
     #[test]
     fn prefetching_batches_find_the_same_rows() {
         // Large enough that the directory exceeds the prefetch threshold.
-        let values: Vec<i64> = (0..200_000).map(|i| i * 3).collect();
+        // Keys too sparse for a direct table.
+        let values: Vec<i64> = (0..200_000).map(|i| i * 3 * 1_000_003).collect();
         let (table, packer) = table(values, 2);
+        assert!(!table.is_direct());
         assert!(table.directory_bytes() > PREFETCH_MIN_DIRECTORY_BYTES);
-        let probe_values: Vec<i64> = (0..5000).map(|i| i * 7).collect();
+        let probe_values: Vec<i64> = (0..5000).map(|i| i * 7 * 1_000_003).collect();
         let rows: Vec<u32> = (0..probe_values.len() as u32).collect();
         let probe = packer.pack(&[Vector::from_native(DataType::BigInt, probe_values.clone())], &rows);
         let candidates: Vec<u32> = rows.iter().copied().filter(|j| j % 5 != 1).collect();
@@ -675,7 +763,8 @@ mod tests {
             let mut heads = vec![NONE; rows.len()];
             table.find_batch(&probe, &probe.hashes(), &candidates, &mut heads, group);
             for (j, &head) in heads.iter().enumerate() {
-                let expected = if j % 5 != 1 && probe_values[j] % 3 == 0 { (probe_values[j] / 3) as u32 } else { NONE };
+                let base = probe_values[j] / 1_000_003;
+                let expected = if j % 5 != 1 && base % 3 == 0 { (base / 3) as u32 } else { NONE };
                 assert_eq!(head, expected, "group {group}, key {j}");
             }
         }

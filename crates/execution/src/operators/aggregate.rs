@@ -27,10 +27,11 @@ use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
 use crate::hash::keys::{KeyPacker, KeyWidth};
 
-/// One aggregate: what it computes, its argument and optional FILTER.
+/// One aggregate: what it computes, its arguments (then its ORDER BY keys; none for
+/// COUNT(*)) and optional FILTER.
 pub struct AggregateInput {
     pub spec: AggregateSpec,
-    pub argument: Option<ExprRef>,
+    pub arguments: Vec<ExprRef>,
     pub filter: Option<ExprRef>,
 }
 
@@ -148,7 +149,7 @@ impl AggregateSink {
         &self,
         keys: &[Vector],
         rows: &[u32],
-        arguments: &[Option<Vector>],
+        arguments: &[Vec<Vector>],
         filters: &[Option<Vec<bool>>],
         state: &mut AggregateLocal,
         ctx: &ExecContext,
@@ -163,10 +164,10 @@ impl AggregateSink {
             }
             for (i, s) in table.states.iter_mut().enumerate() {
                 match &filters[i] {
-                    None => s.update_single(arguments[i].as_ref(), rows)?,
+                    None => s.update_single(&arguments[i], rows)?,
                     Some(mask) => {
                         let kept: Vec<u32> = rows.iter().copied().filter(|&r| mask[r as usize]).collect();
-                        s.update_single(arguments[i].as_ref(), &kept)?;
+                        s.update_single(&arguments[i], &kept)?;
                     }
                 }
             }
@@ -204,7 +205,7 @@ impl AggregateSink {
             let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
             for (i, s) in table.states.iter_mut().enumerate() {
                 match &filters[i] {
-                    None => s.update(arguments[i].as_ref(), &physical, &state.groups)?,
+                    None => s.update(&arguments[i], &physical, &state.groups)?,
                     Some(mask) => {
                         let (mut kept_rows, mut kept_groups) = (Vec::new(), Vec::new());
                         for (&r, &g) in physical.iter().zip(&state.groups) {
@@ -213,7 +214,7 @@ impl AggregateSink {
                                 kept_groups.push(g);
                             }
                         }
-                        s.update(arguments[i].as_ref(), &kept_rows, &kept_groups)?;
+                        s.update(&arguments[i], &kept_rows, &kept_groups)?;
                     }
                 }
             }
@@ -244,8 +245,11 @@ impl Sink for AggregateSink {
             return Ok(Control::Continue);
         }
         let keys: Vec<Vector> = agg.group_exprs.iter().map(|e| e.evaluate(&chunk)).collect::<Result<_>>()?;
-        let arguments: Vec<Option<Vector>> =
-            agg.aggregates.iter().map(|a| a.argument.as_ref().map(|e| e.evaluate(&chunk)).transpose()).collect::<Result<_>>()?;
+        let arguments: Vec<Vec<Vector>> = agg
+            .aggregates
+            .iter()
+            .map(|a| a.arguments.iter().map(|e| e.evaluate(&chunk)).collect::<Result<Vec<_>>>())
+            .collect::<Result<_>>()?;
         // FILTER (WHERE ...): per aggregate, a mask over chunk rows.
         let filters: Vec<Option<Vec<bool>>> = agg
             .aggregates
@@ -285,9 +289,17 @@ impl Sink for AggregateSink {
     fn local_memory(&self, state: &LocalState) -> usize {
         // Group tables, plus keys and aggregate states of about 16 bytes per group each.
         let per_group = 16 * (self.0.group_exprs.len() + self.0.aggregates.len());
-        state
-            .downcast_ref::<AggregateLocal>()
-            .map_or(0, |s| s.tables.iter().map(|t| t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group).sum())
+        state.downcast_ref::<AggregateLocal>().map_or(0, |s| {
+            s.tables
+                .iter()
+                .map(|t| {
+                    // Plus what states hold beyond that (string_agg's and quantiles'
+                    // lists, sketches).
+                    let held: usize = t.states.iter().map(|state| state.memory_bytes()).sum();
+                    t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group + held
+                })
+                .sum()
+        })
     }
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {

@@ -1,5 +1,15 @@
 //! Aggregate function states, columnar per group.
 //!
+//! ```text
+//! aggregate_functions.rs   the AggregateState contract, count/sum/avg/min/max/bool/
+//!                          variance, DISTINCT wrappers, the factory (AggregateSpec)
+//!   held.rs                typed per-group values (native or string) and slots
+//!   holistic.rs            string_agg (ORDER BY), quantile_cont/disc, median, mode
+//!   arg_extreme.rs         arg_min / arg_max
+//!   statistics.rs          corr, covar_pop/samp, regr_*
+//!   approximate.rs         approx_count_distinct (HyperLogLog)
+//! ```
+//!
 //! Each state holds one accumulator per group in a typed vector (`Vec<i128>` of sums,
 //! `Vec<i64>` of counts, ...) indexed by the dense group id from the group table, and is
 //! monomorphised over the input type: the update loop is `sums[group[k]] += values[row[k]]`
@@ -11,11 +21,17 @@ use std::marker::PhantomData;
 
 use apiary_common::Bitmap;
 use apiary_common::{exec_err, internal_err, Result};
-use apiary_sql::expr::AggregateFunction;
+use apiary_sql::expr::{AggregateFunction, AggregateOrder};
 use apiary_types::datatype::PhysicalType;
 use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::vector::NativeType;
-use apiary_types::{DataType, StrColumnBuilder, Vector, VectorData};
+use apiary_types::{DataType, ScalarValue, StrColumnBuilder, Vector, VectorData};
+
+mod approximate;
+mod arg_extreme;
+mod held;
+mod holistic;
+mod statistics;
 
 /// What an aggregate computes, fixed at planning time.
 #[derive(Debug, Clone)]
@@ -23,24 +39,45 @@ pub struct AggregateSpec {
     pub func: AggregateFunction,
     /// `None` for COUNT(*).
     pub input_type: Option<DataType>,
+    /// The types of all arguments (then of the ORDER BY keys).
+    pub argument_types: Vec<DataType>,
     pub output_type: DataType,
     pub distinct: bool,
+    /// The value of each argument that is a constant (a quantile's fraction, a
+    /// separator), `None` for the others.
+    pub constants: Vec<Option<ScalarValue>>,
+    /// The directions of the ORDER BY keys that follow the arguments.
+    pub order_by: Vec<AggregateOrder>,
 }
 
+/// One aggregate's per-group accumulators.
+///
+/// Concurrency: each worker owns the states of its own partition tables; `resize` and
+/// `update`/`update_single` run on that worker only. `merge` runs in the finalize task
+/// of one partition (one thread), taking `other` from another worker's table of the same
+/// partition; `finalize` follows on that thread. No method is called concurrently on one
+/// state, so states need `Send` but not `Sync`.
 pub trait AggregateState: Send {
     /// Makes room for `groups` groups (new groups start empty).
     fn resize(&mut self, groups: usize);
-    /// Adds `input[rows[k]]` to group `groups[k]`; NULL inputs are ignored except by COUNT(*).
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()>;
-    /// Adds `input[rows[k]]` to group 0 (aggregates without GROUP BY).
-    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
+    /// Adds row `rows[k]` of the argument vectors `inputs` (one per argument of the call,
+    /// then one per ORDER BY key; none for COUNT(*)) to group `groups[k]`; NULL inputs
+    /// are ignored except by COUNT(*).
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()>;
+    /// Adds the rows `rows` of `inputs` to group 0 (aggregates without GROUP BY).
+    fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
         let groups = vec![0u32; rows.len()];
-        self.update(input, rows, &groups)
+        self.update(inputs, rows, &groups)
     }
     /// Adds `other`'s group `g` into group `mapping[g]` (same state type).
     fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()>;
     /// One output value per group.
     fn finalize(&mut self) -> Result<Vector>;
+    /// Bytes held beyond the ~16 per group the sink counts for every state: the value
+    /// lists of holistic aggregates, sketches. Called after every chunk: must be cheap.
+    fn memory_bytes(&self) -> usize {
+        0
+    }
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
@@ -68,8 +105,8 @@ impl AggregateState for CountState {
         self.counts.resize(groups, 0);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        match input.and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        match inputs.first().and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
             None => groups.iter().for_each(|&g| self.counts[g as usize] += 1),
             Some(validity) => {
                 for (&r, &g) in rows.iter().zip(groups) {
@@ -80,8 +117,8 @@ impl AggregateState for CountState {
         Ok(())
     }
 
-    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
-        let valid = match input.and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
+    fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
+        let valid = match inputs.first().and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
             None => rows.len(),
             Some(validity) => rows.iter().filter(|&&r| validity.get(r as usize)).count(),
         };
@@ -185,8 +222,8 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
         self.counts.resize(groups, 0);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("sum without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
         let values = input.values::<I>();
         let mut ok = true;
         match &input.validity {
@@ -221,8 +258,8 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
         }
     }
 
-    fn update_single(&mut self, input: Option<&Vector>, rows: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("sum without input"))?;
+    fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
         let values = input.values::<I>();
         let mut sum = self.sums[0];
         let mut count = 0i64;
@@ -336,8 +373,8 @@ impl<T: NativeType> AggregateState for MinMaxState<T> {
         self.seen.resize(groups, false);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("min/max without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("min/max without input"))?;
         let values = input.values::<T>();
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
@@ -392,8 +429,8 @@ impl AggregateState for StringPickState {
         self.values.resize(groups, None);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("min/max without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("min/max without input"))?;
         let strings = input.strings();
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
@@ -444,8 +481,8 @@ impl AggregateState for BoolState {
         self.seen.resize(groups, false);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("bool_and without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("bool_and without input"))?;
         let values = input.values::<bool>();
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
@@ -495,8 +532,8 @@ impl AggregateState for VarianceState {
         self.m2.resize(groups, 0.0);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("variance without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("variance without input"))?;
         let values = input.values::<f64>();
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
@@ -619,8 +656,8 @@ impl AggregateState for DistinctState {
         self.sets.resize_with(groups, HashSet::new);
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("distinct aggregate without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("distinct aggregate without input"))?;
         let mut buffer = Vec::new();
         for (&r, &g) in rows.iter().zip(groups) {
             if input.is_valid(r as usize) {
@@ -655,7 +692,7 @@ impl AggregateState for DistinctState {
         }
         let vector = decode_values(self.input_type, &values);
         let rows: Vec<u32> = (0..values.len() as u32).collect();
-        inner.update(Some(&vector), &rows, &groups)?;
+        inner.update(std::slice::from_ref(&vector), &rows, &groups)?;
         inner.finalize()
     }
 
@@ -695,8 +732,8 @@ impl AggregateState for DistinctPairsState {
         self.groups = groups;
     }
 
-    fn update(&mut self, input: Option<&Vector>, rows: &[u32], groups: &[u32]) -> Result<()> {
-        let input = input.ok_or_else(|| internal_err!("distinct aggregate without input"))?;
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("distinct aggregate without input"))?;
         let pack = |g: u32, v: u64| ((g as u128) << 64) | v as u128;
         macro_rules! insert_all {
             ($values:expr, $to_bits:expr) => {{
@@ -742,7 +779,7 @@ impl AggregateState for DistinctPairsState {
         };
         let vector = Vector::new(self.input_type, data, None);
         let rows: Vec<u32> = (0..groups.len() as u32).collect();
-        inner.update(Some(&vector), &rows, &groups)?;
+        inner.update(std::slice::from_ref(&vector), &rows, &groups)?;
         inner.finalize()
     }
 
@@ -758,7 +795,9 @@ impl AggregateSpec {
     pub fn new_state(&self) -> Result<Box<dyn AggregateState>> {
         use AggregateFunction as F;
         let output_type = self.output_type;
-        if self.distinct && self.func != F::CountStar {
+        // string_agg removes duplicates itself (its separator is a second input); a
+        // sketch counts each value once anyway.
+        if self.distinct && !matches!(self.func, F::CountStar | F::StringAgg | F::ApproxCountDistinct) {
             let input_type = self.input_type.ok_or_else(|| internal_err!("distinct aggregate without input type"))?;
             if matches!(input_type.physical(), PhysicalType::Bool | PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64) {
                 return Ok(Box::new(DistinctPairsState { spec: self.clone(), input_type, pairs: HashSet::default(), groups: 0 }));
@@ -797,6 +836,42 @@ impl AggregateSpec {
             (F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop, _) => {
                 Box::new(VarianceState { count: Vec::new(), mean: Vec::new(), m2: Vec::new(), func: self.func })
             }
+            (F::StringAgg, _) => Box::new(holistic::StringAggState::new(self)),
+            (F::QuantileCont | F::QuantileDisc | F::Mode, Some(physical)) => {
+                let result = holistic::list_result(self)?;
+                macro_rules! list {
+                    ($held:ty) => {
+                        Box::new(holistic::ListState::<$held>::new(self, result)) as Box<dyn AggregateState>
+                    };
+                }
+                held::with_held!(physical, list)
+            }
+            (F::ApproxCountDistinct, _) => Box::new(approximate::ApproxDistinctState::default()),
+            (F::ArgMin | F::ArgMax, _) => {
+                let key = self.argument_types.get(1).ok_or_else(|| internal_err!("arg_min/arg_max without a value type"))?;
+                let minimum = self.func == F::ArgMin;
+                macro_rules! extreme {
+                    ($held:ty) => {
+                        Box::new(arg_extreme::ArgExtremeState::<$held>::new(output_type, minimum)) as Box<dyn AggregateState>
+                    };
+                }
+                held::with_held!(key.physical(), extreme)
+            }
+            (
+                F::Corr
+                | F::CovarPop
+                | F::CovarSamp
+                | F::RegrSlope
+                | F::RegrIntercept
+                | F::RegrCount
+                | F::RegrR2
+                | F::RegrAvgX
+                | F::RegrAvgY
+                | F::RegrSxx
+                | F::RegrSyy
+                | F::RegrSxy,
+                _,
+            ) => Box::new(statistics::TwoVariableState::new(self.func)),
             (func, input) => return Err(internal_err!("no state for {func:?} over {input:?}")),
         })
     }
@@ -841,7 +916,15 @@ mod tests {
     use super::*;
 
     fn spec(func: AggregateFunction, input: DataType, output: DataType, distinct: bool) -> AggregateSpec {
-        AggregateSpec { func, input_type: Some(input), output_type: output, distinct }
+        AggregateSpec {
+            func,
+            input_type: Some(input),
+            argument_types: vec![input],
+            output_type: output,
+            distinct,
+            constants: Vec::new(),
+            order_by: Vec::new(),
+        }
     }
 
     #[test]
@@ -850,7 +933,7 @@ mod tests {
         let mut state = s.new_state().unwrap();
         state.resize(1);
         let v = Vector::from_native(DataType::decimal(15, 2), vec![100i64, 200, 201]);
-        state.update_single(Some(&v), &[0, 1, 2]).unwrap();
+        state.update_single(std::slice::from_ref(&v), &[0, 1, 2]).unwrap();
         let out = state.finalize().unwrap();
         assert_eq!(out.get_scalar(0).to_string(), "1.670000");
     }
@@ -863,8 +946,8 @@ mod tests {
         a.resize(2);
         b.resize(1);
         let v = Vector::from_native(DataType::Integer, vec![1, 1, 2, 3]);
-        a.update(Some(&v), &[0, 1, 2, 3], &[0, 0, 0, 1]).unwrap();
-        b.update(Some(&v), &[2, 3], &[0, 0]).unwrap();
+        a.update(std::slice::from_ref(&v), &[0, 1, 2, 3], &[0, 0, 0, 1]).unwrap();
+        b.update(std::slice::from_ref(&v), &[2, 3], &[0, 0]).unwrap();
         a.merge(b.as_mut(), &[1]).unwrap();
         let out = a.finalize().unwrap();
         assert_eq!(out.values::<i64>(), &[2, 2]);
@@ -876,6 +959,6 @@ mod tests {
         let mut state = s.new_state().unwrap();
         state.resize(1);
         let v = Vector::from_native(DataType::decimal(38, 0), vec![i128::MAX, 1]);
-        assert!(state.update_single(Some(&v), &[0, 1]).is_err());
+        assert!(state.update_single(std::slice::from_ref(&v), &[0, 1]).is_err());
     }
 }

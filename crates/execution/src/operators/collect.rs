@@ -182,6 +182,31 @@ impl super::Source for CollectedSource {
     }
 }
 
+/// Reads a materialized CTE's rows (what a [`CollectSink`] collected) for one reference:
+/// the columns at `positions`, one chunk per morsel.
+pub struct CteScanSource {
+    pub sink: Arc<CollectSink>,
+    pub positions: Vec<usize>,
+}
+
+impl super::Source for CteScanSource {
+    fn name(&self) -> String {
+        "CteScan".to_string()
+    }
+
+    fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
+        Ok(self.sink.result(ctx.state)?.len())
+    }
+
+    fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut super::Emit) -> Result<()> {
+        let chunks = self.sink.result(ctx.state)?;
+        if let Some(chunk) = chunks.get(morsel) {
+            emit(chunk.clone().project(&self.positions))?;
+        }
+        Ok(())
+    }
+}
+
 /// A sink that keeps nothing: ends pipelines whose effect is a side effect (the probe of
 /// a build-side semi/anti join, which only marks build rows).
 pub struct DiscardSink;

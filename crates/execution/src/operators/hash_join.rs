@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use apiary_common::{exec_err, internal_err, Bitmap, Result};
 use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
+use super::scan::{KeyRange, KeyRangeSource};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Operator, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::join_table::{BuildPiece, JoinTable, JoinTableBuilder, FINE_PARTITION_BITS, NONE, PREFETCH_MIN_DIRECTORY_BYTES};
@@ -100,6 +101,9 @@ pub struct HashJoin {
 struct JoinGlobal {
     /// Each worker's build rows (payload columns) and their keys.
     collected: Mutex<Vec<(DataChunk, BuildPiece)>>,
+    /// Per build key: the smallest and largest integer value of all workers' rows (see
+    /// [`BuildLocal::key_ranges`]).
+    key_ranges: Mutex<Vec<Option<(i64, i64)>>>,
     builder: RwLock<Option<(JoinTableBuilder, Vec<Vector>)>>,
     built: OnceLock<BuiltTable>,
 }
@@ -111,6 +115,8 @@ struct BuiltTable {
     columns: Vec<Vector>,
     /// For outer joins on the build side: which build rows found a partner.
     matched: Vec<AtomicBool>,
+    /// Per build key: the range of its values, for integer keys (runtime filters).
+    key_ranges: Vec<Option<KeyRange>>,
 }
 
 pub struct HashJoinSpec {
@@ -214,6 +220,8 @@ pub struct HashJoinBuild(pub Arc<HashJoin>);
 struct BuildLocal {
     rows: ChunkBuilder,
     keys: BuildPiece,
+    /// Per build key of an integer type: the smallest and largest non-NULL value so far.
+    key_ranges: Vec<Option<(i64, i64)>>,
 }
 
 impl Sink for HashJoinBuild {
@@ -224,7 +232,11 @@ impl Sink for HashJoinBuild {
     fn local_state(&self) -> LocalState {
         // One worker builds the table in one task; several need partitions to share it.
         let fine_bits = if self.0.parallelism > 1 { FINE_PARTITION_BITS } else { 0 };
-        Box::new(BuildLocal { rows: ChunkBuilder::default(), keys: BuildPiece::new(fine_bits) })
+        Box::new(BuildLocal {
+            rows: ChunkBuilder::default(),
+            keys: BuildPiece::new(fine_bits),
+            key_ranges: vec![None; self.0.build_keys.len()],
+        })
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, _ctx: &ExecContext) -> Result<Control> {
@@ -232,7 +244,11 @@ impl Sink for HashJoinBuild {
         let key_columns = join.build_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         let payload: Vec<Vector> = join.build_payload.iter().map(|&c| chunk.columns[c].clone()).collect();
         let local = local::<BuildLocal>(state);
-        local.keys.append(join.packer.pack(&key_columns, &selected_rows(&chunk)));
+        let rows = selected_rows(&chunk);
+        for (range, column) in local.key_ranges.iter_mut().zip(&key_columns) {
+            *range = widen_range(*range, column, &rows);
+        }
+        local.keys.append(join.packer.pack(&key_columns, &rows));
         local.rows.append(&payload, chunk.selection(), chunk.physical_len());
         Ok(Control::Continue)
     }
@@ -245,8 +261,19 @@ impl Sink for HashJoinBuild {
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<BuildLocal>().expect("build local state");
+        let global = self.0.global(ctx)?;
+        {
+            let mut ranges = global.key_ranges.lock().unwrap_or_else(|e| e.into_inner());
+            ranges.resize(state.key_ranges.len(), None);
+            for (merged, local) in ranges.iter_mut().zip(state.key_ranges) {
+                *merged = match (*merged, local) {
+                    (Some((a, b)), Some((c, d))) => Some((a.min(c), b.max(d))),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
         if state.rows.rows() > 0 {
-            self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).push((state.rows.finish(), state.keys));
+            global.collected.lock().unwrap_or_else(|e| e.into_inner()).push((state.rows.finish(), state.keys));
         }
         Ok(())
     }
@@ -284,8 +311,88 @@ impl Sink for HashJoinBuild {
             global.builder.write().unwrap_or_else(|e| e.into_inner()).take().ok_or_else(|| internal_err!("hash join builder missing"))?;
         let table = builder.finish();
         let matched = if join.mode.tracks_build_matches() { (0..table.rows).map(|_| AtomicBool::new(false)).collect() } else { Vec::new() };
-        global.built.set(BuiltTable { table, columns, matched }).map_err(|_| internal_err!("hash join built twice"))?;
+        let merged = global.key_ranges.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let key_ranges = join
+            .build_keys
+            .iter()
+            .enumerate()
+            .map(|(k, key)| {
+                integer_key(key.data_type()).then(|| match merged.get(k).copied().flatten() {
+                    Some((lo, hi)) => KeyRange::Within(lo, hi),
+                    None => KeyRange::Empty,
+                })
+            })
+            .collect();
+        global.built.set(BuiltTable { table, columns, matched, key_ranges }).map_err(|_| internal_err!("hash join built twice"))?;
         Ok(())
+    }
+}
+
+/// Whether a key of this type has integer values a runtime range can hold (integers,
+/// dates, timestamps and short decimals, by their stored integers).
+pub fn integer_key(data_type: DataType) -> bool {
+    use apiary_types::datatype::PhysicalType as P;
+    matches!(data_type.physical(), P::I16 | P::I32 | P::I64)
+}
+
+/// `range` widened by the non-NULL values of `column` at `rows` (integer columns only).
+fn widen_range(range: Option<(i64, i64)>, column: &Vector, rows: &[u32]) -> Option<(i64, i64)> {
+    fn fold<T: Copy>(
+        range: Option<(i64, i64)>,
+        values: &[T],
+        rows: &[u32],
+        valid: impl Fn(u32) -> bool,
+        to_i64: impl Fn(T) -> i64,
+    ) -> Option<(i64, i64)> {
+        let (mut lo, mut hi, mut any) = range.map_or((i64::MAX, i64::MIN, false), |(lo, hi)| (lo, hi, true));
+        for &r in rows {
+            if valid(r) {
+                let v = to_i64(values[r as usize]);
+                lo = lo.min(v);
+                hi = hi.max(v);
+                any = true;
+            }
+        }
+        any.then_some((lo, hi))
+    }
+    let valid = |r: u32| column.validity.as_ref().is_none_or(|v| v.get(r as usize));
+    match &column.data {
+        VectorData::I16(v) => fold(range, v, rows, valid, i64::from),
+        VectorData::I32(v) => fold(range, v, rows, valid, i64::from),
+        VectorData::I64(v) => fold(range, v, rows, valid, |x| x),
+        _ => range,
+    }
+}
+
+impl KeyRangeSource for HashJoin {
+    fn key_range(&self, key: usize, ctx: &ExecContext) -> Option<KeyRange> {
+        self.global(ctx).ok()?.built.get()?.key_ranges.get(key).copied().flatten()
+    }
+
+    fn tests_membership(&self) -> bool {
+        self.build_keys.len() == 1
+    }
+
+    fn select_members(&self, column: &Vector, rows: Vec<u32>, ctx: &ExecContext) -> Vec<u32> {
+        let Some(built) = self.global(ctx).ok().and_then(|g| g.built.get()) else { return rows };
+        if self.build_keys.len() != 1 || rows.is_empty() {
+            return rows;
+        }
+        // Packed as the probe packs it: the same words, hashes and validity.
+        let keys = self.packer.pack(std::slice::from_ref(column), &rows);
+        let positions: Vec<u32> = if built.table.is_direct() {
+            let candidates: Vec<u32> = (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize)).collect();
+            let mut heads = vec![NONE; rows.len()];
+            built.table.find_batch(&keys, &[], &candidates, &mut heads, 0);
+            (0..rows.len() as u32).filter(|&j| heads[j as usize] != NONE).collect()
+        } else if let Some(bloom) = &built.table.bloom {
+            let mut passing = Vec::with_capacity(rows.len());
+            bloom.filter_into(&keys.hashes(), keys.validity(), &mut passing);
+            passing
+        } else {
+            return rows;
+        };
+        positions.into_iter().map(|j| rows[j as usize]).collect()
     }
 }
 
@@ -333,7 +440,8 @@ impl Operator for HashJoinProbe {
         }
         let key_columns = join.probe_keys.iter().map(|k| k.evaluate(&chunk)).collect::<Result<Vec<_>>>()?;
         let keys = join.packer.pack(&key_columns, &rows);
-        let hashes = keys.hashes();
+        // A direct table looks keys up by value: no hashes.
+        let hashes = if built.table.is_direct() { Vec::new() } else { keys.hashes() };
         // Keys to look up: valid ones that pass the Bloom filter (when it pays off).
         let local = local::<ProbeLocal>(local_state);
         let candidates: Vec<u32> = match (&built.table.bloom, local.bloom_enabled) {

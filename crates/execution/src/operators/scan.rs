@@ -8,15 +8,25 @@
 //! and skips the block if no row can qualify; otherwise it slices the needed column
 //! stripes into vectors (zero-copy), evaluates the pushed-down filter into a selection
 //! vector and emits the chunk.
+//!
+//! Runtime filters (Quickstep's exact filters, DuckDB's dynamic filters): a scan on the
+//! probe side of an inner or semi hash join learns the range of the join's build keys when
+//! its pipeline starts (the build has finished by then). Blocks whose zone map lies outside
+//! the range are skipped, and rows outside it are dropped before the probe, where a
+//! block's zone map does not already show that all of them are inside. When other
+//! operators (earlier probes of a star join, say) run between the scan and the probe, the
+//! scan also tests the key against the build's Bloom filter or direct table (Quickstep's
+//! lookahead information passing), so rows that will not match leave before that work;
+//! a membership test that keeps almost every row is dropped after a sample.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use apiary_common::Result;
 use apiary_storage::block::Block;
 use apiary_storage::encoding::Dictionary;
 use apiary_storage::{Table, TableData};
-use apiary_types::{DataChunk, ScalarValue, Vector};
+use apiary_types::{DataChunk, ScalarValue, Vector, VectorData};
 
 use super::{Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, SharedRange, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
@@ -28,6 +38,55 @@ pub struct ZonePredicate {
     pub column: usize,
     pub lower: Option<(ScalarValue, bool)>,
     pub upper: Option<(ScalarValue, bool)>,
+}
+
+/// The values a finished hash-join build holds for one of its key columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRange {
+    /// No build row has a (non-NULL) key: no probe row can match.
+    Empty,
+    /// Every build key lies in `min..=max`.
+    Within(i64, i64),
+}
+
+/// Where a scan's runtime filter learns about the build keys: a hash join's build side.
+pub trait KeyRangeSource: Send + Sync {
+    /// The range of build key `key` in this execution (`None` when not known: the key is
+    /// not an integer column, or the build has not finished).
+    fn key_range(&self, key: usize, ctx: &ExecContext) -> Option<KeyRange>;
+
+    /// Whether [`Self::select_members`] can test the join's keys (a join on one key).
+    fn tests_membership(&self) -> bool {
+        false
+    }
+
+    /// Of `rows` (positions in `column`, the probe key's values), those whose key may be
+    /// among the build keys (no false negatives).
+    fn select_members(&self, _column: &Vector, rows: Vec<u32>, _ctx: &ExecContext) -> Vec<u32> {
+        rows
+    }
+}
+
+/// A runtime filter on one column of the scan.
+struct RuntimeFilter {
+    /// Position in `read_columns`.
+    column: usize,
+    source: Arc<dyn KeyRangeSource>,
+    key: usize,
+    /// Test membership too (operators run between the scan and the probe).
+    membership: bool,
+}
+
+/// Rows a membership test looks at before deciding whether it pays.
+const MEMBERSHIP_SAMPLE_ROWS: u64 = 1 << 16;
+
+/// One execution's counters of a membership test.
+#[derive(Default)]
+struct MembershipCounters {
+    tested: AtomicU64,
+    passed: AtomicU64,
+    /// Set when the test kept almost every row of its sample.
+    disabled: AtomicBool,
 }
 
 /// One conjunct of a scan's filter.
@@ -51,6 +110,8 @@ pub struct TableScan {
     zone_predicates: Vec<ZonePredicate>,
     /// Positions (in `read_columns`) of the columns passed on.
     output: Vec<usize>,
+    /// Added by the planner when it plans the joins this scan's rows probe.
+    runtime_filters: RwLock<Vec<RuntimeFilter>>,
     slot: StateSlot,
 }
 
@@ -60,7 +121,7 @@ struct ScanGlobal {
     data: Arc<TableData>,
     /// Whether the scan shares its reads with other scans of the table (`shared_scans`);
     /// known when its work orders are fixed.
-    shared: std::sync::OnceLock<bool>,
+    shared: OnceLock<bool>,
     /// Whether the scan is counted in the table's running scans: from when its work
     /// orders are fixed until all of them ran (or the execution ends, after a LIMIT).
     running: AtomicBool,
@@ -68,10 +129,18 @@ struct ScanGlobal {
     morsels_done: AtomicUsize,
     /// The work orders, fixed once (when the pipeline starts, or when a progress report
     /// asks first): every work order of the execution must use the same ranges.
-    morsels: std::sync::OnceLock<ScanMorsels>,
+    morsels: OnceLock<ScanMorsels>,
     blocks_skipped: AtomicU64,
     /// Blocks filtered through dictionary codes.
     blocks_on_codes: AtomicU64,
+    /// The runtime filters' ranges, read once from the finished builds: (position in
+    /// `read_columns`, range).
+    runtime_ranges: OnceLock<Vec<(usize, KeyRange)>>,
+    /// Per runtime filter: its membership test's counters.
+    membership: OnceLock<Vec<MembershipCounters>>,
+    /// Blocks skipped and rows dropped by runtime filters.
+    runtime_blocks_skipped: AtomicU64,
+    runtime_rows_dropped: AtomicU64,
 }
 
 /// A scan's work orders: ranges of at most `rows` rows of one block.
@@ -126,13 +195,17 @@ impl Stateful for TableScan {
     fn new_state(&self) -> Result<GlobalState> {
         Ok(Box::new(ScanGlobal {
             table: Arc::clone(&self.table),
-            shared: std::sync::OnceLock::new(),
+            shared: OnceLock::new(),
             running: AtomicBool::new(false),
             morsels_done: AtomicUsize::new(0),
             data: self.table.snapshot(),
-            morsels: std::sync::OnceLock::new(),
+            morsels: OnceLock::new(),
             blocks_skipped: AtomicU64::new(0),
             blocks_on_codes: AtomicU64::new(0),
+            runtime_ranges: OnceLock::new(),
+            membership: OnceLock::new(),
+            runtime_blocks_skipped: AtomicU64::new(0),
+            runtime_rows_dropped: AtomicU64::new(0),
         }))
     }
 }
@@ -167,7 +240,46 @@ impl TableScan {
         output: Vec<usize>,
         slot: StateSlot,
     ) -> Self {
-        TableScan { label, table, read_columns, filter, conjuncts, zone_predicates, output, slot }
+        TableScan { label, table, read_columns, filter, conjuncts, zone_predicates, output, runtime_filters: RwLock::default(), slot }
+    }
+
+    /// Filters rows by build key `key` of `source` on the column at `position` of the read
+    /// columns: by its range (integer columns), and with `membership` by the build's keys
+    /// themselves.
+    pub fn add_runtime_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize, membership: bool) {
+        let membership = membership && source.tests_membership();
+        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).push(RuntimeFilter { column: position, source, key, membership });
+    }
+
+    /// Drops the rows whose keys no build holds, by the membership tests that still pay.
+    fn select_members(&self, global: &ScanGlobal, chunk: &DataChunk, selected: Option<Vec<u32>>, ctx: &ExecContext) -> Option<Vec<u32>> {
+        let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
+        let counters = global.membership.get_or_init(|| filters.iter().map(|_| MembershipCounters::default()).collect());
+        let mut selected = selected;
+        for (filter, counters) in filters.iter().zip(counters) {
+            if !filter.membership || counters.disabled.load(Ordering::Relaxed) {
+                continue;
+            }
+            let rows = selected.take().unwrap_or_else(|| (0..chunk.physical_len() as u32).collect());
+            let before = rows.len() as u64;
+            let kept = filter.source.select_members(&chunk.columns[filter.column], rows, ctx);
+            let tested = counters.tested.fetch_add(before, Ordering::Relaxed) + before;
+            let passed = counters.passed.fetch_add(kept.len() as u64, Ordering::Relaxed) + kept.len() as u64;
+            global.runtime_rows_dropped.fetch_add(before - kept.len() as u64, Ordering::Relaxed);
+            if tested >= MEMBERSHIP_SAMPLE_ROWS && passed * 10 > tested * 9 {
+                counters.disabled.store(true, Ordering::Relaxed);
+            }
+            selected = Some(kept);
+        }
+        selected
+    }
+
+    /// This execution's runtime ranges (read from the builds the first time).
+    fn runtime_ranges<'a>(&self, global: &'a ScanGlobal, ctx: &ExecContext) -> &'a [(usize, KeyRange)] {
+        global.runtime_ranges.get_or_init(|| {
+            let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
+            filters.iter().filter_map(|f| f.source.key_range(f.key, ctx).map(|range| (f.column, range))).collect()
+        })
     }
 
     /// Chooses how to filter a block: conjuncts on a dictionary-coded column are evaluated
@@ -263,8 +375,26 @@ impl Source for TableScan {
         let global = state.get::<ScanGlobal>(self.slot).ok()?;
         let skipped = global.blocks_skipped.load(Ordering::Relaxed);
         let on_codes = global.blocks_on_codes.load(Ordering::Relaxed);
-        (skipped + on_codes > 0)
-            .then(|| format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", global.data.blocks.len()))
+        let mut details = Vec::new();
+        if skipped + on_codes > 0 {
+            details.push(format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", global.data.blocks.len()));
+        }
+        if let Some(ranges) = global.runtime_ranges.get().filter(|r| !r.is_empty()) {
+            let shown: Vec<String> = ranges
+                .iter()
+                .map(|(_, range)| match range {
+                    KeyRange::Empty => "no build keys".to_string(),
+                    KeyRange::Within(lo, hi) => format!("{lo}..={hi}"),
+                })
+                .collect();
+            details.push(format!(
+                "runtime filter [{}]: {} blocks skipped, {} rows dropped",
+                shown.join(", "),
+                global.runtime_blocks_skipped.load(Ordering::Relaxed),
+                global.runtime_rows_dropped.load(Ordering::Relaxed)
+            ));
+        }
+        (!details.is_empty()).then(|| details.join("; "))
     }
 
     fn produce(&self, morsel: usize, local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
@@ -324,6 +454,33 @@ impl TableScan {
                 return Ok(Control::Continue);
             }
         }
+        // Runtime filters: skip the block when no value can match; check rows only where
+        // the zone map does not show every value inside the range.
+        let mut row_ranges: Vec<(usize, i64, i64)> = Vec::new();
+        let has_membership = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).iter().any(|f| f.membership);
+        for &(position, range) in self.runtime_ranges(global, ctx) {
+            let zone = &block.column(self.read_columns[position]).zone_map;
+            let (lo, hi) = match range {
+                KeyRange::Empty => {
+                    count_block(&global.runtime_blocks_skipped);
+                    return Ok(Control::Continue);
+                }
+                KeyRange::Within(lo, hi) => (lo, hi),
+            };
+            match (zone.min.as_i128(), zone.max.as_i128()) {
+                (Some(min), Some(max)) if max < lo as i128 || min > hi as i128 => {
+                    count_block(&global.runtime_blocks_skipped);
+                    return Ok(Control::Continue);
+                }
+                (Some(min), Some(max)) if min >= lo as i128 && max <= hi as i128 && zone.null_count == 0 => {}
+                // All NULL: no row can match.
+                _ if zone.min.is_null() => {
+                    count_block(&global.runtime_blocks_skipped);
+                    return Ok(Control::Continue);
+                }
+                _ => row_ranges.push((position, lo, hi)),
+            }
+        }
         let vector_size = ctx.config.vector_size;
         // Stage boundary (ROF): survivors of a selective filter are collected as block row
         // ids until a full vector is ready, then gathered densely; downstream operators
@@ -351,7 +508,7 @@ impl TableScan {
             let len = vector_size.min(end_row - offset);
             let columns = vectors.iter().map(|v| if len == v.len() { v.clone() } else { v.slice(offset, len) }).collect();
             let mut chunk = DataChunk::new(columns, len);
-            let selected = match &block_filter {
+            let mut selected = match &block_filter {
                 BlockFilter::None => None,
                 BlockFilter::Values(filter) => Some(filter.select(&chunk, &(0..len as u32).collect::<Vec<_>>())?),
                 BlockFilter::Codes { codes, rest } => {
@@ -368,6 +525,16 @@ impl TableScan {
                     Some(selected)
                 }
             };
+            for &(position, lo, hi) in &row_ranges {
+                let column = &chunk.columns[position];
+                let before = selected.as_ref().map_or(len, Vec::len);
+                let kept = select_in_range(column, selected.take(), len, lo, hi);
+                global.runtime_rows_dropped.fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
+                selected = Some(kept);
+            }
+            if has_membership {
+                selected = self.select_members(global, &chunk, selected, ctx);
+            }
             if let Some(selected) = selected {
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
@@ -399,4 +566,33 @@ impl TableScan {
         }
         self.flush_stage(&vectors, &mut stage, emit)
     }
+}
+
+/// The rows of `column` (among `selected`, or all `len` rows) whose value is not NULL and
+/// lies in `lo..=hi`: branch-free over the integer values.
+fn select_in_range(column: &Vector, selected: Option<Vec<u32>>, len: usize, lo: i64, hi: i64) -> Vec<u32> {
+    fn keep<T: Copy>(values: &[T], mut rows: Vec<u32>, lo: i64, hi: i64, to_i64: impl Fn(T) -> i64) -> Vec<u32> {
+        // Compacts in place: each row is written, and the write position advances only
+        // when the value is inside.
+        let mut kept = 0;
+        for i in 0..rows.len() {
+            let r = rows[i];
+            let v = to_i64(values[r as usize]);
+            rows[kept] = r;
+            kept += usize::from((v >= lo) & (v <= hi));
+        }
+        rows.truncate(kept);
+        rows
+    }
+    let rows = selected.unwrap_or_else(|| (0..len as u32).collect());
+    let mut kept = match &column.data {
+        VectorData::I16(v) => keep(v, rows, lo, hi, i64::from),
+        VectorData::I32(v) => keep(v, rows, lo, hi, i64::from),
+        VectorData::I64(v) => keep(v, rows, lo, hi, |x| x),
+        _ => rows,
+    };
+    if let Some(validity) = &column.validity {
+        kept.retain(|&r| validity.get(r as usize));
+    }
+    kept
 }

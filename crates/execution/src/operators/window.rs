@@ -16,6 +16,10 @@
 //! Results are written back in the input's row order and gathered from the argument
 //! columns where they are values of the input (lag, min, first_value, ...), so no row goes
 //! through a dynamically typed value.
+//!
+//! Parallelism: when every call partitions by some common columns, the rows are split by
+//! the hash of those columns into buckets that finalize tasks compute independently (a
+//! partition never spans two buckets), so all workers order and compute.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +34,13 @@ use apiary_types::{ChunkBuilder, DataChunk, DataType, ScalarValue, Vector, Vecto
 use super::sort::{emit_result_chunk, encode_sort_keys, CollectedRows, SortOrder};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
+use crate::hash::keys::KeyPacker;
+
+/// Inputs of at least this many rows are split into [`WINDOW_BUCKETS`] buckets when the
+/// calls share partition columns.
+const PARALLEL_WINDOW_MIN_ROWS: usize = 1 << 16;
+/// Buckets of a split input: enough for every worker to take several.
+const WINDOW_BUCKETS: usize = 32;
 
 /// A frame edge with its offset evaluated.
 #[derive(Debug, Clone)]
@@ -71,6 +82,10 @@ pub struct Window {
 #[derive(Default)]
 struct WindowGlobal {
     collected: Mutex<Vec<DataChunk>>,
+    /// Between `prepare_finalize` and the tasks: each bucket's rows (their columns).
+    buckets: Mutex<Vec<Option<Vec<Vector>>>>,
+    /// Each bucket's output chunks, then (after `finish`) all of them.
+    bucket_results: Mutex<Vec<Vec<DataChunk>>>,
     result: Mutex<Vec<DataChunk>>,
 }
 
@@ -123,43 +138,105 @@ impl Sink for WindowSink {
         Ok(())
     }
 
-    fn finish(&self, ctx: &ExecContext) -> Result<()> {
+    fn prepare_finalize(&self, ctx: &ExecContext) -> Result<usize> {
         let window = &self.0;
         let global = window.global(ctx)?;
         let chunks = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
         let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
+        if rows == 0 {
+            return Ok(0);
+        }
         let mut all = ChunkBuilder::with_capacity(rows);
         for chunk in &chunks {
             all.append_chunk(chunk);
         }
         drop(chunks);
-        let columns: Vec<Vector> = if rows == 0 { Vec::new() } else { all.finish().columns };
-        let mut output: Vec<Vector> = columns.iter().take(window.types.len()).cloned().collect();
-        if rows > 0 {
-            let mut orders: HashMap<(Vec<usize>, Vec<(usize, bool, bool)>), Arc<Ordered>> = HashMap::new();
-            for call in &window.calls {
-                let key = (call.partition.clone(), call.order.iter().map(|(c, o)| (*c, o.ascending, o.nulls_first)).collect());
-                let ordered = match orders.get(&key) {
-                    Some(ordered) => Arc::clone(ordered),
-                    None => {
-                        let ordered = Arc::new(Ordered::new(&columns, &call.partition, &call.order, rows));
-                        orders.insert(key, Arc::clone(&ordered));
-                        ordered
-                    }
-                };
-                output.push(compute(call, &columns, &ordered)?);
-            }
+        let columns = all.finish().columns;
+        let buckets = match window.common_partition() {
+            Some(keys) if rows >= PARALLEL_WINDOW_MIN_ROWS => split_by_hash(&columns, &keys, rows),
+            _ => vec![columns],
+        };
+        let count = buckets.len();
+        *global.buckets.lock().unwrap_or_else(|e| e.into_inner()) = buckets.into_iter().map(Some).collect();
+        *global.bucket_results.lock().unwrap_or_else(|e| e.into_inner()) = vec![Vec::new(); count];
+        Ok(count)
+    }
+
+    fn finalize_task(&self, task: usize, ctx: &ExecContext) -> Result<()> {
+        let window = &self.0;
+        let global = window.global(ctx)?;
+        let columns = global.buckets.lock().unwrap_or_else(|e| e.into_inner()).get_mut(task).and_then(Option::take);
+        let Some(columns) = columns else { return Ok(()) };
+        let chunks = window.compute_bucket(&columns)?;
+        global.bucket_results.lock().unwrap_or_else(|e| e.into_inner())[task] = chunks;
+        Ok(())
+    }
+
+    fn finish(&self, ctx: &ExecContext) -> Result<()> {
+        let global = self.0.global(ctx)?;
+        let results = std::mem::take(&mut *global.bucket_results.lock().unwrap_or_else(|e| e.into_inner()));
+        *global.result.lock().unwrap_or_else(|e| e.into_inner()) = results.into_iter().flatten().collect();
+        Ok(())
+    }
+}
+
+impl Window {
+    /// The stored columns every call partitions by (`None` when some call has no
+    /// PARTITION BY, or the calls share no partition column).
+    fn common_partition(&self) -> Option<Vec<usize>> {
+        let mut common: Vec<usize> = self.calls.first()?.partition.clone();
+        for call in &self.calls[1..] {
+            common.retain(|c| call.partition.contains(c));
+        }
+        (!common.is_empty()).then_some(common)
+    }
+
+    /// Computes every call over one bucket's rows (whole partitions); returns the output
+    /// chunks: the input columns, then one per call.
+    fn compute_bucket(&self, columns: &[Vector]) -> Result<Vec<DataChunk>> {
+        let rows = columns.first().map_or(0, Vector::len);
+        if rows == 0 {
+            return Ok(Vec::new());
+        }
+        let mut output: Vec<Vector> = columns.iter().take(self.types.len()).cloned().collect();
+        let mut orders: HashMap<(Vec<usize>, Vec<(usize, bool, bool)>), Arc<Ordered>> = HashMap::new();
+        for call in &self.calls {
+            let key = (call.partition.clone(), call.order.iter().map(|(c, o)| (*c, o.ascending, o.nulls_first)).collect());
+            let ordered = match orders.get(&key) {
+                Some(ordered) => Arc::clone(ordered),
+                None => {
+                    let ordered = Arc::new(Ordered::new(columns, &call.partition, &call.order, rows));
+                    orders.insert(key, Arc::clone(&ordered));
+                    ordered
+                }
+            };
+            output.push(compute(call, columns, &ordered)?);
         }
         let mut result = Vec::new();
         let mut start = 0;
         while start < rows {
-            let len = window.vector_size.max(1).min(rows - start);
+            let len = self.vector_size.max(1).min(rows - start);
             result.push(DataChunk::new(output.iter().map(|c| c.slice(start, len)).collect(), len));
             start += len;
         }
-        *global.result.lock().unwrap_or_else(|e| e.into_inner()) = result;
-        Ok(())
+        Ok(result)
     }
+}
+
+/// Splits the rows into [`WINDOW_BUCKETS`] buckets by the hash of the `keys` columns
+/// (NULL a value like any other): rows of one partition land in one bucket.
+fn split_by_hash(columns: &[Vector], keys: &[usize], rows: usize) -> Vec<Vec<Vector>> {
+    let key_columns: Vec<Vector> = keys.iter().map(|&k| columns[k].clone()).collect();
+    let types: Vec<DataType> = key_columns.iter().map(|c| c.data_type).collect();
+    let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
+    let all: Vec<u32> = (0..rows as u32).collect();
+    let hashes = packer.pack(&key_columns, &all).hashes();
+    let bits = WINDOW_BUCKETS.trailing_zeros();
+    let mut members: Vec<Vec<u32>> = vec![Vec::new(); WINDOW_BUCKETS];
+    for (row, hash) in hashes.iter().enumerate() {
+        members[(hash >> (64 - bits)) as usize].push(row as u32);
+    }
+    members.into_iter().filter(|m| !m.is_empty()).map(|m| columns.iter().map(|c| c.gather(&m)).collect()).collect()
 }
 
 /// The source half: one morsel per output chunk.

@@ -103,6 +103,11 @@ impl<'a> Dependent<'a> {
                 Ok((LogicalPlan::Project { exprs, input: Box::new(input) }, d))
             }
             LogicalPlan::Sort { input, .. } => self.push_down(*input, ctx),
+            // A definition cannot read enclosing queries' columns: only the body can.
+            LogicalPlan::Cte { id, name, definition, body } => {
+                let (body, d) = self.push_down(*body, ctx)?;
+                Ok((LogicalPlan::Cte { id, name, definition, body: Box::new(body) }, d))
+            }
             // Each outer row's rows form their own partitions: the domain columns join
             // every window's PARTITION BY.
             LogicalPlan::Window { windows, input } => {
@@ -194,6 +199,8 @@ impl<'a> Dependent<'a> {
             }
             LogicalPlan::Limit { limit, offset, input } => self.push_into_limit(limit, offset, *input, ctx),
             LogicalPlan::Values { .. } => Err(not_impl_err!("outer column references in VALUES")),
+            // A scan reads no outer column (handled at the top).
+            LogicalPlan::CteScan(_) => Err(apiary_common::internal_err!("a CTE scan reads outer columns")),
         }
     }
 
@@ -334,6 +341,17 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
             let output = output.iter().map(|c| fresh(c, map, ctx)).collect();
             LogicalPlan::Values { rows, output }
         }
+        LogicalPlan::CteScan(mut scan) => {
+            // The copy's definition (copied first, when the copy includes the Cte node)
+            // has columns of its own.
+            scan.columns = scan.columns.iter().map(|(source, c)| (map.get(source).map_or(*source, |n| n.id), fresh(c, map, ctx))).collect();
+            LogicalPlan::CteScan(scan)
+        }
+        LogicalPlan::Cte { id, name, definition, body } => {
+            let definition = copy_node(*definition, map, ctx);
+            let body = copy_node(*body, map, ctx);
+            LogicalPlan::Cte { id, name, definition: Box::new(definition), body: Box::new(body) }
+        }
         LogicalPlan::Filter { predicate, input } => {
             let input = copy_node(*input, map, ctx);
             LogicalPlan::Filter { predicate: rename(predicate, map), input: Box::new(input) }
@@ -407,7 +425,7 @@ pub(crate) fn in_as_aggregate(
     let matched = ctx.new_column("in_matched", DataType::Boolean, true);
     let rows = ctx.new_column("in_rows", DataType::BigInt, false);
     let has_null = ctx.new_column("in_has_null", DataType::Boolean, true);
-    let call = |func, args: Vec<Expr>, data_type| AggregateCall { func, args, distinct: false, filter: None, data_type };
+    let call = |func, args: Vec<Expr>, data_type| AggregateCall::new(func, args, false, None, data_type);
     let aggregates = vec![
         (call(AggregateFunction::BoolOr, vec![equal], DataType::Boolean), matched.clone()),
         (call(AggregateFunction::CountStar, vec![], DataType::BigInt), rows.clone()),

@@ -25,12 +25,40 @@ fn columns_of<'a>(exprs: impl IntoIterator<Item = &'a Expr>) -> BTreeSet<ColumnI
     ids
 }
 
+/// The definition columns that the scans of CTE `id` in `plan` read.
+fn collect_cte_reads(plan: &LogicalPlan, id: usize, reads: &mut BTreeSet<ColumnId>) {
+    if let LogicalPlan::CteScan(scan) = plan {
+        if scan.id == id {
+            reads.extend(scan.columns.iter().map(|(source, _)| *source));
+        }
+    }
+    for child in plan.children() {
+        collect_cte_reads(child, id, reads);
+    }
+}
+
 fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
     match plan {
         LogicalPlan::Scan(mut scan) => {
             let filter_columns = columns_of(&scan.filters);
             scan.columns.retain(|(_, c)| required.contains(&c.id) || filter_columns.contains(&c.id));
             LogicalPlan::Scan(scan)
+        }
+        LogicalPlan::CteScan(mut scan) => {
+            scan.columns.retain(|(_, c)| required.contains(&c.id));
+            LogicalPlan::CteScan(scan)
+        }
+        LogicalPlan::Cte { id, name, definition, body } => {
+            // The body first: the definition keeps what its references still read (at
+            // least one column, so that rows can be counted).
+            let body = prune(*body, required);
+            let mut needed = BTreeSet::new();
+            collect_cte_reads(&body, id, &mut needed);
+            if needed.is_empty() {
+                needed.extend(definition.output().first().map(|c| c.id));
+            }
+            let definition = prune(*definition, &needed);
+            LogicalPlan::Cte { id, name, definition: Box::new(definition), body: Box::new(body) }
         }
         LogicalPlan::Values { rows, output } => {
             let keep: Vec<bool> = output.iter().map(|c| required.contains(&c.id)).collect();

@@ -13,6 +13,10 @@
 //!   disjunction spanning both sides of a join also yields, for each side, the implied
 //!   disjunction of that side's parts, which is pushed down too (Quickstep's partial
 //!   predicate push-down; TPC-H Q7 and Q19).
+//! * A materialized CTE whose every reference is filtered computes only the rows some
+//!   reference keeps: the disjunction of the references' filters is pushed into the
+//!   definition (each reference keeps its own filter). TPC-DS Q04/Q11/Q31/Q39/Q75 read
+//!   one or two years or months of a CTE over all of them.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -26,7 +30,16 @@ pub fn run(plan: LogicalPlan, _ctx: &mut OptimizerContext) -> Result<LogicalPlan
     Ok(push(plan, Vec::new()))
 }
 
-fn wrap(plan: LogicalPlan, predicates: Vec<Expr>) -> LogicalPlan {
+fn wrap(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
+    // A predicate pushed again (a second pass, a CTE's shared filter) is kept once.
+    let mut seen = Vec::with_capacity(predicates.len());
+    predicates.retain(|p| {
+        let new = !seen.contains(p);
+        if new {
+            seen.push(p.clone());
+        }
+        new
+    });
     match Expr::conjunction(predicates) {
         Some(predicate) => LogicalPlan::Filter { predicate, input: Box::new(plan) },
         None => plan,
@@ -35,6 +48,31 @@ fn wrap(plan: LogicalPlan, predicates: Vec<Expr>) -> LogicalPlan {
 
 fn subset(expr: &Expr, ids: &BTreeSet<ColumnId>) -> bool {
     expr.columns().iter().all(|c| ids.contains(c))
+}
+
+/// Collects, for every scan of CTE `id` in `plan`, the conjunction of the filter right
+/// above it, over the definition's columns. `false` when some scan has no such filter (or
+/// one using a subquery): then the definition must produce every row.
+fn references_filters(plan: &LogicalPlan, id: usize, filters: &mut Vec<Expr>) -> bool {
+    match plan {
+        LogicalPlan::Filter { predicate, input } => match input.as_ref() {
+            LogicalPlan::CteScan(scan) if scan.id == id => {
+                if predicate.contains_subquery() {
+                    return false;
+                }
+                let map: HashMap<ColumnId, Expr> = scan
+                    .columns
+                    .iter()
+                    .map(|(source, column)| (column.id, apiary_sql::expr::ColumnRef { id: *source, ..column.clone() }.expr()))
+                    .collect();
+                filters.push(predicate.clone().replace_columns(&|c| map.get(&c.id).cloned()));
+                true
+            }
+            _ => references_filters(input, id, filters),
+        },
+        LogicalPlan::CteScan(scan) => scan.id != id,
+        other => other.children().into_iter().all(|child| references_filters(child, id, filters)),
+    }
 }
 
 fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
@@ -73,6 +111,22 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             wrap(LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(input) }, keep)
         }
         LogicalPlan::Sort { keys, input } => LogicalPlan::Sort { keys, input: Box::new(push(*input, predicates)) },
+        // The definition is shared by every reference: predicates stay above each
+        // reference, and what all references' filters together let through is pushed
+        // into the definition.
+        LogicalPlan::Cte { id, name, definition, body } => {
+            let body = push(*body, predicates);
+            let mut filters = Vec::new();
+            let shared = if references_filters(&body, id, &mut filters) {
+                // Over the definition's columns as it names them.
+                let columns: HashMap<ColumnId, Expr> = definition.output().into_iter().map(|c| (c.id, c.expr())).collect();
+                Expr::disjunction(filters.into_iter().map(|f| f.replace_columns(&|c| columns.get(&c.id).cloned())))
+            } else {
+                None
+            };
+            LogicalPlan::Cte { id, name, definition: Box::new(push(*definition, shared.into_iter().collect())), body: Box::new(body) }
+        }
+        scan @ LogicalPlan::CteScan(_) => wrap(scan, predicates),
         // A predicate on columns every window partitions by keeps or drops whole
         // partitions: it may run first. Others see the window's results.
         LogicalPlan::Window { windows, input } => {

@@ -189,7 +189,11 @@ fn lateral_join(
 /// Applies `f` to each child plan.
 pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> Result<LogicalPlan>) -> Result<LogicalPlan> {
     Ok(match plan {
-        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } => plan,
+        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) => plan,
+        LogicalPlan::Cte { id, name, definition, body } => {
+            let definition = Box::new(f(*definition)?);
+            LogicalPlan::Cte { id, name, definition, body: Box::new(f(*body)?) }
+        }
         LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate, input: Box::new(f(*input)?) },
         LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(f(*input)?) },
         LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input } => {
@@ -493,6 +497,18 @@ fn scalar_subquery_join(
 ) -> Result<(LogicalPlan, Expr)> {
     let output = subquery.output.expect("scalar subquery has an output column");
     let plan = *subquery.plan;
+    if plan.free_columns().is_empty() {
+        // Uncorrelated: one row holding the value (NULL without rows; more than one row
+        // is an error), cross-joined to the input. As one more relation of the input's
+        // inner joins, it can be joined where its comparisons make it selective:
+        // `d_month_seq = (SELECT ...)` then filters date_dim before date_dim meets the
+        // fact table, instead of the value being attached above all joins.
+        let one_row = LogicalPlan::Values { rows: vec![Vec::new()], output: Vec::new() };
+        let value =
+            LogicalPlan::Join { kind: JoinKind::Single, left: Box::new(one_row), right: Box::new(plan), condition: None, mark: None };
+        let join = LogicalPlan::Join { kind: JoinKind::Inner, left: Box::new(input), right: Box::new(value), condition: None, mark: None };
+        return Ok((join, output.expr()));
+    }
     if plan.free_columns().is_disjoint(outer) {
         let join = LogicalPlan::Join { kind: JoinKind::Single, left: Box::new(input), right: Box::new(plan), condition: None, mark: None };
         return Ok((join, output.expr()));

@@ -73,3 +73,26 @@ fn a_chain_of_forty_scalar_subqueries_plans() {
     let (plan, _) = db().optimize(&format!("SELECT {} AS total FROM t", terms.join(" + ")));
     assert!(!plan.contains_subquery());
 }
+
+/// `d = (SELECT ...)` with an uncorrelated subquery filters the relation `d` belongs to
+/// before it meets the others (TPC-DS Q06: a month of date_dim, not the joined fact
+/// table): the subquery's one-row relation joins `u` first.
+#[test]
+fn a_comparison_with_an_uncorrelated_scalar_subquery_joins_where_it_filters() {
+    let (plan, _) = db().optimize("SELECT t1 FROM t, u WHERE t2 = u1 AND u2 = (SELECT max(u2) FROM u)");
+    crate::common::assert_plan(
+        &plan.display_indent(),
+        "
+        Project t1 AS t1
+          Join INNER ON t2 = u1
+            Scan t [t1, t2]
+            Join INNER ON u2 = max(u2)
+              Scan u [u1, u2]
+              Join SINGLE
+                Values (1 rows)
+                Project max(u2) AS max(u2)
+                  Aggregate groups=[] aggregates=[max(u2)]
+                    Scan u [u2]
+        ",
+    );
+}

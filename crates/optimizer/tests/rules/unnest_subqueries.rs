@@ -174,18 +174,23 @@ fn scalar_subquery_without_aggregation_is_a_single_join() {
     );
 }
 
+/// An uncorrelated scalar subquery is one row (its value, NULL without rows, an error
+/// with several) cross-joined to the input: one more relation of the input's inner joins,
+/// which join ordering can place where the comparison with it is selective.
 #[test]
-fn uncorrelated_scalar_subquery_is_a_single_join_without_condition() {
+fn uncorrelated_scalar_subquery_is_a_one_row_relation_joined_to_the_input() {
     assert_plan(
         &unnest("SELECT ok FROM o WHERE ov > (SELECT max(iv) FROM i)"),
         "
         Project ok AS ok
           Filter ov > max(iv)
-            Join SINGLE
+            Join INNER
               Scan o [ok, ov]
-              Project max(iv) AS max(iv)
-                Aggregate groups=[] aggregates=[max(iv)]
-                  Scan i [ik, iv]
+              Join SINGLE
+                Values (1 rows)
+                Project max(iv) AS max(iv)
+                  Aggregate groups=[] aggregates=[max(iv)]
+                    Scan i [ik, iv]
         ",
     );
 }

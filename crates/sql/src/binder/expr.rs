@@ -239,7 +239,9 @@ impl Binder<'_> {
                     return Err(not_impl_err!("CAST ... FORMAT"));
                 }
                 if matches!(kind, ast::CastKind::TryCast | ast::CastKind::SafeCast) {
-                    return Err(not_impl_err!("TRY_CAST"));
+                    let target = convert_data_type(data_type)?;
+                    let value = self.bind_expr_hinted(expr, scope, Some(target))?;
+                    return self.try_cast(value, target);
                 }
                 // `'lineitem'::regclass`: the relation's OID (clients look tables up so).
                 if is_regclass(data_type) {
@@ -382,7 +384,9 @@ impl Binder<'_> {
             B::Plus => BinaryOp::Add,
             B::Minus => BinaryOp::Sub,
             B::Multiply => BinaryOp::Mul,
-            B::Divide => BinaryOp::Div,
+            // DuckDB's `//`: integer division for integers, which is what `/` does (as
+            // in PostgreSQL), and plain division otherwise (as DuckDB).
+            B::Divide | B::DuckIntegerDivide => BinaryOp::Div,
             B::Modulo => BinaryOp::Mod,
             B::Eq => BinaryOp::Eq,
             B::NotEq => BinaryOp::NotEq,
@@ -535,12 +539,16 @@ impl Binder<'_> {
         if name == "grouping" || name == "grouping_id" {
             return self.bind_grouping(function, scope);
         }
-        if !function.within_group.is_empty() {
-            return Err(not_impl_err!("WITHIN GROUP"));
-        }
-        let (arg_list, distinct) = function_arguments(function, &name)?;
+        let (arg_list, distinct, order_by) = function_arguments_with_order(function, &name)?;
         if super::is_aggregate_function(&name) {
-            return self.bind_aggregate(&name, &arg_list, distinct, function.filter.as_deref(), scope);
+            let ordering = AggregateOrdering { order_by: &order_by, within_group: &function.within_group };
+            return self.bind_aggregate(&name, &arg_list, distinct, function.filter.as_deref(), ordering, scope);
+        }
+        if !function.within_group.is_empty() {
+            return Err(bind_err!("WITHIN GROUP specified, but {name} is not an aggregate function"));
+        }
+        if !order_by.is_empty() {
+            return Err(bind_err!("ORDER BY specified, but {name} is not an aggregate function"));
         }
         if distinct {
             return Err(bind_err!("DISTINCT specified, but {name} is not an aggregate function"));
@@ -564,10 +572,16 @@ impl Binder<'_> {
         arg_list: &[ast::FunctionArg],
         distinct: bool,
         filter: Option<&ast::Expr>,
+        ordering: AggregateOrdering,
         scope: &Scope,
     ) -> Result<Expr> {
         // Arguments are bound with aggregates disallowed (no nesting).
         self.aggregate_stack.push(None);
+        let bind_keys = |binder: &mut Self, keys: &[ast::OrderByExpr]| -> Result<Vec<crate::expr::SortKey>> {
+            keys.iter().map(|k| super::query::sort_key(binder.bind_expr(&k.expr, scope)?, &k.options)).collect()
+        };
+        let order_by = bind_keys(self, ordering.order_by);
+        let within_group = bind_keys(self, ordering.within_group);
         let mut star = false;
         let mut args = Vec::new();
         let mut result = Ok(());
@@ -594,7 +608,7 @@ impl Binder<'_> {
         self.aggregate_stack.pop();
         result?;
         let filter = filter.transpose()?;
-        let call = self.aggregate_call(name, args, star, distinct, filter)?;
+        let call = self.aggregate_call_ordered(name, args, star, distinct, filter, order_by?, within_group?)?;
         let level = self.aggregate_level(&call, scope);
         let collector: &mut AggregateCollector = match level.and_then(|at| self.aggregate_stack.get_mut(at)) {
             Some(Some(c)) => c,
@@ -604,7 +618,8 @@ impl Binder<'_> {
             return Ok(column.expr());
         }
         let display = call.to_string();
-        let nullable = !matches!(call.func, crate::expr::AggregateFunction::Count | crate::expr::AggregateFunction::CountStar);
+        use crate::expr::AggregateFunction as F;
+        let nullable = !matches!(call.func, F::Count | F::CountStar | F::ApproxCountDistinct | F::RegrCount);
         let column = self.new_column(&display, call.data_type, nullable);
         if let Some(Some(collector)) = level.and_then(|at| self.aggregate_stack.get_mut(at)) {
             collector.calls.push((call, column.clone()));
@@ -785,6 +800,14 @@ fn convert_date_field(field: &ast::DateTimeField) -> Result<DateField> {
         F::Minute | F::Minutes => DateField::Minute,
         F::Second | F::Seconds => DateField::Second,
         F::Epoch => DateField::Epoch,
+        F::Isodow => DateField::IsoDayOfWeek,
+        F::Isoyear => DateField::IsoYear,
+        F::IsoWeek => DateField::Week,
+        F::Millisecond | F::Milliseconds => DateField::Millisecond,
+        F::Microsecond | F::Microseconds => DateField::Microsecond,
+        F::Decade => DateField::Decade,
+        F::Century => DateField::Century,
+        F::Millennium | F::Millenium => DateField::Millennium,
         F::Custom(ident) => DateField::parse(&ident.value).ok_or_else(|| bind_err!("unknown date field {}", ident.value))?,
         other => return Err(not_impl_err!("date field {other}")),
     })
@@ -807,6 +830,32 @@ fn is_regclass(data_type: &ast::DataType) -> bool {
         }
         _ => false,
     }
+}
+
+/// The ORDER BY keys written inside an aggregate call and after it (`WITHIN GROUP`).
+pub(crate) struct AggregateOrdering<'a> {
+    order_by: &'a [ast::OrderByExpr],
+    within_group: &'a [ast::OrderByExpr],
+}
+
+/// [`function_arguments`] that also accepts `ORDER BY` inside the parentheses (aggregate
+/// calls: `string_agg(x, ',' ORDER BY y)`), returning its keys.
+pub(crate) fn function_arguments_with_order(
+    function: &ast::Function,
+    name: &str,
+) -> Result<(Vec<ast::FunctionArg>, bool, Vec<ast::OrderByExpr>)> {
+    let ast::FunctionArguments::List(list) = &function.args else {
+        let (args, distinct) = function_arguments(function, name)?;
+        return Ok((args, distinct, Vec::new()));
+    };
+    let mut order_by = Vec::new();
+    for clause in &list.clauses {
+        match clause {
+            ast::FunctionArgumentClause::OrderBy(keys) => order_by.extend(keys.iter().cloned()),
+            other => return Err(not_impl_err!("{other} inside the arguments of {name}")),
+        }
+    }
+    Ok((list.args.clone(), matches!(list.duplicate_treatment, Some(ast::DuplicateTreatment::Distinct)), order_by))
 }
 
 /// A call's argument list and whether it says DISTINCT (clauses inside the parentheses,

@@ -1,6 +1,6 @@
 //! Scalar and aggregate functions: resolution by name and result types.
 
-use apiary_common::{bind_err, type_err, Result};
+use apiary_common::{bind_err, not_impl_err, type_err, Result};
 use apiary_types::datatype::MAX_DECIMAL_PRECISION;
 use apiary_types::datetime::DateField;
 use apiary_types::{DataType, ScalarValue};
@@ -8,7 +8,7 @@ use apiary_types::{DataType, ScalarValue};
 use super::expr::trim_kind;
 use super::Binder;
 use crate::coercion::{common_type, DIVISION_MIN_SCALE};
-use crate::expr::{AggregateCall, AggregateFunction, Expr, ScalarFunction};
+use crate::expr::{AggregateCall, AggregateFunction, Expr, ScalarFunction, SortKey};
 
 const AGGREGATES: &[&str] = &[
     "count",
@@ -44,7 +44,7 @@ pub fn sum_type(input: DataType) -> DataType {
 }
 
 pub fn is_aggregate_function(name: &str) -> bool {
-    AGGREGATES.contains(&name)
+    AGGREGATES.contains(&name) || super::aggregate_functions::MORE_AGGREGATES.contains(&name)
 }
 
 impl Binder<'_> {
@@ -56,16 +56,40 @@ impl Binder<'_> {
         distinct: bool,
         filter: Option<Expr>,
     ) -> Result<AggregateCall> {
+        self.aggregate_call_ordered(name, args, star, distinct, filter, Vec::new(), Vec::new())
+    }
+
+    /// [`Binder::aggregate_call`] with the keys of an ORDER BY inside the call and of
+    /// `WITHIN GROUP (ORDER BY ...)`.
+    pub(crate) fn aggregate_call_ordered(
+        &mut self,
+        name: &str,
+        args: Vec<Expr>,
+        star: bool,
+        distinct: bool,
+        filter: Option<Expr>,
+        order_by: Vec<SortKey>,
+        within_group: Vec<SortKey>,
+    ) -> Result<AggregateCall> {
         use AggregateFunction as F;
         let filter = filter.map(Box::new);
+        if super::aggregate_functions::MORE_AGGREGATES.contains(&name) && !star {
+            return self.more_aggregate_call(name, args, distinct, filter, order_by, within_group);
+        }
+        if !within_group.is_empty() {
+            return Err(bind_err!("{name} is not an ordered-set aggregate: WITHIN GROUP is not allowed"));
+        }
+        if !order_by.is_empty() && matches!(name, "any_value" | "first" | "arbitrary") {
+            return Err(not_impl_err!("ORDER BY inside {name}(...)"));
+        }
         if star {
             if name != "count" || !args.is_empty() {
                 return Err(bind_err!("{name}(*) is not valid; only count(*) takes *"));
             }
-            return Ok(AggregateCall { func: F::CountStar, args, distinct: false, filter, data_type: DataType::BigInt });
+            return Ok(AggregateCall::new(F::CountStar, args, false, filter, DataType::BigInt));
         }
         if name == "count" && args.is_empty() {
-            return Ok(AggregateCall { func: F::CountStar, args, distinct: false, filter, data_type: DataType::BigInt });
+            return Ok(AggregateCall::new(F::CountStar, args, false, filter, DataType::BigInt));
         }
         if args.len() != 1 {
             return Err(bind_err!("aggregate {name} takes exactly one argument, got {}", args.len()));
@@ -130,7 +154,7 @@ impl Binder<'_> {
         } else {
             args
         };
-        Ok(AggregateCall { func, args, distinct, filter, data_type })
+        Ok(AggregateCall::new(func, args, distinct, filter, data_type))
     }
 
     pub(crate) fn bind_scalar_function(&mut self, name: &str, args: Vec<Expr>) -> Result<Expr> {
@@ -295,7 +319,9 @@ impl Binder<'_> {
                 };
                 self.date_field_function(field, it.next().expect("arity"))
             }
-            "year" | "month" | "day" | "quarter" | "hour" | "minute" | "second" | "dayofweek" | "dayofyear" => {
+            "year" | "month" | "day" | "quarter" | "hour" | "minute" | "second" | "dayofweek" | "dayofyear" | "week" | "weekofyear"
+            | "dayofmonth" | "weekday" | "isodow" | "isoyear" | "millisecond" | "microsecond" | "decade" | "century" | "millennium"
+            | "epoch" => {
                 arity(1, 1)?;
                 let field = DateField::parse(name).expect("listed names parse");
                 self.date_field_function(field, args.into_iter().next().expect("arity"))
@@ -325,6 +351,11 @@ impl Binder<'_> {
                 let data_type = value.data_type();
                 Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type })
             }
+            other if super::scalar_functions::SCALAR_FUNCTIONS.contains(&other) => {
+                let args_count = args.len();
+                self.bind_more_scalar_functions(other, args)?
+                    .ok_or_else(|| bind_err!("function {other} cannot take {args_count} arguments"))
+            }
             other if self.table_functions.has_engine_function(other) => {
                 // Engine functions with an effect (apiary_cancel) run once, here: their
                 // arguments must be constants.
@@ -340,15 +371,15 @@ impl Binder<'_> {
                 Ok(Expr::Literal(value, data_type))
             }
             other => {
-                let hint = apiary_common::error::closest_name(other, KNOWN_SCALAR_FUNCTIONS.iter().copied())
-                    .map(|c| format!(" (did you mean {c}?)"))
-                    .unwrap_or_default();
+                let known = KNOWN_SCALAR_FUNCTIONS.iter().chain(super::scalar_functions::SCALAR_FUNCTIONS);
+                let hint =
+                    apiary_common::error::closest_name(other, known.copied()).map(|c| format!(" (did you mean {c}?)")).unwrap_or_default();
                 Err(bind_err!("function {other} does not exist{hint}"))
             }
         }
     }
 
-    fn date_field_function(&mut self, field: DateField, value: Expr) -> Result<Expr> {
+    pub(crate) fn date_field_function(&mut self, field: DateField, value: Expr) -> Result<Expr> {
         let value = match value.data_type() {
             DataType::Date | DataType::Timestamp => value,
             t if t.is_string() => self.cast(value, DataType::Timestamp)?,
@@ -358,7 +389,7 @@ impl Binder<'_> {
         Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
     }
 
-    fn string_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+    pub(crate) fn string_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
         let t = arg.data_type();
         if t.is_string() {
             Ok(arg)
@@ -369,7 +400,7 @@ impl Binder<'_> {
         }
     }
 
-    fn integer_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+    pub(crate) fn integer_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
         let t = arg.data_type();
         if t.is_integer() || t == DataType::Null {
             self.coerce(arg, &DataType::BigInt)
@@ -378,7 +409,7 @@ impl Binder<'_> {
         }
     }
 
-    fn numeric_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
+    pub(crate) fn numeric_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
         let t = arg.data_type();
         if t.is_numeric() {
             Ok(arg)

@@ -6,6 +6,8 @@
 //!  ├─ expr.rs    expressions: columns, literals, operators with type coercion, CASE,
 //!  │             IN / LIKE / BETWEEN, subqueries, casts
 //!  ├─ function.rs scalar and aggregate functions by name
+//!  ├─ aggregate_functions.rs  string_agg, quantiles, mode, arg_min/max, corr, regr_*
+//!  ├─ scalar_functions.rs  strings, regular expressions, dates and times, TRY_CAST
 //!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
 //!  ├─ view.rs    views in FROM: their stored query bound where they are used
 //!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
@@ -16,11 +18,14 @@
 //! reachable as *outer scopes*: a name found there becomes an outer reference (the column
 //! id of the enclosing query), which is what makes a subquery correlated.
 
+mod aggregate_functions;
+mod cte;
 mod expr;
 mod function;
 mod grouping;
 pub mod parameter;
 mod query;
+mod scalar_functions;
 mod system_function;
 mod view;
 mod window;
@@ -154,11 +159,13 @@ impl Scope {
     }
 }
 
-/// A `WITH` definition, re-bound at each reference (CTEs are inlined).
+/// A `WITH` definition: re-bound at each reference (inlined), or bound once and
+/// materialized (see `cte.rs`).
 #[derive(Clone)]
-struct CteDefinition {
+pub(crate) struct CteDefinition {
     query: ast::Query,
     column_aliases: Vec<String>,
+    materialized: Option<cte::MaterializedCte>,
 }
 
 /// Collects aggregate calls while the SELECT list / HAVING / ORDER BY of a grouped query
@@ -214,6 +221,11 @@ pub struct Binder<'a> {
     view_depth: usize,
     /// The catalog tables and views the statement names outside views (see `view.rs`).
     referenced_relations: Vec<String>,
+    /// The id of the next materialized CTE.
+    next_cte_id: usize,
+    /// `now()` / `current_date` of the statement (microseconds since 1970, UTC): read
+    /// once, so every call in a statement sees the same moment.
+    statement_time: Option<i64>,
 }
 
 impl<'a> Binder<'a> {
@@ -237,6 +249,8 @@ impl<'a> Binder<'a> {
             parameter_slots: false,
             view_depth: 0,
             referenced_relations: Vec::new(),
+            next_cte_id: 0,
+            statement_time: None,
         }
     }
 

@@ -8,7 +8,7 @@ use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
 use super::grouping::{expand_grouping_sets, GroupingContext};
-use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, CteDefinition, Scope, ScopeColumn};
+use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn};
 use crate::coercion::common_type;
 use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
@@ -16,37 +16,15 @@ use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
 /// Output columns of a bound query: (visible name, column).
 pub(crate) type OutputColumns = Vec<(String, ColumnRef)>;
 
-/// Guards against runaway CTE expansion (a CTE referring to itself without RECURSIVE).
-const MAX_CTE_DEPTH: usize = 64;
-
 impl Binder<'_> {
     pub(crate) fn bind_query_body(&mut self, query: &ast::Query) -> Result<(LogicalPlan, OutputColumns)> {
-        let Some(with) = &query.with else {
-            return self.bind_query_without_with(query);
-        };
-        if with.recursive {
-            return Err(not_impl_err!("WITH RECURSIVE"));
+        match &query.with {
+            None => self.bind_query_without_with(query),
+            Some(with) => self.bind_with(with, query),
         }
-        if self.ctes.len() >= MAX_CTE_DEPTH {
-            return Err(bind_err!("common table expressions are nested too deeply (or refer to themselves)"));
-        }
-        self.ctes.push(HashMap::new());
-        for cte in &with.cte_tables {
-            let name = normalize_ident(&cte.alias.name);
-            let frame = self.ctes.last_mut().expect("frame pushed above");
-            if frame.contains_key(&name) {
-                self.ctes.pop();
-                return Err(bind_err!("WITH query name \"{name}\" specified more than once"));
-            }
-            let column_aliases = cte.alias.columns.iter().map(|c| normalize_ident(&c.name)).collect();
-            frame.insert(name, CteDefinition { query: (*cte.query).clone(), column_aliases });
-        }
-        let result = self.bind_query_without_with(query);
-        self.ctes.pop();
-        result
     }
 
-    fn bind_query_without_with(&mut self, query: &ast::Query) -> Result<(LogicalPlan, OutputColumns)> {
+    pub(crate) fn bind_query_without_with(&mut self, query: &ast::Query) -> Result<(LogicalPlan, OutputColumns)> {
         if query.fetch.as_ref().is_some_and(|f| f.with_ties || f.percent) {
             return Err(not_impl_err!("FETCH ... WITH TIES / PERCENT"));
         }
@@ -1070,52 +1048,6 @@ impl Binder<'_> {
             }
             other => Err(not_impl_err!("FROM item {other}")),
         }
-    }
-
-    fn bind_cte_reference(&mut self, name: &str, cte: CteDefinition, alias: Option<&ast::TableAlias>) -> Result<(LogicalPlan, Scope)> {
-        // CTEs are inlined: each reference binds the definition afresh (new column ids).
-        // The definition sees the CTE frames visible where it is referenced minus itself.
-        let depth = self.ctes.len();
-        let mut hidden_frames = Vec::new();
-        while let Some(frame) = self.ctes.last() {
-            if frame.contains_key(name) {
-                break;
-            }
-            hidden_frames.push(self.ctes.pop().expect("checked above"));
-        }
-        let shadowed = self.ctes.last_mut().and_then(|frame| frame.remove(name));
-        self.aggregate_stack.push(None);
-        let outer = std::mem::take(&mut self.outer_scopes);
-        let outer_aggregates = std::mem::take(&mut self.outer_aggregates);
-        let unreachable = std::mem::take(&mut self.unreachable_scopes);
-        let bound = self.bind_query_body(&cte.query);
-        self.outer_scopes = outer;
-        self.outer_aggregates = outer_aggregates;
-        self.unreachable_scopes = unreachable;
-        self.aggregate_stack.pop();
-        if let (Some(frame), Some(definition)) = (self.ctes.last_mut(), shadowed) {
-            frame.insert(name.to_string(), definition);
-        }
-        while let Some(frame) = hidden_frames.pop() {
-            self.ctes.push(frame);
-        }
-        debug_assert_eq!(self.ctes.len(), depth);
-        let (plan, mut columns) = bound?;
-        if !cte.column_aliases.is_empty() {
-            if cte.column_aliases.len() > columns.len() {
-                return Err(bind_err!(
-                    "WITH query \"{name}\" has {} columns available but {} columns specified",
-                    columns.len(),
-                    cte.column_aliases.len()
-                ));
-            }
-            for (column, alias) in columns.iter_mut().zip(&cte.column_aliases) {
-                column.0 = alias.clone();
-            }
-        }
-        let columns = rename_columns(columns, alias)?;
-        let qualifier = alias.map(|a| normalize_ident(&a.name)).unwrap_or_else(|| name.to_string());
-        Ok((plan, Scope::from_columns(Some(&qualifier), &columns)))
     }
 
     pub(crate) fn scan_table(

@@ -7,9 +7,10 @@
 //! privileges) answer what is true for Apiary: no comment, no default, allowed.
 //!
 //! The regular-expression operators (`~`, `!~`, `~*`, `!~*`, also spelled
-//! `OPERATOR(pg_catalog.~)`) are accepted for the patterns psql builds for `\d NAME`
-//! (`^(lineitem)$`, `^(line.*)$`, `^pg_toast`): anchors, a group of alternatives, `.`,
-//! `.*` and literal characters, rewritten to LIKE. Other patterns are refused.
+//! `OPERATOR(pg_catalog.~)`): the patterns psql builds for `\d NAME` (`^(lineitem)$`,
+//! `^(line.*)$`, `^pg_toast`: anchors, a group of alternatives, `.`, `.*` and literal
+//! characters) are rewritten to LIKE, which has faster kernels; other patterns run as
+//! regular expressions (`regexp_matches`).
 
 use std::sync::Arc;
 
@@ -329,9 +330,16 @@ impl Binder<'_> {
             Expr::Literal(ScalarValue::Null, _) => return Ok(Expr::Literal(ScalarValue::Null, DataType::Boolean)),
             _ => return Err(not_impl_err!("regular-expression match with a pattern that is not a constant")),
         };
-        let patterns = regex_to_like(&regex)
-            .ok_or_else(|| not_impl_err!("regular expression '{regex}' (only anchors, (a|b), . and .* are supported)"))?;
         let value = if value.data_type().is_string() { value } else { self.cast(value, DataType::Varchar(None))? };
+        let Some(patterns) = regex_to_like(&regex) else {
+            // Other patterns run as regular expressions (`regexp_matches`).
+            let mut args = vec![value, pattern];
+            if case_insensitive {
+                args.push(Expr::literal(ScalarValue::Utf8("i".to_string())));
+            }
+            let matches = Expr::Function { func: crate::expr::ScalarFunction::RegexpMatches, args, data_type: DataType::Boolean };
+            return Ok(if negated { Expr::Unary(crate::expr::UnaryOp::Not, Box::new(matches)) } else { matches });
+        };
         let matches = patterns.into_iter().map(|like| Expr::Like {
             expr: Box::new(value.clone()),
             pattern: Box::new(Expr::literal(ScalarValue::Utf8(like))),
