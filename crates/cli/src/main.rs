@@ -465,14 +465,20 @@ fn main() -> ExitCode {
         }
     };
     let mut conn = db.connect();
+    // Ctrl-C cancels the running statement. Installed before the TPC-H data is generated,
+    // so that a Ctrl-C then stops the program instead of killing it mid-load.
+    let interrupt = conn.interrupt_flag();
+    let _ = ctrlc::set_handler(move || interrupt.store(true, std::sync::atomic::Ordering::Relaxed));
     if let Some(sf) = cli.tpch {
         if let Err(e) = apiary::tpch::load(&mut conn, sf) {
             eprintln!("Error: {e}");
             return ExitCode::FAILURE;
         }
+        if conn.interrupt_flag().load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("Error: interrupted while loading the TPC-H data");
+            return ExitCode::FAILURE;
+        }
     }
-    let interrupt = conn.interrupt_flag();
-    let _ = ctrlc::set_handler(move || interrupt.store(true, std::sync::atomic::Ordering::Relaxed));
 
     let mut ran_something = false;
     for sql in &cli.command {

@@ -289,7 +289,9 @@ fn ctrl_c_cancels_the_running_statement() {
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let output = child.wait_with_output().unwrap();
     let waited = signalled.elapsed();
-    assert!(stderr(&output).contains("query interrupted"), "stderr: {}", stderr(&output));
+    // Under load the signal may come while the data is still being generated.
+    let message = stderr(&output);
+    assert!(message.contains("query interrupted") || message.contains("interrupted while loading"), "stderr: {message}");
     assert!(!output.status.success());
     assert!(waited < std::time::Duration::from_secs(30), "the cancel took {waited:?}");
 }

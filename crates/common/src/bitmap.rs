@@ -69,6 +69,15 @@ impl Bitmap {
         self.len += 1;
     }
 
+    /// Drops the bits from `len` on (no-op when the bitmap is not longer).
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.len = len;
+            self.words.truncate(len.div_ceil(64));
+            self.clear_tail();
+        }
+    }
+
     /// Appends `count` copies of `value`.
     pub fn push_n(&mut self, value: bool, count: usize) {
         // Simple and fast enough: fill whole words where possible.

@@ -46,7 +46,19 @@ pub fn from_arrow_type(arrow_type: &ArrowType) -> Result<DataType> {
         }
         ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::Varchar(None),
         ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
-        ArrowType::Timestamp(_, None) => DataType::Timestamp,
+        // With a time zone the values are UTC instants: read as such.
+        ArrowType::Timestamp(_, _) => DataType::Timestamp,
+        ArrowType::Interval(_) => DataType::Interval,
+        ArrowType::List(_)
+        | ArrowType::LargeList(_)
+        | ArrowType::ListView(_)
+        | ArrowType::LargeListView(_)
+        | ArrowType::FixedSizeList(..)
+        | ArrowType::Struct(_)
+        | ArrowType::Map(..)
+        | ArrowType::Union(..) => {
+            return Err(not_impl_err!("nested type {other} (lists, structs and maps are not supported yet)", other = arrow_type))
+        }
         other => return Err(not_impl_err!("Arrow/Parquet type {other}")),
     })
 }
@@ -212,17 +224,26 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 .collect::<Vec<_>>()
                 .into(),
         ),
-        (ArrowType::Timestamp(unit, None), _) => {
-            let a = array.as_any().downcast_ref::<arrow::array::PrimitiveArray<arrow::datatypes::TimestampMicrosecondType>>();
-            let values: Vec<i64> = match (a, unit) {
-                (Some(a), _) => a.values().to_vec(),
-                (None, TimeUnit::Millisecond) => prim!(arrow::array::TimestampMillisecondArray).iter().map(|&x| x * 1000).collect(),
-                (None, TimeUnit::Nanosecond) => prim!(arrow::array::TimestampNanosecondArray).iter().map(|&x| x / 1000).collect(),
-                (None, TimeUnit::Second) => prim!(arrow::array::TimestampSecondArray).iter().map(|&x| x * 1_000_000).collect(),
-                _ => return Err(bad()),
+        (ArrowType::Timestamp(unit, _), _) => {
+            // Whole microseconds: nanoseconds round down (toward the past, also before 1970).
+            let values: Vec<i64> = match unit {
+                TimeUnit::Microsecond => prim!(TimestampMicrosecondArray).to_vec(),
+                TimeUnit::Millisecond => prim!(arrow::array::TimestampMillisecondArray).iter().map(|&x| x.saturating_mul(1000)).collect(),
+                TimeUnit::Nanosecond => prim!(arrow::array::TimestampNanosecondArray).iter().map(|&x| x.div_euclid(1000)).collect(),
+                TimeUnit::Second => prim!(arrow::array::TimestampSecondArray).iter().map(|&x| x.saturating_mul(1_000_000)).collect(),
             };
             VectorData::I64(values.into())
         }
+        (ArrowType::Interval(arrow::datatypes::IntervalUnit::DayTime), _) => VectorData::Interval(
+            prim!(arrow::array::IntervalDayTimeArray)
+                .iter()
+                .map(|v| Interval::new(0, v.days, v.milliseconds as i64 * 1000))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        (ArrowType::Interval(arrow::datatypes::IntervalUnit::YearMonth), _) => VectorData::Interval(
+            prim!(arrow::array::IntervalYearMonthArray).iter().map(|&months| Interval::new(months, 0, 0)).collect::<Vec<_>>().into(),
+        ),
         (ArrowType::Decimal128(..), DataType::Decimal { precision, .. }) => {
             let values = prim!(Decimal128Array);
             if precision <= 18 {

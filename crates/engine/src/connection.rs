@@ -39,6 +39,8 @@ pub struct Connection {
     pub(crate) session: crate::pg_catalog::SessionInfo,
     /// The `$n` values of the statement running under [`Connection::execute_with_parameters`].
     pub(crate) parameter_values: Option<Vec<ScalarValue>>,
+    /// What the last `read_csv(..., store_rejects = true)` skipped.
+    pub(crate) rejects: std::sync::Mutex<crate::read_files::RejectLog>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -56,6 +58,7 @@ impl Connection {
             interrupted: Arc::new(AtomicBool::new(false)),
             session: crate::pg_catalog::SessionInfo::default(),
             parameter_values: None,
+            rejects: Default::default(),
             id,
             current_sql: String::new(),
             last_shared_with: Default::default(),
@@ -246,6 +249,7 @@ impl Connection {
             scheduler: &self.db.scheduler,
             effects: true,
             session: &self.session,
+            rejects: &self.rejects,
         }
     }
 

@@ -60,7 +60,7 @@ fn file_options(path: &str, options: &[ast::CopyOption]) -> Result<FileOptions> 
             }
             ast::CopyOption::Quote(c) if c.is_ascii() => csv.quote = Some(*c as u8),
             ast::CopyOption::Escape(c) if c.is_ascii() => csv.escape = Some(*c as u8),
-            ast::CopyOption::Null(text) => csv.null = Some(text.clone()),
+            ast::CopyOption::Null(text) => csv.null = vec![text.clone()],
             ast::CopyOption::Encoding(e) if e.eq_ignore_ascii_case("utf8") || e.eq_ignore_ascii_case("utf-8") => {}
             other => return Err(not_impl_err!("COPY option {other}")),
         }
@@ -128,7 +128,9 @@ pub fn copy(
     };
     match file.format {
         // Streamed: each parsed piece is appended before the next segment is read.
-        Format::Csv => for_each_piece(path, &file.csv, &file_fields, threads, append)?,
+        Format::Csv => {
+            for_each_piece(path, &file.csv, &file_fields, threads, append)?;
+        }
         Format::Parquet => {
             let raw = read_parquet(path, conn.settings.block_rows, threads)?;
             for columns in raw {

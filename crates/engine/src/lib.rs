@@ -37,6 +37,7 @@ mod describe;
 mod parquet_io;
 pub mod pg_catalog;
 mod prepared;
+mod read_files;
 mod result;
 mod series;
 mod settings;

@@ -6,19 +6,17 @@
 //! A file (or the engine's state) is read into a temporary table (not in the catalog)
 //! that the query scans.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use apiary_common::{bind_err, Result};
-use apiary_sql::TableFunctionProvider;
+use apiary_sql::{TableArg, TableFunctionProvider};
 use std::collections::BTreeMap;
 
 use apiary_execution::Scheduler;
 use apiary_storage::{BufferPool, Catalog, Table};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, Vector, VectorBuilder};
 
-use crate::csv::{for_each_piece, infer_fields, CsvOptions};
-use crate::parquet_io::{parquet_fields, parquet_uncompressed_bytes, read_parquet};
+use crate::read_files::FileReader;
 
 pub struct EngineTableFunctions<'a> {
     pub threads: usize,
@@ -33,29 +31,13 @@ pub struct EngineTableFunctions<'a> {
     pub effects: bool,
     /// Who is connected, for the `pg_catalog` tables and session functions.
     pub session: &'a crate::pg_catalog::SessionInfo,
+    /// The session's `reject_errors` and `reject_scans` (`read_csv(..., store_rejects = true)`).
+    pub rejects: &'a std::sync::Mutex<crate::read_files::RejectLog>,
 }
 
-fn string_arg<'a>(function: &str, args: &'a [ScalarValue]) -> Result<&'a str> {
-    match args.first() {
-        Some(ScalarValue::Utf8(s)) => Ok(s),
-        _ => Err(bind_err!("{function} needs a file name as its first argument")),
-    }
-}
-
-fn single_char(name: &str, value: &ScalarValue) -> Result<u8> {
-    match value.as_str() {
-        Some(s) if s.len() == 1 => Ok(s.as_bytes()[0]),
-        Some("\\t") => Ok(b'\t'),
-        _ => Err(bind_err!("{name} must be a single character")),
-    }
-}
-
-fn bool_option(name: &str, value: &ScalarValue) -> Result<bool> {
-    match value {
-        ScalarValue::Boolean(b) => Ok(*b),
-        ScalarValue::Utf8(s) if s.eq_ignore_ascii_case("true") => Ok(true),
-        ScalarValue::Utf8(s) if s.eq_ignore_ascii_case("false") => Ok(false),
-        _ => Err(bind_err!("{name} must be true or false")),
+impl EngineTableFunctions<'_> {
+    fn file_reader(&self) -> FileReader<'_> {
+        FileReader { threads: self.threads, pool: self.pool, block_rows: self.block_rows, rejects: self.rejects, effects: self.effects }
     }
 }
 
@@ -71,16 +53,6 @@ pub(crate) fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Ve
         appender.commit()?;
     }
     Ok(table)
-}
-
-/// Whether the first line of a CSV file looks like a header (no field parses as a number
-/// or a date).
-fn looks_like_header(path: &Path, options: &CsvOptions) -> Result<bool> {
-    let probe = CsvOptions { header: true, ..options.clone() };
-    let with_header = infer_fields(path, &probe)?;
-    let first_line_values: Vec<String> = with_header.iter().map(|f| f.name.clone()).collect();
-    let numeric_or_date = |v: &str| v.parse::<f64>().is_ok() || apiary_types::datetime::parse_date(v).is_some();
-    Ok(!first_line_values.iter().any(|v| numeric_or_date(v)))
 }
 
 impl TableFunctionProvider for EngineTableFunctions<'_> {
@@ -103,62 +75,10 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
         }
     }
 
-    fn call(&self, name: &str, args: &[ScalarValue], named: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
+    fn call(&self, name: &str, args: &[TableArg], named: &[(String, TableArg)]) -> Result<Option<Arc<Table>>> {
         match name {
-            "read_csv" | "read_csv_auto" => {
-                let path = Path::new(string_arg(name, args)?);
-                let mut options = CsvOptions::default();
-                let mut header = None;
-                for (option, value) in named {
-                    match option.as_str() {
-                        "delim" | "sep" | "delimiter" => options.delimiter = single_char(option, value)?,
-                        "quote" => options.quote = Some(single_char(option, value)?),
-                        "escape" => options.escape = Some(single_char(option, value)?),
-                        "header" => header = Some(bool_option(option, value)?),
-                        "nullstr" | "null" => options.null = value.as_str().map(str::to_string),
-                        "max_line_size" => {
-                            options.max_line_size = value
-                                .as_i128()
-                                .filter(|&v| v > 0)
-                                .and_then(|v| usize::try_from(v).ok())
-                                .ok_or_else(|| bind_err!("max_line_size must be a positive number of bytes, not {value}"))?
-                        }
-                        other => {
-                            return Err(bind_err!(
-                                "unknown option {other} for {name} (delim, quote, escape, header, nullstr, max_line_size)"
-                            ))
-                        }
-                    }
-                }
-                options.header = match header {
-                    Some(h) => h,
-                    None => looks_like_header(path, &options)?,
-                };
-                let fields = infer_fields(path, &options)?;
-                // The file becomes a temporary table: its rows count against memory_limit
-                // as they are parsed.
-                let mut pieces = Vec::new();
-                let mut held = 0usize;
-                for_each_piece(path, &options, &fields, self.threads, |piece| {
-                    let bytes: usize = piece.iter().map(Vector::data_bytes).sum();
-                    held += bytes;
-                    self.pool.check_headroom(held, &format!("read_csv('{}')", path.display()))?;
-                    pieces.push(piece);
-                    Ok(())
-                })?;
-                Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
-            }
-            "read_parquet" | "parquet_scan" => {
-                let path = Path::new(string_arg(name, args)?);
-                if !named.is_empty() {
-                    return Err(bind_err!("{name} takes no options"));
-                }
-                let fields = parquet_fields(path)?;
-                // The file becomes a temporary table in memory: it must fit the budget.
-                self.pool.check_headroom(parquet_uncompressed_bytes(path)?, &format!("read_parquet('{}')", path.display()))?;
-                let pieces = read_parquet(path, self.block_rows, self.threads)?;
-                Ok(Some(temporary_table(name, fields, pieces, self.block_rows)?))
-            }
+            "read_csv" | "read_csv_auto" => self.file_reader().read_csv(name, args, named).map(Some),
+            "read_parquet" | "parquet_scan" => self.file_reader().read_parquet(name, args, named).map(Some),
             "apiary_storage_info" => {
                 if !args.is_empty() || !named.is_empty() {
                     return Err(bind_err!("{name} takes no arguments"));
@@ -171,12 +91,26 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                 }
                 Ok(Some(running_queries(self.scheduler, self.block_rows)?))
             }
-            "generate_series" | "range" => crate::series::series(name, args, self.pool, self.block_rows),
+            "generate_series" | "range" => {
+                let args = args
+                    .iter()
+                    .map(|a| a.value().cloned().ok_or_else(|| bind_err!("{name} takes constants, not {a}")))
+                    .collect::<Result<Vec<_>>>()?;
+                crate::series::series(name, &args, self.pool, self.block_rows)
+            }
             _ => Ok(None),
         }
     }
 
     fn system_table(&self, schema: Option<&str>, name: &str) -> Result<Option<Arc<Table>>> {
+        if schema.is_none() {
+            if let Some(table) = crate::read_files::reject_table(self.rejects, name, self.block_rows)? {
+                return Ok(Some(table));
+            }
+            if crate::read_files::looks_like_file(name) {
+                return crate::read_files::read_file_shorthand(&self.file_reader(), name).map(Some);
+            }
+        }
         crate::pg_catalog::system_table(self.catalog, self.session, schema, name, self.block_rows)
     }
 

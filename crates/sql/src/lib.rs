@@ -26,7 +26,7 @@ pub mod parser;
 pub mod plan;
 pub mod window;
 
-pub use binder::{Binder, BoundStatement, TableFunctionProvider};
+pub use binder::{Binder, BoundStatement, TableArg, TableFunctionProvider};
 pub use expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 pub use plan::{CteScan, GroupingSets, JoinKind, LogicalPlan};
 pub use window::{FrameBound, FrameExclude, FrameUnits, WindowCall, WindowFrame, WindowFunction};

@@ -317,6 +317,12 @@ impl Dialect for ApiaryDialect {
         self.0.is_reserved_for_identifier(kw)
     }
 
+    /// DuckDB's struct literal `{'id': 'INTEGER'}`, for table function options such as
+    /// `read_csv(..., columns = {...})`.
+    fn supports_dictionary_syntax(&self) -> bool {
+        true
+    }
+
     fn is_table_alias(&self, kw: &Keyword, parser: &mut Parser) -> bool {
         self.0.is_table_alias(kw, parser)
     }

@@ -266,6 +266,11 @@ impl StrColumnBuilder {
         self.views.push(StrView::long(bytes, self.heaps.len() as u32, offset));
     }
 
+    /// Drops the strings from `len` on (their bytes stay in the heap unused).
+    pub fn truncate(&mut self, len: usize) {
+        self.views.truncate(len);
+    }
+
     /// Appends the empty string as a placeholder (for NULL rows).
     #[inline]
     pub fn push_empty(&mut self) {

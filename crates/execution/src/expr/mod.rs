@@ -29,7 +29,7 @@
 mod arithmetic;
 mod cast;
 mod compare;
-mod datetime_format;
+pub mod datetime_format;
 mod datetime_functions;
 mod functions;
 mod logic;

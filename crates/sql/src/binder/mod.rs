@@ -63,7 +63,7 @@ pub trait TableFunctionProvider {
     }
 
     /// `Ok(None)` when no function has that name.
-    fn call(&self, name: &str, args: &[ScalarValue], named_args: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>>;
+    fn call(&self, name: &str, args: &[TableArg], named_args: &[(String, TableArg)]) -> Result<Option<Arc<Table>>>;
 
     /// A system table such as `pg_catalog.pg_class` or `information_schema.columns`;
     /// `schema` is `None` for an unqualified name. `Ok(None)` when there is none.
@@ -82,8 +82,50 @@ pub trait TableFunctionProvider {
 pub struct NoTableFunctions;
 
 impl TableFunctionProvider for NoTableFunctions {
-    fn call(&self, _: &str, _: &[ScalarValue], _: &[(String, ScalarValue)]) -> Result<Option<Arc<Table>>> {
+    fn call(&self, _: &str, _: &[TableArg], _: &[(String, TableArg)]) -> Result<Option<Arc<Table>>> {
         Ok(None)
+    }
+}
+
+/// An argument of a table function: a constant, a list of constants
+/// (`read_csv(['a.csv', 'b.csv'])`) or named constants (`columns = {'id': 'INTEGER'}`,
+/// DuckDB's struct literal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TableArg {
+    Value(ScalarValue),
+    List(Vec<ScalarValue>),
+    Struct(Vec<(String, ScalarValue)>),
+}
+
+impl TableArg {
+    /// The constant, when the argument is one.
+    pub fn value(&self) -> Option<&ScalarValue> {
+        match self {
+            TableArg::Value(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for TableArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TableArg::Value(value) => write!(f, "{value}"),
+            TableArg::List(values) => {
+                write!(f, "[")?;
+                for (i, value) in values.iter().enumerate() {
+                    write!(f, "{}{value}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "]")
+            }
+            TableArg::Struct(fields) => {
+                write!(f, "{{")?;
+                for (i, (name, value)) in fields.iter().enumerate() {
+                    write!(f, "{}'{name}': {value}", if i > 0 { ", " } else { "" })?;
+                }
+                write!(f, "}}")
+            }
+        }
     }
 }
 
@@ -404,6 +446,18 @@ pub fn object_name_to_table(name: &ast::ObjectName) -> Result<String> {
         [schema, table] if schema == "main" || schema == "public" => Ok(table.clone()),
         _ => Err(ApiaryError::Catalog(format!("schema in \"{name}\" does not exist (only main/public)"))),
     }
+}
+
+/// Parses a type name written as text (`'DECIMAL(10,2)'`, `'varchar'`), as options such
+/// as `read_csv(..., columns = {'id': 'INTEGER'})` give them.
+pub fn parse_type_name(text: &str) -> Result<DataType> {
+    let dialect = sqlparser::dialect::PostgreSqlDialect {};
+    let mut parser = sqlparser::parser::Parser::new(&dialect).try_with_sql(text).map_err(|_| bind_err!("\"{text}\" is not a type name"))?;
+    let parsed = parser.parse_data_type().map_err(|_| bind_err!("\"{text}\" is not a type name"))?;
+    if parser.peek_token().token != sqlparser::tokenizer::Token::EOF {
+        return Err(bind_err!("\"{text}\" is not a type name"));
+    }
+    convert_data_type(&parsed)
 }
 
 /// Converts a SQL type name to a [`DataType`].

@@ -8,7 +8,7 @@ use apiary_types::{DataType, ScalarValue};
 use sqlparser::ast;
 
 use super::grouping::{expand_grouping_sets, GroupingContext};
-use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn};
+use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn, TableArg};
 use crate::coercion::common_type;
 use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
@@ -1070,8 +1070,24 @@ impl Binder<'_> {
         Ok((plan, Scope::from_columns(Some(&qualifier), &named)))
     }
 
-    /// Calls table function `name` (its arguments are constants). `lateral`: the columns of
-    /// the FROM items to its left, which PostgreSQL lets a function's arguments read.
+    /// A constant argument of table function `name`. `lateral`: the columns of the FROM
+    /// items to its left, which PostgreSQL lets a function's arguments read (not yet here).
+    fn table_function_constant(&mut self, name: &str, value: &ast::Expr, lateral: &Scope) -> Result<ScalarValue> {
+        let bound = match self.bind_expr(value, &Scope::default()) {
+            Ok(bound) => bound,
+            Err(_) if !lateral.columns.is_empty() && self.bind_expr(value, lateral).is_ok() => {
+                return Err(not_impl_err!(
+                    "arguments of table function {name} that read columns of other FROM items (a LATERAL function call)"
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        match bound {
+            Expr::Literal(value, _) => Ok(value),
+            _ => Err(bind_err!("arguments of table function {name} must be constants")),
+        }
+    }
+
     fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg], lateral: &Scope) -> Result<Arc<apiary_storage::Table>> {
         let mut positional = Vec::new();
         let mut named = Vec::new();
@@ -1093,17 +1109,17 @@ impl Binder<'_> {
                 }
                 other => return Err(bind_err!("unsupported argument {other} to table function {name}")),
             };
-            let bound = match self.bind_expr(value, &Scope::default()) {
-                Ok(bound) => bound,
-                Err(_) if !lateral.columns.is_empty() && self.bind_expr(value, lateral).is_ok() => {
-                    return Err(not_impl_err!(
-                        "arguments of table function {name} that read columns of other FROM items (a LATERAL function call)"
-                    ));
+            let value = match value {
+                ast::Expr::Array(ast::Array { elem, .. }) => {
+                    TableArg::List(elem.iter().map(|e| self.table_function_constant(name, e, lateral)).collect::<Result<_>>()?)
                 }
-                Err(error) => return Err(error),
-            };
-            let Expr::Literal(value, _) = bound else {
-                return Err(bind_err!("arguments of table function {name} must be constants"));
+                ast::Expr::Dictionary(fields) => TableArg::Struct(
+                    fields
+                        .iter()
+                        .map(|field| Ok((field.key.value.clone(), self.table_function_constant(name, &field.value, lateral)?)))
+                        .collect::<Result<_>>()?,
+                ),
+                e => TableArg::Value(self.table_function_constant(name, e, lateral)?),
             };
             match arg_name {
                 Some(n) => named.push((n, value)),

@@ -10,13 +10,18 @@
 //! Errors name the file, the line and the column: `data.csv:17: column 3 ("price"):
 //! invalid value 'abc' for DECIMAL(15,2)`.
 
+use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use apiary_common::{ApiaryError, Bitmap, Result};
-use apiary_types::datetime::{parse_date_bytes, parse_timestamp, Interval};
+use apiary_execution::expr::datetime_format::{strptime, Item};
+use apiary_types::datetime::{parse_date_bytes, parse_timestamp, Interval, MICROS_PER_DAY};
 use apiary_types::decimal::{parse_decimal, parse_decimal_bytes_i64};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, Field, StrColumnBuilder, Vector, VectorData};
+
+pub mod sniff;
 
 #[derive(Debug, Clone)]
 pub struct CsvOptions {
@@ -24,11 +29,20 @@ pub struct CsvOptions {
     pub quote: Option<u8>,
     pub escape: Option<u8>,
     pub header: bool,
-    /// Text that means NULL (besides an empty unquoted field).
-    pub null: Option<String>,
+    /// Texts that mean NULL in an unquoted field of any column. When empty, an empty
+    /// unquoted field does (PostgreSQL's CSV default).
+    pub null: Vec<String>,
     /// A record that does not end within this many bytes is an error (a file without line
     /// breaks, `/dev/zero`, must not be read into memory whole).
     pub max_line_size: usize,
+    /// How each column's text is read (NULL tokens, date formats), as sniffing found it;
+    /// a column without an entry reads the defaults.
+    pub columns: Vec<ColumnFormat>,
+    /// Records that cannot be read are skipped and reported instead of failing the load.
+    pub ignore_errors: bool,
+    /// Lines skipped at the start of the file, before the header.
+    pub skip_lines: usize,
+    pub compression: Compression,
 }
 
 /// The default [`CsvOptions::max_line_size`].
@@ -36,8 +50,141 @@ pub const DEFAULT_MAX_LINE_SIZE: usize = 8 << 20;
 
 impl Default for CsvOptions {
     fn default() -> Self {
-        CsvOptions { delimiter: b',', quote: Some(b'"'), escape: None, header: false, null: None, max_line_size: DEFAULT_MAX_LINE_SIZE }
+        CsvOptions {
+            delimiter: b',',
+            quote: Some(b'"'),
+            escape: None,
+            header: false,
+            null: Vec::new(),
+            max_line_size: DEFAULT_MAX_LINE_SIZE,
+            columns: Vec::new(),
+            ignore_errors: false,
+            skip_lines: 0,
+            compression: Compression::Auto,
+        }
     }
+}
+
+/// How one column's fields are read.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnFormat {
+    /// Field texts, quoted or not, that mean NULL in this column (`NA`, `\N`, ...).
+    pub null_tokens: Vec<String>,
+    /// Field texts that mean NULL when not quoted (in a text column, `"NA"` is text where
+    /// a bare `NA` is the file's NULL).
+    pub unquoted_null_tokens: Vec<String>,
+    /// The `strptime` format of a DATE or TIMESTAMP column; `None` reads ISO 8601.
+    pub format: Option<TemporalFormat>,
+}
+
+/// A compiled `strptime` format (or several alternatives, tried in order) and its text.
+#[derive(Debug, Clone)]
+pub struct TemporalFormat {
+    pub text: String,
+    alternatives: Arc<[Vec<Item>]>,
+}
+
+impl TemporalFormat {
+    pub fn new(text: &str) -> Result<TemporalFormat> {
+        Self::any_of(text, &[text])
+    }
+
+    /// Values written in any of `formats` (ISO 8601 with or without fractional seconds);
+    /// `text` names them in messages.
+    pub fn any_of(text: &str, formats: &[&str]) -> Result<TemporalFormat> {
+        let alternatives = formats
+            .iter()
+            .map(|format| {
+                apiary_execution::expr::datetime_format::compile_strftime(format)
+                    .map_err(|e| apiary_common::bind_err!("invalid date format '{format}': {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TemporalFormat { text: text.to_string(), alternatives: alternatives.into() })
+    }
+
+    /// The timestamp `text` denotes in this format.
+    pub fn timestamp(&self, text: &str) -> Option<i64> {
+        let text = text.trim();
+        self.alternatives.iter().find_map(|items| strptime(items, text))
+    }
+
+    /// The date `text` denotes in this format (a time of day other than midnight does not
+    /// fit a date).
+    pub fn date(&self, text: &str) -> Option<i32> {
+        let micros = self.timestamp(text)?;
+        if micros.rem_euclid(MICROS_PER_DAY) != 0 {
+            return None;
+        }
+        i32::try_from(micros.div_euclid(MICROS_PER_DAY)).ok()
+    }
+}
+
+/// How a file is compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// By the file's first bytes (gzip and zstd have magic numbers).
+    Auto,
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub fn parse(text: &str) -> Option<Compression> {
+        match text.to_ascii_lowercase().as_str() {
+            "auto" | "infer" => Some(Compression::Auto),
+            "none" | "uncompressed" => Some(Compression::None),
+            "gzip" | "gz" => Some(Compression::Gzip),
+            "zstd" | "zst" => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Opens `path` for reading, decompressing gzip or zstd.
+pub fn open_input(path: &Path, compression: Compression) -> Result<Box<dyn Read + Send>> {
+    let open = || std::fs::File::open(path).map_err(|e| read_error(path, e));
+    let compression = match compression {
+        Compression::Auto => {
+            let mut magic = [0u8; 4];
+            let mut file = open()?;
+            let mut read = 0;
+            while read < magic.len() {
+                match file.read(&mut magic[read..]).map_err(|e| read_error(path, e))? {
+                    0 => break,
+                    n => read += n,
+                }
+            }
+            match &magic[..read] {
+                [0x1f, 0x8b, ..] => Compression::Gzip,
+                [0x28, 0xb5, 0x2f, 0xfd] => Compression::Zstd,
+                _ => Compression::None,
+            }
+        }
+        other => other,
+    };
+    let file = std::io::BufReader::with_capacity(1 << 20, open()?);
+    Ok(match compression {
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(file)),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(file).map_err(|e| read_error(path, e))?),
+        _ => Box::new(file),
+    })
+}
+
+/// A record that could not be read (with `ignore_errors`, it is skipped and kept here).
+#[derive(Debug, Clone)]
+pub struct Reject {
+    /// 1-based line where the record starts.
+    pub line: u64,
+    /// 1-based column, when one column is at fault.
+    pub column: Option<usize>,
+    pub column_name: Option<String>,
+    /// DuckDB's names: `CAST`, `MISSING COLUMNS`, `TOO MANY COLUMNS`, `UNQUOTED VALUE`,
+    /// `INVALID UNICODE`.
+    pub error_type: &'static str,
+    /// The record as it is in the file.
+    pub csv_line: String,
+    pub message: String,
 }
 
 /// The error for a record longer than `max_line_size`.
@@ -64,6 +211,8 @@ fn read_error(path: &Path, e: std::io::Error) -> ApiaryError {
 /// A typed column being filled from text fields.
 struct ColumnParser {
     data_type: DataType,
+    /// The `strptime` format of a DATE or TIMESTAMP column (`None`: ISO 8601).
+    format: Option<TemporalFormat>,
     values: Values,
     validity: Option<Bitmap>,
     len: usize,
@@ -82,7 +231,7 @@ enum Values {
 }
 
 impl ColumnParser {
-    fn new(data_type: DataType, capacity: usize) -> Self {
+    fn new(data_type: DataType, format: Option<TemporalFormat>, capacity: usize) -> Self {
         let values = match data_type {
             DataType::Boolean | DataType::Null => Values::Bool(Vec::with_capacity(capacity)),
             DataType::SmallInt => Values::I16(Vec::with_capacity(capacity)),
@@ -95,7 +244,29 @@ impl ColumnParser {
             DataType::Char(_) | DataType::Varchar(_) => Values::Str(StrColumnBuilder::with_capacity(capacity)),
             DataType::Interval => Values::Interval(Vec::with_capacity(capacity)),
         };
-        ColumnParser { data_type, values, validity: None, len: 0 }
+        ColumnParser { data_type, format, values, validity: None, len: 0 }
+    }
+
+    /// Drops the values from row `len` on (a record that failed in a later column).
+    fn truncate(&mut self, len: usize) {
+        if len >= self.len {
+            return;
+        }
+        match &mut self.values {
+            Values::Bool(v) => v.truncate(len),
+            Values::I16(v) => v.truncate(len),
+            Values::I32(v) => v.truncate(len),
+            Values::I64(v) => v.truncate(len),
+            Values::I128(v) => v.truncate(len),
+            Values::F32(v) => v.truncate(len),
+            Values::F64(v) => v.truncate(len),
+            Values::Str(v) => v.truncate(len),
+            Values::Interval(v) => v.truncate(len),
+        }
+        if let Some(validity) = &mut self.validity {
+            validity.truncate(len);
+        }
+        self.len = len;
     }
 
     fn push_null(&mut self) {
@@ -116,18 +287,27 @@ impl ColumnParser {
 
     /// Parses one non-NULL field; `Err` carries the reason.
     fn push(&mut self, field: &[u8]) -> std::result::Result<(), String> {
-        let invalid = || format!("invalid value '{}' for {}", String::from_utf8_lossy(field), self.data_type);
+        let invalid = || match &self.format {
+            Some(format) => format!("invalid value '{}' for {} in the format '{}'", excerpt(field), self.data_type, format.text),
+            None => format!("invalid value '{}' for {}", excerpt(field), self.data_type),
+        };
         let text = || std::str::from_utf8(field).map_err(|_| "invalid UTF-8".to_string());
         match (&mut self.values, self.data_type) {
-            (Values::Bool(v), _) => v.push(match field.to_ascii_lowercase().as_slice() {
+            (Values::Bool(v), _) => v.push(match trim(field).to_ascii_lowercase().as_slice() {
                 b"true" | b"t" | b"1" | b"yes" | b"y" => true,
                 b"false" | b"f" | b"0" | b"no" | b"n" => false,
                 _ => return Err(invalid()),
             }),
             (Values::I16(v), _) => v.push(parse_int(field).and_then(|x| i16::try_from(x).ok()).ok_or_else(invalid)?),
-            (Values::I32(v), DataType::Date) => v.push(parse_date_bytes(trim(field)).ok_or_else(invalid)?),
+            (Values::I32(v), DataType::Date) => v.push(match &self.format {
+                None => parse_date_bytes(trim(field)).ok_or_else(invalid)?,
+                Some(format) => format.date(text()?).ok_or_else(invalid)?,
+            }),
             (Values::I32(v), _) => v.push(parse_int(field).and_then(|x| i32::try_from(x).ok()).ok_or_else(invalid)?),
-            (Values::I64(v), DataType::Timestamp) => v.push(parse_timestamp(text()?).ok_or_else(invalid)?),
+            (Values::I64(v), DataType::Timestamp) => v.push(match &self.format {
+                None => parse_timestamp(text()?).ok_or_else(invalid)?,
+                Some(format) => format.timestamp(text()?).ok_or_else(invalid)?,
+            }),
             (Values::I64(v), DataType::Decimal { precision, scale }) => {
                 let parsed = match parse_decimal_bytes_i64(trim(field), scale) {
                     Some(x) if (x as i128).unsigned_abs() < 10u128.pow(precision as u32) => x,
@@ -325,14 +505,35 @@ enum RawField<'a> {
     Quoted(Vec<u8>),
 }
 
+/// What a piece of a file parsed into: its columns and the records skipped under
+/// `ignore_errors`.
+struct ParsedPiece {
+    columns: Vec<Vector>,
+    rejects: Vec<Reject>,
+}
+
+/// A record that could not be read: where and why.
+struct RecordError {
+    column: Option<usize>,
+    error_type: &'static str,
+    message: String,
+}
+
 /// Parses `data` (whole lines) into columns; `first_line` numbers the first line.
-fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOptions, file: &str) -> Result<Vec<Vector>> {
+fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOptions, file: &str) -> Result<ParsedPiece> {
     // A record takes at least a byte per field: a wide table has fewer rows per byte.
     let estimated_rows = data.len() / (4 * fields.len()).max(64) + 1;
-    let mut parsers: Vec<ColumnParser> = fields.iter().map(|f| ColumnParser::new(f.data_type, estimated_rows)).collect();
+    let default_format = ColumnFormat::default();
+    let formats: Vec<&ColumnFormat> = (0..fields.len()).map(|i| options.columns.get(i).unwrap_or(&default_format)).collect();
+    let mut parsers: Vec<ColumnParser> =
+        fields.iter().zip(&formats).map(|(f, format)| ColumnParser::new(f.data_type, format.format.clone(), estimated_rows)).collect();
+    let column_nulls: Vec<Vec<&[u8]>> = formats.iter().map(|f| f.null_tokens.iter().map(|t| t.as_bytes()).collect()).collect();
+    let unquoted_nulls: Vec<Vec<&[u8]>> = formats.iter().map(|f| f.unquoted_null_tokens.iter().map(|t| t.as_bytes()).collect()).collect();
+    let null_texts: Vec<&[u8]> = options.null.iter().map(|t| t.as_bytes()).collect();
+    let mut rejects = Vec::new();
+    let mut rows = 0usize;
     let mut line_number = first_line;
     let mut parts: Vec<RawField> = Vec::with_capacity(fields.len() + 1);
-    let null_text = options.null.as_deref().map(str::as_bytes);
     let mut start = 0;
     let quote = options.quote.filter(|q| memchr::memchr(*q, data).is_some());
     let mut record_lines = 1u64;
@@ -354,46 +555,97 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
             line_number += 1;
             continue;
         }
-        if let Err(error) = split_fields(line, options, &mut parts) {
-            let name = fields.get(error.column - 1).map_or(String::new(), |f| format!(" (\"{}\")", f.name));
-            return Err(ApiaryError::Load {
-                file: file.to_string(),
-                line: line_number,
-                message: format!("column {}{name}: {}", error.column, error.message),
-            });
-        }
-        // A trailing delimiter (TPC-H .tbl files) leaves one empty field at the end.
-        if parts.len() == fields.len() + 1 && matches!(parts.last(), Some(RawField::Plain(f)) if f.is_empty()) {
-            parts.pop();
-        }
-        if parts.len() != fields.len() {
-            return Err(ApiaryError::Load {
-                file: file.to_string(),
-                line: line_number,
-                message: format!("expected {} columns, found {}", fields.len(), parts.len()),
-            });
-        }
-        for (column, (parser, part)) in parsers.iter_mut().zip(&parts).enumerate() {
-            let outcome = match part {
-                // Without a NULL string an empty unquoted field is NULL; with one, only it is.
-                RawField::Plain(f) if (null_text.is_none() && f.is_empty()) || Some(*f) == null_text => {
-                    parser.push_null();
-                    Ok(())
+        let nulls = NullTexts { all_columns: &null_texts, column: &column_nulls, unquoted: &unquoted_nulls };
+        let outcome = parse_record(line, fields, options, &mut parts, &mut parsers, &nulls);
+        match outcome {
+            Ok(()) => rows += 1,
+            Err(error) => {
+                for parser in parsers.iter_mut() {
+                    parser.truncate(rows);
                 }
-                RawField::Plain(f) => parser.push(f),
-                RawField::Quoted(f) => parser.push(f),
-            };
-            if let Err(message) = outcome {
-                return Err(ApiaryError::Load {
-                    file: file.to_string(),
+                let column_name = error.column.and_then(|c| fields.get(c - 1)).map(|f| f.name.clone());
+                if !options.ignore_errors {
+                    let place = match (error.column, &column_name) {
+                        (Some(c), Some(name)) => format!("column {c} (\"{name}\"): "),
+                        (Some(c), None) => format!("column {c}: "),
+                        _ => String::new(),
+                    };
+                    return Err(ApiaryError::Load {
+                        file: file.to_string(),
+                        line: line_number,
+                        message: format!("{place}{}", error.message),
+                    });
+                }
+                rejects.push(Reject {
                     line: line_number,
-                    message: format!("column {} (\"{}\"): {message}", column + 1, fields[column].name),
+                    column: error.column,
+                    column_name,
+                    error_type: error.error_type,
+                    csv_line: String::from_utf8_lossy(line).into_owned(),
+                    message: error.message,
                 });
             }
         }
         line_number += 1;
     }
-    Ok(parsers.into_iter().map(|p| p.finish()).collect())
+    Ok(ParsedPiece { columns: parsers.into_iter().map(|p| p.finish()).collect(), rejects })
+}
+
+/// The texts that mean NULL: in an unquoted field of any column (the `NULL` option;
+/// empty: an empty unquoted field), in a column's fields, in its unquoted fields.
+struct NullTexts<'a> {
+    all_columns: &'a [&'a [u8]],
+    column: &'a [Vec<&'a [u8]>],
+    unquoted: &'a [Vec<&'a [u8]>],
+}
+
+/// Splits one record and appends its values to `parsers` (some of them, on an error: the
+/// caller truncates).
+fn parse_record<'a>(
+    line: &'a [u8],
+    fields: &[Field],
+    options: &CsvOptions,
+    parts: &mut Vec<RawField<'a>>,
+    parsers: &mut [ColumnParser],
+    nulls: &NullTexts,
+) -> std::result::Result<(), RecordError> {
+    if let Err(error) = split_fields(line, options, parts) {
+        return Err(RecordError { column: Some(error.column), error_type: "UNQUOTED VALUE", message: error.message });
+    }
+    // A trailing delimiter (TPC-H .tbl files) leaves one empty field at the end.
+    if parts.len() == fields.len() + 1 && matches!(parts.last(), Some(RawField::Plain(f)) if f.is_empty()) {
+        parts.pop();
+    }
+    if parts.len() != fields.len() {
+        return Err(RecordError {
+            column: None,
+            error_type: if parts.len() < fields.len() { "MISSING COLUMNS" } else { "TOO MANY COLUMNS" },
+            message: format!("expected {} columns, found {}", fields.len(), parts.len()),
+        });
+    }
+    for (column, (parser, part)) in parsers.iter_mut().zip(parts.iter()).enumerate() {
+        let value: &[u8] = match part {
+            RawField::Plain(f) => f,
+            RawField::Quoted(f) => f,
+        };
+        let is_null = match part {
+            // Without NULL strings an empty unquoted field is NULL; with them, only they are.
+            RawField::Plain(f) => {
+                (nulls.all_columns.is_empty() && f.is_empty())
+                    || nulls.all_columns.contains(f)
+                    || nulls.column[column].contains(f)
+                    || nulls.unquoted[column].contains(f)
+            }
+            RawField::Quoted(f) => nulls.column[column].contains(&f.as_slice()),
+        };
+        if is_null {
+            parser.push_null();
+        } else if let Err(message) = parser.push(value) {
+            let error_type = if message == "invalid UTF-8" { "INVALID UNICODE" } else { "CAST" };
+            return Err(RecordError { column: Some(column + 1), error_type, message });
+        }
+    }
+    Ok(())
 }
 
 /// End of the record starting at `start`: the first newline outside a quoted field. Reads
@@ -464,14 +716,32 @@ const SEGMENT_BYTES_PER_THREAD: usize = 32 << 20;
 /// Streams a delimited file through `sink`, one parsed piece (columns) at a time, in file
 /// order. The file is read a segment at a time; each segment is cut at a record boundary
 /// and parsed by all threads, so memory stays at a few segments however large the file.
+/// Returns the records skipped under `ignore_errors`.
 pub fn for_each_piece(
     path: &Path,
     options: &CsvOptions,
     fields: &[Field],
     threads: usize,
     sink: impl FnMut(Vec<Vector>) -> Result<()>,
-) -> Result<()> {
+) -> Result<Vec<Reject>> {
     stream_pieces(path, options, fields, threads, SEGMENT_BYTES_PER_THREAD * threads.max(1), sink)
+}
+
+/// At most this many skipped records are kept for `reject_errors` (all are counted).
+pub const MAX_KEPT_REJECTS: usize = 100_000;
+
+/// Reads until `buffer` holds `wanted` more bytes or the input ends; whether it ended.
+fn fill(input: &mut dyn Read, buffer: &mut Vec<u8>, wanted: usize, path: &Path) -> Result<bool> {
+    let read = input.take(wanted as u64).read_to_end(buffer).map_err(|e| read_error(path, e))?;
+    Ok(read < wanted)
+}
+
+/// The length of the first `lines` lines of `data` (`None`: fewer lines end in it).
+fn skipped_prefix(data: &[u8], lines: usize) -> Option<usize> {
+    if lines == 0 {
+        return Some(0);
+    }
+    memchr::memchr_iter(b'\n', data).nth(lines - 1).map(|p| p + 1)
 }
 
 fn stream_pieces(
@@ -481,10 +751,9 @@ fn stream_pieces(
     threads: usize,
     segment_bytes: usize,
     mut sink: impl FnMut(Vec<Vector>) -> Result<()>,
-) -> Result<()> {
-    use std::io::Read;
-    let io_error = |e| read_error(path, e);
-    let mut file = std::fs::File::open(path).map_err(io_error)?;
+) -> Result<Vec<Reject>> {
+    let mut input = open_input(path, options.compression)?;
+    let mut rejects = Vec::new();
     let file_name = path.display().to_string();
     let threads = threads.max(1);
     let mut segment_bytes = segment_bytes.max(1);
@@ -496,14 +765,27 @@ fn stream_pieces(
         // Top the buffer up to a segment (what the last round left over comes first). The
         // buffer grows with what is read, so a small file never allocates a whole segment.
         if !eof && buffer.len() < segment_bytes {
-            let wanted = (segment_bytes - buffer.len()) as u64;
-            let read = (&mut file).take(wanted).read_to_end(&mut buffer).map_err(io_error)?;
-            eof = (read as u64) < wanted;
+            let wanted = segment_bytes - buffer.len();
+            eof = fill(&mut input, &mut buffer, wanted, path)?;
         }
         let mut skip = 0;
         if at_start {
             if buffer.starts_with(b"\xEF\xBB\xBF") {
                 skip = 3;
+            }
+            if options.skip_lines > 0 {
+                match skipped_prefix(&buffer[skip..], options.skip_lines) {
+                    Some(n) => skip += n,
+                    None if eof => skip = buffer.len(),
+                    None if buffer.len() > options.max_line_size.saturating_mul(options.skip_lines.max(1)) => {
+                        return Err(line_too_long(&file_name, 1, options))
+                    }
+                    None => {
+                        segment_bytes *= 2;
+                        continue;
+                    }
+                }
+                line = 1 + options.skip_lines as u64;
             }
             if options.header {
                 // The header is one record (a quoted name may hold a line break). Its
@@ -544,10 +826,10 @@ fn stream_pieces(
             continue;
         }
         let body = &body[..end];
-        line = parse_segment(body, line, fields, options, threads, &file_name, &mut sink)?;
+        line = parse_segment(body, line, fields, options, threads, &file_name, &mut sink, &mut rejects)?;
         buffer.drain(..skip + end);
     }
-    Ok(())
+    Ok(rejects)
 }
 
 /// The length of the longest prefix of `data` made of whole records (0: none ends).
@@ -578,6 +860,7 @@ fn parse_segment(
     threads: usize,
     file: &str,
     sink: &mut impl FnMut(Vec<Vector>) -> Result<()>,
+    rejects: &mut Vec<Reject>,
 ) -> Result<u64> {
     let quoted = options.quote.is_some_and(|q| memchr::memchr(q, body).is_some());
     let ranges = if quoted { vec![(0, body.len())] } else { line_pieces(body, threads * 4) };
@@ -589,7 +872,7 @@ fn parse_segment(
         line += memchr::memchr_iter(b'\n', &body[s..e]).count() as u64;
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<Vec<Vector>>>>> = ranges.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let results: Vec<std::sync::Mutex<Option<Result<ParsedPiece>>>> = ranges.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..threads.min(ranges.len().max(1)) {
             scope.spawn(|| loop {
@@ -605,140 +888,16 @@ fn parse_segment(
     });
     for result in results {
         match result.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(piece) => sink(piece?)?,
+            Some(piece) => {
+                let piece = piece?;
+                let room = MAX_KEPT_REJECTS.saturating_sub(rejects.len());
+                rejects.extend(piece.rejects.into_iter().take(room));
+                sink(piece.columns)?
+            }
             None => return Err(apiary_common::internal_err!("a CSV piece was not parsed")),
         }
     }
     Ok(line)
-}
-
-/// Bytes at the start of a file that `read_csv` samples to infer names and types.
-const INFER_BYTES: u64 = 1 << 20;
-
-/// Records (after the header) that `read_csv` samples to infer column types.
-const INFER_RECORDS: usize = 1000;
-
-/// Infers names and types for `read_csv`: names from the header (or column1, ...), types
-/// from the first records (BIGINT, DOUBLE, DATE, TIMESTAMP, BOOLEAN, else VARCHAR). Reads
-/// only the start of the file, and splits records as the loader does.
-pub fn infer_fields(path: &Path, options: &CsvOptions) -> Result<Vec<Field>> {
-    use std::io::Read;
-    // The sample: the first INFER_BYTES, or more when not even one record ends within
-    // them (up to max_line_size).
-    let mut sample_bytes = INFER_BYTES;
-    let (data, complete) = loop {
-        let file = std::fs::File::open(path).map_err(|e| read_error(path, e))?;
-        let mut data = Vec::new();
-        file.take(sample_bytes).read_to_end(&mut data).map_err(|e| read_error(path, e))?;
-        let complete = (data.len() as u64) < sample_bytes;
-        let body = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&data);
-        if complete || record_end(body, 0, options) < body.len() {
-            break (data, complete);
-        }
-        if sample_bytes > options.max_line_size as u64 {
-            return Err(line_too_long(&path.display().to_string(), 1, options));
-        }
-        sample_bytes = sample_bytes.saturating_mul(2).min(options.max_line_size as u64 + 1);
-    };
-    let body = data.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&data);
-    let mut records: Vec<&[u8]> = Vec::new();
-    let mut start = 0;
-    while start < body.len() && records.len() <= INFER_RECORDS {
-        let end = record_end(body, start, options);
-        if end >= body.len() && !complete {
-            break; // cut off by the end of the sample
-        }
-        let record = &body[start..end];
-        records.push(record.strip_suffix(b"\r").unwrap_or(record));
-        start = end + 1;
-    }
-    let (header, records) = match records.split_first() {
-        Some((first, rest)) if options.header => (Some(*first), rest),
-        _ => (None, &records[..]),
-    };
-    let mut parts: Vec<RawField> = Vec::new();
-    let names: Vec<String> = match header {
-        Some(header) => {
-            split_fields(header, options, &mut parts).map_err(|error| ApiaryError::Load {
-                file: path.display().to_string(),
-                line: 1,
-                message: format!("column {} of the header: {}", error.column, error.message),
-            })?;
-            parts
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let name = match p {
-                        RawField::Plain(f) => String::from_utf8_lossy(f).trim().to_lowercase(),
-                        RawField::Quoted(f) => String::from_utf8_lossy(f).to_string(),
-                    };
-                    if name.is_empty() {
-                        format!("column{}", i + 1)
-                    } else {
-                        name
-                    }
-                })
-                .collect()
-        }
-        None => Vec::new(),
-    };
-    // Empty lines hold no values; malformed records are reported by the load itself.
-    let sample: Vec<Vec<Option<String>>> = records
-        .iter()
-        .filter(|record| !record.is_empty())
-        .filter_map(|record| {
-            split_fields(record, options, &mut parts).ok()?;
-            Some(
-                parts
-                    .iter()
-                    .map(|p| match p {
-                        RawField::Plain([]) => None,
-                        RawField::Plain(f) => Some(String::from_utf8_lossy(f).to_string()),
-                        RawField::Quoted(f) => Some(String::from_utf8_lossy(f).to_string()),
-                    })
-                    .collect(),
-            )
-        })
-        .collect();
-    let mut width = names.len().max(sample.iter().map(|r| r.len()).max().unwrap_or(0));
-    // A trailing delimiter on every line is not a column.
-    if names.is_empty() && width > 1 && sample.iter().all(|r| r.len() == width && r.last().is_some_and(|v| v.is_none())) {
-        width -= 1;
-    }
-    if width == 0 {
-        return Err(ApiaryError::Load { file: path.display().to_string(), line: 1, message: "the file has no columns".to_string() });
-    }
-    let mut fields = Vec::with_capacity(width);
-    for column in 0..width {
-        let values: Vec<&str> = sample.iter().filter_map(|r| r.get(column).and_then(|v| v.as_deref())).collect();
-        let data_type = infer_type(&values);
-        let name = names.get(column).cloned().unwrap_or_else(|| format!("column{}", column + 1));
-        fields.push(Field::new(name, data_type, true));
-    }
-    Ok(fields)
-}
-
-fn infer_type(values: &[&str]) -> DataType {
-    if values.is_empty() {
-        return DataType::Varchar(None);
-    }
-    let all = |f: &dyn Fn(&str) -> bool| values.iter().all(|v| f(v.trim()));
-    if all(&|v| parse_int(v.as_bytes()).is_some()) {
-        return DataType::BigInt;
-    }
-    if all(&|v| v.parse::<f64>().is_ok()) {
-        return DataType::Double;
-    }
-    if all(&|v| parse_date_bytes(v.as_bytes()).is_some()) {
-        return DataType::Date;
-    }
-    if all(&|v| parse_timestamp(v).is_some()) {
-        return DataType::Timestamp;
-    }
-    if all(&|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "false")) {
-        return DataType::Boolean;
-    }
-    DataType::Varchar(None)
 }
 
 /// Appends `value` as a CSV field, quoting when needed.
