@@ -23,12 +23,15 @@
 //! BY d ORDER BY ...)` (top-N per D row). A subtree that does not use the outer columns
 //! is cross-joined with D. Nothing runs once per outer row. A LATERAL join (a join whose
 //! right side reads its left side) uses the same push-down, with the left side as outer.
+//! An outer plan with a LIMIT is computed once, as a materialized CTE the join and D both
+//! read ([`dependent_join`]): a second evaluation could keep other rows.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-use apiary_common::{not_impl_err, Result};
+use apiary_common::{internal_err, not_impl_err, Result};
 use apiary_sql::expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
-use apiary_sql::{JoinKind, LogicalPlan, WindowCall, WindowFrame, WindowFunction};
+use apiary_sql::{CteScan, JoinKind, LogicalPlan, WindowCall, WindowFrame, WindowFunction};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::OptimizerContext;
@@ -38,6 +41,16 @@ use crate::OptimizerContext;
 pub(crate) struct Dependent<'a> {
     outer: &'a LogicalPlan,
     correlated: Vec<ColumnRef>,
+    /// Set when the outer plan is computed once, as a materialized CTE: D reads its rows.
+    shared: Option<SharedOuter>,
+}
+
+/// An outer plan computed once (a materialized CTE the join and D both read).
+struct SharedOuter {
+    id: usize,
+    definition: Arc<LogicalPlan>,
+    /// The definition's column for each of the outer plan's output columns.
+    sources: HashMap<ColumnId, ColumnId>,
 }
 
 impl<'a> Dependent<'a> {
@@ -45,7 +58,7 @@ impl<'a> Dependent<'a> {
     pub(crate) fn new(outer: &'a LogicalPlan, subquery: &LogicalPlan) -> Option<Dependent<'a>> {
         let free = subquery.free_columns();
         let correlated: Vec<ColumnRef> = outer.output().into_iter().filter(|c| free.contains(&c.id)).collect();
-        (!correlated.is_empty()).then_some(Dependent { outer, correlated })
+        (!correlated.is_empty()).then_some(Dependent { outer, correlated, shared: None })
     }
 
     fn ids(&self) -> BTreeSet<ColumnId> {
@@ -54,9 +67,13 @@ impl<'a> Dependent<'a> {
 
     /// A fresh copy of D: the distinct values of the correlated columns.
     fn domain(&self, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        if let Some(shared) = &self.shared {
+            return self.shared_domain(shared, ctx);
+        }
         // D comes from a second evaluation of the outer plan: a LIMIT may keep other rows
         // there (ties in its ORDER BY, a hash aggregation's order), and an outer value
-        // missing from D would get no subquery result.
+        // missing from D would get no subquery result ([`dependent_join`] computes such an
+        // outer plan once instead).
         if contains_limit(self.outer) {
             return Err(not_impl_err!("a correlated or LATERAL subquery of this form over an outer query or FROM item with LIMIT"));
         }
@@ -70,6 +87,24 @@ impl<'a> Dependent<'a> {
             columns.push(out);
         }
         Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input: Box::new(copy) }, columns))
+    }
+
+    /// D read from the outer plan computed once.
+    fn shared_domain(&self, shared: &SharedOuter, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        let mut scanned = Vec::with_capacity(self.correlated.len());
+        let mut groups = Vec::with_capacity(self.correlated.len());
+        let mut columns = Vec::with_capacity(self.correlated.len());
+        for column in &self.correlated {
+            let source = shared.sources.get(&column.id).ok_or_else(|| internal_err!("outer column {} is not in its CTE", column.name))?;
+            let read = ctx.new_column(&column.name, column.data_type, column.nullable);
+            let out = ctx.new_column(&column.name, column.data_type, column.nullable);
+            scanned.push((*source, read.clone()));
+            groups.push((read.expr(), out.clone()));
+            columns.push(out);
+        }
+        let scan = CteScan { id: shared.id, label: "outer".to_string(), columns: scanned, definition: Arc::clone(&shared.definition) };
+        let input = Box::new(LogicalPlan::CteScan(scan));
+        Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input }, columns))
     }
 
     /// `outer.c IS NOT DISTINCT FROM d` for every correlated column: the condition that
@@ -307,6 +342,56 @@ impl<'a> Dependent<'a> {
         let map: HashMap<ColumnId, Expr> = self.correlated.iter().zip(d).map(|(c, d)| (c.id, d.expr())).collect();
         expr.replace_columns_deep(&map)
     }
+}
+
+/// `outer ⋈ subquery` (a join of `kind`, also on `extra`) with the subquery computed once
+/// per distinct value D of the outer columns it reads and joined on them (`IS NOT DISTINCT
+/// FROM`); an uncorrelated subquery is joined as it is. An outer plan with a LIMIT is
+/// computed once, as a materialized CTE that both the join and D read: evaluated twice
+/// it could keep other rows, and an outer row whose value D missed would get no result.
+pub(crate) fn dependent_join(
+    outer: LogicalPlan,
+    subquery: LogicalPlan,
+    kind: JoinKind,
+    extra: Vec<Expr>,
+    mark: Option<ColumnRef>,
+    ctx: &mut OptimizerContext,
+) -> Result<LogicalPlan> {
+    let join = |left: LogicalPlan, right: LogicalPlan, conditions: Vec<Expr>| LogicalPlan::Join {
+        kind,
+        left: Box::new(left),
+        right: Box::new(right),
+        condition: Expr::conjunction(conditions),
+        mark: mark.clone(),
+    };
+    let Some(mut dependent) = Dependent::new(&outer, &subquery) else {
+        return Ok(join(outer, subquery, extra));
+    };
+    // A CTE's definition cannot read enclosing queries' columns: such an outer plan is
+    // copied (and refused if it has a LIMIT).
+    if !contains_limit(&outer) || !outer.free_columns().is_empty() {
+        let (right, d) = dependent.push_down(subquery, ctx)?;
+        let mut conditions = vec![dependent.join_condition(&d)];
+        conditions.extend(extra);
+        return Ok(join(outer, right, conditions));
+    }
+    let (definition, map) = fresh_copy(&outer, ctx)?;
+    let id = ctx.new_cte_id();
+    let output = outer.output();
+    let mut sources = HashMap::with_capacity(output.len());
+    for column in &output {
+        let source = map.get(&column.id).ok_or_else(|| internal_err!("the copy of the outer plan has no column {}", column.name))?;
+        sources.insert(column.id, source.id);
+    }
+    let definition_for_estimates = Arc::new(definition.clone());
+    let columns = output.iter().map(|c| (sources[&c.id], c.clone())).collect();
+    let read = LogicalPlan::CteScan(CteScan { id, label: "outer".to_string(), columns, definition: Arc::clone(&definition_for_estimates) });
+    dependent.shared = Some(SharedOuter { id, definition: definition_for_estimates, sources });
+    let (right, d) = dependent.push_down(subquery, ctx)?;
+    let mut conditions = vec![dependent.join_condition(&d)];
+    conditions.extend(extra);
+    let body = join(read, right, conditions);
+    Ok(LogicalPlan::Cte { id, name: "outer".to_string(), definition: Box::new(definition), body: Box::new(body) })
 }
 
 fn contains_limit(plan: &LogicalPlan) -> bool {

@@ -168,21 +168,14 @@ fn lateral_join(
     }));
     let left_ids = left.output_ids();
     let mut conditions: Vec<Expr> = condition.map(Expr::split_conjunction).unwrap_or_default();
-    let right = match pull_up_correlated(right.clone(), &left_ids) {
+    let join = match pull_up_correlated(right.clone(), &left_ids) {
         Ok((pulled, correlated)) => {
             conditions.extend(correlated);
-            pulled
+            LogicalPlan::Join { kind, left: Box::new(left), right: Box::new(pulled), condition: Expr::conjunction(conditions), mark }
         }
-        Err(ApiaryError::NotImplemented(_)) => {
-            let dependent = decorrelate::Dependent::new(&left, &right)
-                .ok_or_else(|| apiary_common::internal_err!("a LATERAL right side that reads no left column"))?;
-            let (pushed, d) = dependent.push_down(right, ctx)?;
-            conditions.push(dependent.join_condition(&d));
-            pushed
-        }
+        Err(ApiaryError::NotImplemented(_)) => decorrelate::dependent_join(left, right, kind, conditions, mark, ctx)?,
         Err(other) => return Err(other),
     };
-    let join = LogicalPlan::Join { kind, left: Box::new(left), right: Box::new(right), condition: Expr::conjunction(conditions), mark };
     Ok(LogicalPlan::Project { exprs: output.into_iter().map(|c| (c.expr(), c)).collect(), input: Box::new(join) })
 }
 
@@ -425,16 +418,7 @@ fn dependent_join(
     mark: Option<ColumnRef>,
     ctx: &mut OptimizerContext,
 ) -> Result<LogicalPlan> {
-    let (right, mut conditions) = match decorrelate::Dependent::new(&input, &plan) {
-        None => (plan, Vec::new()),
-        Some(dependent) => {
-            let (right, d) = dependent.push_down(plan, ctx)?;
-            let condition = dependent.join_condition(&d);
-            (right, vec![condition])
-        }
-    };
-    conditions.extend(extra);
-    Ok(LogicalPlan::Join { kind, left: Box::new(input), right: Box::new(right), condition: Expr::conjunction(conditions), mark })
+    decorrelate::dependent_join(input, plan, kind, extra, mark, ctx)
 }
 
 /// EXISTS does not depend on how many rows there are: a LIMIT (of at least one row)
