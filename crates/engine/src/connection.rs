@@ -122,7 +122,7 @@ impl Connection {
     /// own tables such as `apiary_queries()`): such a query skips the admission queue.
     fn reads_only_small_engine_tables(&self, plan: &LogicalPlan) -> bool {
         const SMALL_ROWS: usize = 100_000;
-        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.snapshot().row_count() <= SMALL_ROWS)
+        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.row_estimate() <= SMALL_ROWS)
     }
 
     /// The tables `plan` scans, each with whether it is the catalog's table of that name
@@ -214,6 +214,12 @@ impl Connection {
         use ast::Statement as S;
         match statement {
             S::Query(query) => self.run_query(query),
+            // DuckDB's DESCRIBE SELECT ...: the query's columns, not its plan.
+            S::Explain { describe_alias: ast::DescribeAlias::Describe | ast::DescribeAlias::Desc, analyze: false, statement, .. }
+                if matches!(statement.as_ref(), S::Query(_)) =>
+            {
+                self.describe_query(statement)
+            }
             S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
             S::Insert(insert) => self.insert(insert),
