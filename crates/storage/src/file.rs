@@ -28,9 +28,14 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 2;
-/// The oldest format this version reads (format 1 had no UNIQUE constraints).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
+/// views).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
+/// The format that added views: a file of an older format gets this version in its
+/// header before a view is written into it, so older builds refuse it instead of
+/// misreading it.
+pub const VIEWS_FORMAT_VERSION: u32 = 3;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;
@@ -131,6 +136,8 @@ pub struct DatabaseFile {
     file: File,
     pub pool: Arc<BufferPool>,
     space: Mutex<Space>,
+    /// The format version in the file's header.
+    format: std::sync::atomic::AtomicU32,
 }
 
 fn io_error(path: &Path, action: &str, e: std::io::Error) -> ApiaryError {
@@ -156,13 +163,14 @@ impl DatabaseFile {
             )));
         }
         let length = file.metadata().map_err(|e| io_error(path, "cannot read", e))?.len();
-        let database = DatabaseFile { path: path.to_path_buf(), file, pool, space: Mutex::default() };
+        let database = DatabaseFile { path: path.to_path_buf(), file, pool, space: Mutex::default(), format: FORMAT_VERSION.into() };
         let root = if length == 0 {
             database.write_header()?;
             sync_parent_directory(path)?;
             None
         } else {
-            database.check_header(length)?;
+            let version = database.check_header(length)?;
+            database.format.store(version, std::sync::atomic::Ordering::Relaxed);
             database.read_root()?
         };
         database.space.lock().unwrap_or_else(|e| e.into_inner()).end = DATA_START;
@@ -180,7 +188,24 @@ impl DatabaseFile {
         self.sync()
     }
 
-    fn check_header(&self, length: u64) -> Result<()> {
+    /// Writes this build's format version into the header of a file of an older format
+    /// (before something only `version` and later can read goes into it).
+    pub fn require_format(&self, version: u32) -> Result<()> {
+        if self.format.load(std::sync::atomic::Ordering::Relaxed) >= version {
+            return Ok(());
+        }
+        self.write_header()?;
+        self.format.store(FORMAT_VERSION, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The format version of the file (its header).
+    pub fn format_version(&self) -> u32 {
+        self.format.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Checks the header; returns the file's format version.
+    fn check_header(&self, length: u64) -> Result<u32> {
         let name = self.path.display();
         if length < DATA_START {
             return Err(ApiaryError::Corruption(format!("\"{name}\" is truncated ({length} bytes): the file header is incomplete")));
@@ -204,7 +229,7 @@ impl DatabaseFile {
         if version < OLDEST_FORMAT_VERSION {
             return Err(ApiaryError::Corruption(format!("\"{name}\" has file format {version}, which this version cannot read")));
         }
-        Ok(())
+        Ok(version)
     }
 
     /// The valid root slot with the highest generation.
