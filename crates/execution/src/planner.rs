@@ -523,6 +523,7 @@ impl<'a> PhysicalPlanner<'a> {
     }
 
     fn plan_window(&mut self, windows: &[(apiary_sql::WindowCall, ColumnRef)], input: &LogicalPlan) -> Result<Vec<Branch>> {
+        use apiary_sql::window::WindowFunction;
         use apiary_sql::FrameBound as B;
         let layout = input.output();
         let mut needed: BTreeSet<ColumnId> = input.output_ids();
@@ -556,6 +557,18 @@ impl<'a> PhysicalPlanner<'a> {
                     B::UnboundedFollowing => WindowBound::UnboundedFollowing,
                 })
             };
+            let aggregate = match call.func {
+                WindowFunction::Aggregate(func) if needs_aggregate_state(call, func) => Some(AggregateSpec {
+                    func,
+                    input_type: call.args.first().map(Expr::data_type),
+                    argument_types: call.args.iter().map(Expr::data_type).collect(),
+                    output_type: call.data_type,
+                    distinct: call.distinct,
+                    constants: call.args.iter().map(|a| if let Expr::Literal(v, _) = a { Some(v.clone()) } else { None }).collect(),
+                    order_by: call.aggregate_order.clone(),
+                }),
+                _ => None,
+            };
             calls.push(WindowCallPlan {
                 func: call.func,
                 args: call.args.iter().map(|e| slot(e, &mut exprs)).collect(),
@@ -570,6 +583,8 @@ impl<'a> PhysicalPlanner<'a> {
                 units: call.frame.units,
                 start: bound(&call.frame.start)?,
                 end: bound(&call.frame.end)?,
+                exclude: call.frame.exclude,
+                aggregate,
                 data_type: call.data_type,
             });
         }
@@ -883,4 +898,20 @@ fn zone_predicates(scan: &Scan) -> Vec<ZonePredicate> {
         predicates.push(predicate);
     }
     predicates
+}
+
+/// Whether a window aggregate is computed with a grouping state rather than the window
+/// operator's prefix sums and segment trees: DISTINCT, ORDER BY inside the call, and the
+/// aggregates (or argument types) those do not cover.
+fn needs_aggregate_state(call: &apiary_sql::window::WindowCall, func: AggregateFunction) -> bool {
+    use AggregateFunction as F;
+    let numeric = call.args.first().is_some_and(|a| a.data_type().is_numeric());
+    call.distinct
+        || !call.aggregate_order.is_empty()
+        || match func {
+            F::CountStar | F::Count | F::Min | F::Max | F::BoolAnd | F::BoolOr | F::AnyValue => false,
+            F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop => call.args.first().is_none_or(|a| a.data_type() != DataType::Double),
+            F::Sum | F::Avg => !numeric,
+            _ => true,
+        }
 }

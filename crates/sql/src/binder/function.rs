@@ -48,18 +48,7 @@ pub fn is_aggregate_function(name: &str) -> bool {
 }
 
 impl Binder<'_> {
-    pub(crate) fn aggregate_call(
-        &mut self,
-        name: &str,
-        args: Vec<Expr>,
-        star: bool,
-        distinct: bool,
-        filter: Option<Expr>,
-    ) -> Result<AggregateCall> {
-        self.aggregate_call_ordered(name, args, star, distinct, filter, Vec::new(), Vec::new())
-    }
-
-    /// [`Binder::aggregate_call`] with the keys of an ORDER BY inside the call and of
+    /// An aggregate call, with the keys of an ORDER BY inside the call and of
     /// `WITHIN GROUP (ORDER BY ...)`.
     pub(crate) fn aggregate_call_ordered(
         &mut self,

@@ -709,6 +709,8 @@ impl Binder<'_> {
         let call = crate::window::WindowCall {
             func: crate::window::WindowFunction::RowNumber,
             args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
             filter: None,
             ignore_nulls: false,
             partition_by: keys.iter().map(ColumnRef::expr).collect(),
