@@ -361,7 +361,10 @@ impl<'a> TableAppender<'a> {
         let fields = &self.table.schema.fields;
         let builders = std::mem::replace(
             &mut self.builders,
-            fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, self.table.block_rows.min(1 << 16))).collect(),
+            // Empty until rows come (they grow by doubling): the last seal of an append
+            // must not reserve a whole block per column (2000 columns of one row took a
+            // gigabyte).
+            fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect(),
         );
         let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
         let block = Arc::new(Block::new(columns.clone()));

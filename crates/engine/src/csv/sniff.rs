@@ -96,6 +96,9 @@ const DELIMITERS: &[u8] = b",|;\t";
 
 /// Detects what the hints leave open, sets it in `options` (delimiter, header, each
 /// column's NULL tokens and date format) and returns the columns.
+/// The most columns a sniffed file may have.
+pub const MAX_COLUMNS: usize = 10_000;
+
 pub fn sniff(path: &Path, options: &mut CsvOptions, hints: &SniffHints) -> Result<Vec<Field>> {
     let file = path.display().to_string();
     let sample = read_sample(path, options)?;
@@ -159,6 +162,17 @@ pub fn sniff(path: &Path, options: &mut CsvOptions, hints: &SniffHints) -> Resul
     }
     if width == 0 {
         return Err(ApiaryError::Load { file, line: 1, message: "the file has no columns".to_string() });
+    }
+    if width > MAX_COLUMNS {
+        // Per-column parsers and table columns for each would take gigabytes (a fuzzed
+        // file of 673,181 commas did).
+        return Err(ApiaryError::Load {
+            file,
+            line: 1,
+            message: format!(
+                "the file has {width} columns; read_csv reads at most {MAX_COLUMNS} (is the delimiter right? pass delim = '...')"
+            ),
+        });
     }
     let column_values = |rows: &[Vec<Option<String>>], column: usize| -> Vec<String> {
         rows.iter().filter_map(|r| r.get(column)).filter(|v| !is_null(v)).filter_map(|v| v.as_ref().map(|v| v.trim().to_string())).collect()
