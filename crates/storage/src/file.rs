@@ -28,8 +28,9 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 2;
-/// The oldest format this version reads (format 1 had no UNIQUE constraints).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2
+/// no TIMESTAMPTZ or TIME columns).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
