@@ -634,3 +634,50 @@ fn second_process_gets_a_lock_error() {
     assert_eq!(run_ok(&db, "SELECT count(*) AS n FROM t"), "n\n3\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------------------
+// 3. Views
+// ---------------------------------------------------------------------------------------
+
+/// Runs `sql` in a process on `db`, waits until it has answered, and kills it with
+/// SIGKILL, so its log is never folded into the file by closing.
+fn run_then_kill(db: &Path, sql: &str) {
+    let script = format!("{sql}; SELECT 'done' AS ack");
+    let mut child = apiary()
+        .args([path_str(db), "--format", "csv", "-c", &script, "-f", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let errors = read_all(child.stderr.take().expect("stderr"));
+    let answered = BufReader::new(child.stdout.take().expect("stdout")).lines().map_while(|l| l.ok()).any(|line| line == "done");
+    // SIGKILL: `Child::kill` sends it.
+    let _ = child.kill();
+    let status = child.wait().expect("wait");
+    assert!(answered, "`{sql}` did not complete ({status}): {}", errors.join().unwrap_or_default());
+}
+
+/// A committed CREATE VIEW, CREATE OR REPLACE VIEW, DROP VIEW or DROP TABLE ... CASCADE
+/// survives the process being killed right after it (the log is replayed), and the views
+/// come back from a checkpoint too.
+#[test]
+fn views_survive_kill_after_commit() {
+    let dir = temp_dir("views");
+    let db = dir.join("db.apiary");
+    run_then_kill(
+        &db,
+        "CREATE TABLE t (a INTEGER, b VARCHAR); INSERT INTO t VALUES (1, 'x'), (2, 'y'), (3, 'z'); \
+         CREATE VIEW big AS SELECT a, b FROM t WHERE a > 1; CREATE VIEW big_count (n) AS SELECT count(*) FROM big",
+    );
+    assert!(file_sizes(&db).1 > 200, "the views are in the log, not folded into the file");
+    // This process replays the log and, closing normally, folds it into the file.
+    assert_eq!(run_ok(&db, "SELECT n FROM big_count; SELECT * FROM big ORDER BY a"), "n\n2\na,b\n2,y\n3,z\n");
+    run_then_kill(&db, "CREATE OR REPLACE VIEW big AS SELECT a, b, a * 10 AS c FROM t WHERE a > 2; DROP VIEW big_count");
+    assert_eq!(run_ok(&db, "SELECT * FROM big; SHOW TABLES"), "a,b,c\n3,z,30\nname\nbig\nt\n");
+    let refused = apiary().args([path_str(&db), "-c", "DROP TABLE t"]).output().expect("run apiary");
+    assert!(!refused.status.success() && stderr(&refused).contains("view big depends on table t"), "{}", stderr(&refused));
+    run_then_kill(&db, "CREATE VIEW again AS SELECT c FROM big; DROP TABLE t CASCADE");
+    assert_eq!(run_ok(&db, "SHOW TABLES"), "name\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -23,6 +23,15 @@ impl Bitmap {
         Bitmap { words: Vec::with_capacity(capacity.div_ceil(64)), len: 0 }
     }
 
+    /// A bitmap of `len` bits from 64-bit words (bit `i` in word `i / 64`, position
+    /// `i % 64`, as Arrow lays out validity); bits past `len` are ignored.
+    pub fn from_words(mut words: Vec<u64>, len: usize) -> Self {
+        words.resize(len.div_ceil(64), 0);
+        let mut bitmap = Bitmap { words, len };
+        bitmap.clear_tail();
+        bitmap
+    }
+
     pub fn from_bools(bits: impl IntoIterator<Item = bool>) -> Self {
         let mut bitmap = Bitmap::default();
         for bit in bits {

@@ -49,6 +49,26 @@ pub enum ApiaryError {
     #[error("{0}")]
     Catalog(String),
 
+    /// An object of that name exists already (`CREATE TABLE`, `CREATE VIEW`).
+    #[error("{0}")]
+    Duplicate(String),
+
+    /// The object exists but is of another kind than the statement needs (`DROP TABLE` of
+    /// a view, `INSERT` into a view).
+    #[error("{0}")]
+    WrongObjectType(String),
+
+    /// Other objects depend on the one a statement would drop or change (a view reads
+    /// the table).
+    #[error("{0}")]
+    Dependency(String),
+
+    /// A reference to a select-list column or a FROM item that the clause cannot make:
+    /// `ORDER BY 3` past the select list, `DISTINCT ON` keys that do not start the ORDER
+    /// BY, a LATERAL reference across a RIGHT or FULL join (PostgreSQL's 42P10).
+    #[error("{0}")]
+    InvalidColumnReference(String),
+
     /// Reading an input file failed: names the file, the line and the column.
     #[error("{file}:{line}: {message}")]
     Load { file: String, line: u64, message: String },
@@ -97,6 +117,10 @@ impl ApiaryError {
             ApiaryError::Execution(_) => "22000",
             ApiaryError::Constraint(_) => "23000",
             ApiaryError::Catalog(_) => "42P01",
+            ApiaryError::Duplicate(_) => "42P07",
+            ApiaryError::WrongObjectType(_) => "42809",
+            ApiaryError::Dependency(_) => "2BP01",
+            ApiaryError::InvalidColumnReference(_) => "42P10",
             ApiaryError::Load { .. } => "22P04",
             ApiaryError::Io(_) => "58030",
             ApiaryError::Resource(_) => "53200",

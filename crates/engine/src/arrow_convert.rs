@@ -134,7 +134,7 @@ pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
 }
 
 fn validity_of(array: &dyn Array) -> Option<Bitmap> {
-    array.nulls().map(|n| Bitmap::from_bools((0..array.len()).map(|i| n.is_valid(i))))
+    array.nulls().map(|n| Bitmap::from_words(n.inner().bit_chunks().iter_padded().collect(), array.len()))
 }
 
 /// Converts an Arrow array to a vector of type `target` (as read from the array's type).

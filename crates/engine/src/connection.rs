@@ -9,7 +9,7 @@ use apiary_optimizer::{optimize, OptimizerContext, RuleReport};
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::parse_sql;
 use apiary_sql::{Binder, BoundStatement, LogicalPlan};
-use apiary_storage::{PreparedAppend, Table};
+use apiary_storage::{PreparedAppend, Table, View};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vector, VectorData};
 use sqlparser::ast;
 
@@ -122,7 +122,7 @@ impl Connection {
     /// own tables such as `apiary_queries()`): such a query skips the admission queue.
     fn reads_only_small_engine_tables(&self, plan: &LogicalPlan) -> bool {
         const SMALL_ROWS: usize = 100_000;
-        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.snapshot().row_count() <= SMALL_ROWS)
+        self.scanned_tables(plan).iter().all(|(table, in_catalog)| !in_catalog && table.row_estimate() <= SMALL_ROWS)
     }
 
     /// The tables `plan` scans, each with whether it is the catalog's table of that name
@@ -222,6 +222,12 @@ impl Connection {
         use ast::Statement as S;
         match statement {
             S::Query(query) => self.run_query(query),
+            // DuckDB's DESCRIBE SELECT ...: the query's columns, not its plan.
+            S::Explain { describe_alias: ast::DescribeAlias::Describe | ast::DescribeAlias::Desc, analyze: false, statement, .. }
+                if matches!(statement.as_ref(), S::Query(_)) =>
+            {
+                self.describe_query(statement)
+            }
             S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
             S::Insert(insert) => self.insert(insert),
@@ -231,7 +237,10 @@ impl Connection {
                 }
                 crate::copy::copy(self, source, *to, target, options)
             }
-            S::Drop { object_type, if_exists, names, .. } => self.drop(*object_type, *if_exists, names),
+            S::Drop { object_type, if_exists, names, cascade, temporary: false, purge: false, table: None, .. } => {
+                self.drop(*object_type, *if_exists, names, *cascade)
+            }
+            S::CreateView(create) => self.create_view(create),
             S::Set(set) => self.set(set),
             S::Reset(reset) => self.reset(reset),
             S::ShowTables { .. } => self.show_tables(),
@@ -383,11 +392,14 @@ impl Connection {
 
     fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryResult> {
         let name = object_name_to_table(&create.name)?;
-        if self.db.catalog.get_table(&name).is_some() {
+        if self.db.catalog.get_table(&name).is_some() || self.db.catalog.get_view(&name).is_some() {
             if create.if_not_exists {
                 return Ok(QueryResult::statement(None));
             }
-            return Err(ApiaryError::Catalog(format!("table \"{name}\" already exists")));
+            if self.db.catalog.get_view(&name).is_some() {
+                return Err(ApiaryError::Duplicate(format!("relation \"{name}\" already exists (a view)")));
+            }
+            return Err(ApiaryError::Duplicate(format!("table \"{name}\" already exists")));
         }
         if let Some(query) = &create.query {
             if !create.columns.is_empty() {
@@ -514,25 +526,101 @@ impl Connection {
         Ok(QueryResult::statement(Some(rows)))
     }
 
-    fn drop(&mut self, object_type: ast::ObjectType, if_exists: bool, names: &[ast::ObjectName]) -> Result<QueryResult> {
-        if object_type != ast::ObjectType::Table {
-            return Err(not_impl_err!("DROP {object_type}"));
-        }
+    /// `DROP TABLE` / `DROP VIEW [IF EXISTS] names [CASCADE]`: all or none of them. A
+    /// view that reads one of them makes it fail, unless CASCADE drops the view too.
+    fn drop(&mut self, object_type: ast::ObjectType, if_exists: bool, names: &[ast::ObjectName], cascade: bool) -> Result<QueryResult> {
+        let view = match object_type {
+            ast::ObjectType::Table => false,
+            ast::ObjectType::View => true,
+            other => return Err(not_impl_err!("DROP {other}")),
+        };
         // Check all first so a failing DROP of several tables drops none.
-        let mut tables = Vec::new();
+        let mut dropped = Vec::new();
         for name in names {
-            let table = object_name_to_table(name)?;
-            if self.db.catalog.get_table(&table).is_none() {
-                if if_exists {
-                    continue;
+            let name = object_name_to_table(name)?;
+            let (is_table, is_view) = (self.db.catalog.get_table(&name).is_some(), self.db.catalog.get_view(&name).is_some());
+            match (view, is_table, is_view) {
+                (false, true, _) | (true, _, true) => dropped.push(name),
+                (false, _, true) => {
+                    return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a table: use DROP VIEW to remove a view")))
                 }
-                return Err(ApiaryError::Catalog(format!("table \"{table}\" does not exist")));
+                (true, true, _) => {
+                    return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a view: use DROP TABLE to remove a table")))
+                }
+                _ if if_exists => {}
+                _ => {
+                    let kind = if view { "view" } else { "table" };
+                    return Err(ApiaryError::Catalog(format!("{kind} \"{name}\" does not exist")));
+                }
             }
-            tables.push(table);
         }
-        if !tables.is_empty() {
-            self.db.commit(Change::Drop(tables))?;
+        if !dropped.is_empty() {
+            let (tables, views) = if view { (Vec::new(), dropped) } else { (dropped, Vec::new()) };
+            self.db.commit(Change::Drop { tables, views, cascade })?;
         }
+        Ok(QueryResult::statement(None))
+    }
+
+    /// `CREATE [OR REPLACE] VIEW name [(columns)] AS query`: the query is bound now, as
+    /// PostgreSQL checks it, which fixes the view's column names and types and the
+    /// relations it reads; the catalog keeps its SQL text (see `apiary_storage::view`).
+    fn create_view(&mut self, create: &ast::CreateView) -> Result<QueryResult> {
+        let unsupported = if create.materialized {
+            Some("CREATE MATERIALIZED VIEW")
+        } else if create.temporary {
+            Some("CREATE TEMPORARY VIEW")
+        } else if create.or_alter || create.secure || create.to.is_some() || create.params.is_some() || !create.cluster_by.is_empty() {
+            Some("this form of CREATE VIEW")
+        } else if create.options != ast::CreateTableOptions::None || create.comment.is_some() || create.with_no_schema_binding {
+            Some("options of CREATE VIEW")
+        } else if create.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
+            Some("column types or options in CREATE VIEW's column list")
+        } else {
+            None
+        };
+        if let Some(what) = unsupported {
+            return Err(not_impl_err!("{what}"));
+        }
+        let name = object_name_to_table(&create.name)?;
+        if create.if_not_exists && (self.db.catalog.get_view(&name).is_some() || self.db.catalog.get_table(&name).is_some()) {
+            return Ok(QueryResult::statement(None));
+        }
+        let sql = create.query.to_string();
+        // The text must read back as this query (it is parsed again at every use).
+        let reparsed = parse_sql(&sql).ok();
+        if !matches!(reparsed.as_deref(), Some([ast::Statement::Query(q)]) if **q == *create.query) {
+            return Err(internal_err!("the query of view \"{name}\" does not print as SQL that reads back as it: {sql}"));
+        }
+        // Bound without `$n` values: a view has no parameters.
+        let functions = self.table_functions();
+        let mut binder = Binder::new(&self.db.catalog, &functions);
+        binder.block_rows = self.settings.block_rows;
+        let bound = binder.bind_query(&create.query)?;
+        let dependencies = binder.referenced_relations();
+        if dependencies.contains(&name) {
+            return Err(bind_err!("view \"{name}\" cannot read itself (directly or through other views)"));
+        }
+        let output = bound.plan.output();
+        let aliases: Vec<String> = create.columns.iter().map(|c| normalize_ident(&c.name)).collect();
+        if aliases.len() > output.len() {
+            return Err(bind_err!(
+                "CREATE VIEW specifies more column names ({}) than the query has columns ({})",
+                aliases.len(),
+                output.len()
+            ));
+        }
+        let mut columns: Vec<Field> = Vec::with_capacity(output.len());
+        for (position, (column, bound_name)) in output.iter().zip(&bound.names).enumerate() {
+            let column_name = aliases.get(position).unwrap_or(bound_name).clone();
+            if columns.iter().any(|f| f.name == column_name) {
+                return Err(bind_err!("column \"{column_name}\" specified more than once in view \"{name}\" (name the columns apart)"));
+            }
+            // A NULL column is TEXT, as PostgreSQL's `unknown` becomes.
+            let data_type = if column.data_type == DataType::Null { DataType::Varchar(None) } else { column.data_type };
+            columns.push(Field::new(column_name, data_type, true));
+        }
+        let view = Arc::new(View::new(name, sql, columns, dependencies));
+        self.db.commit(Change::CreateView { view, replace: create.or_replace })?;
         Ok(QueryResult::statement(None))
     }
 
@@ -702,21 +790,30 @@ impl Connection {
         Ok(text_result(&name, vec![value]))
     }
 
+    /// `SHOW TABLES`: the tables and views, by name.
     fn show_tables(&mut self) -> Result<QueryResult> {
-        Ok(text_result("name", self.db.catalog.table_names()))
+        let mut names = self.db.catalog.table_names();
+        names.extend(self.db.catalog.views().iter().map(|v| v.name.clone()));
+        names.sort();
+        Ok(text_result("name", names))
     }
 
+    /// `DESCRIBE t`: the columns of a table or view.
     fn describe(&mut self, name: &ast::ObjectName) -> Result<QueryResult> {
-        let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+        let name = object_name_to_table(name)?;
+        let fields = match self.db.catalog.get_view(&name) {
+            Some(view) => view.columns.clone(),
+            None => self.db.catalog.table(&name)?.schema.fields.clone(),
+        };
         let mut names = StrColumnBuilder::new();
         let mut types = StrColumnBuilder::new();
         let mut nulls = StrColumnBuilder::new();
-        for field in &table.schema.fields {
+        for field in &fields {
             names.push(&field.name);
             types.push(&field.data_type.to_string());
             nulls.push(if field.nullable { "YES" } else { "NO" });
         }
-        let len = table.schema.len();
+        let len = fields.len();
         let text = DataType::Varchar(None);
         let columns = vec![
             Vector::new(text, VectorData::Str(names.finish()), None),

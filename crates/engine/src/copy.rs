@@ -133,7 +133,7 @@ pub fn copy(
             for_each_piece(path, &file.csv, &file_fields, threads, append)?;
         }
         Format::Parquet => {
-            let raw = read_parquet(path, conn.settings.block_rows, threads)?;
+            let raw = read_parquet(path, conn.settings.block_rows, threads, None)?;
             for columns in raw {
                 if columns.len() != file_fields.len() {
                     return Err(ApiaryError::Load {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use apiary_common::{ApiaryError, Result};
 use apiary_execution::Scheduler;
 use apiary_storage::pool::default_memory_limit;
-use apiary_storage::{BufferPool, Catalog, CommitGuard, DurableStore, LogEntry, PreparedAppend, Table, TableData};
+use apiary_storage::{BufferPool, Catalog, CommitGuard, DurableStore, LogEntry, PreparedAppend, Table, TableData, View};
 
 use crate::connection::Connection;
 
@@ -23,6 +23,9 @@ pub(crate) struct DatabaseInner {
     pub next_connection_id: std::sync::atomic::AtomicU64,
     /// Groups of concurrent queries sharing operators, while they gather members.
     pub shared_groups: crate::shared_operators::SharedGroups,
+    /// Held while a statement changes which tables and views exist (in memory too), so
+    /// the checks of one (names, dependencies) hold until it is published.
+    pub catalog_changes: std::sync::Mutex<()>,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -47,6 +50,7 @@ impl Database {
             store: None,
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
+            catalog_changes: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -59,10 +63,13 @@ impl Database {
             return Self::open_in_memory();
         }
         let pool = BufferPool::new(default_memory_limit());
-        let (store, tables) = DurableStore::open(path, Arc::clone(&pool))?;
+        let (store, recovered) = DurableStore::open(path, Arc::clone(&pool))?;
         let catalog = Catalog::new();
-        for table in tables {
+        for table in recovered.tables {
             catalog.create_table(table)?;
+        }
+        for view in recovered.views {
+            catalog.put_view(view)?;
         }
         let inner = DatabaseInner {
             catalog,
@@ -71,6 +78,7 @@ impl Database {
             store: Some(store),
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
+            catalog_changes: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -105,19 +113,31 @@ pub(crate) enum Change<'a> {
     /// A new table, with its first rows (CREATE TABLE AS).
     Create(Arc<Table>, Option<PreparedAppend<'a>>),
     Append(&'a Arc<Table>, PreparedAppend<'a>),
-    Drop(Vec<String>),
+    /// DROP TABLE / DROP VIEW. The views that read them are dropped too with `cascade`,
+    /// else they make the statement fail.
+    Drop {
+        tables: Vec<String>,
+        views: Vec<String>,
+        cascade: bool,
+    },
+    /// CREATE VIEW; with `replace`, a view of that name is replaced if the new one keeps
+    /// its columns (CREATE OR REPLACE VIEW).
+    CreateView {
+        view: Arc<View>,
+        replace: bool,
+    },
 }
 
 impl DatabaseInner {
     /// Makes `change` durable (for a database file) and then visible; returns the rows it
     /// added. A change that fails leaves nothing behind.
     pub(crate) fn commit(&self, change: Change<'_>) -> Result<u64> {
+        let _catalog_change = match change {
+            Change::Append(..) => None,
+            _ => Some(self.catalog_changes.lock().unwrap_or_else(|e| e.into_inner())),
+        };
         let mut guard = self.store.as_ref().map(|s| s.lock());
-        if let Change::Create(table, _) = &change {
-            if self.catalog.get_table(&table.name).is_some() {
-                return Err(ApiaryError::Catalog(format!("table \"{}\" already exists", table.name)));
-            }
-        }
+        let change = self.check_catalog_change(change)?;
         if let Some(guard) = guard.as_mut() {
             self.make_durable(guard, &change)?;
         }
@@ -128,12 +148,19 @@ impl DatabaseInner {
                 appended
             }
             Change::Append(_, prepared) => prepared.publish(),
-            Change::Drop(names) => {
-                for name in names {
+            Change::Drop { tables, views, .. } => {
+                for name in views {
+                    self.catalog.drop_view(&name);
+                }
+                for name in tables {
                     if let Some(dropped) = self.catalog.drop_table(&name) {
                         dropped.clear();
                     }
                 }
+                0
+            }
+            Change::CreateView { view, .. } => {
+                self.catalog.put_view(view)?;
                 0
             }
         };
@@ -153,6 +180,82 @@ impl DatabaseInner {
         Ok(rows as u64)
     }
 
+    /// Checks a change of which tables and views exist against the catalog (under
+    /// [`Self::catalog_changes`]): names free, a replaced view's columns kept, a view's
+    /// dependencies present, nothing dropped that a remaining view reads. Returns the
+    /// change with the views a CASCADE drops added.
+    fn check_catalog_change<'a>(&self, change: Change<'a>) -> Result<Change<'a>> {
+        match change {
+            Change::Create(table, rows) => {
+                if self.catalog.get_table(&table.name).is_some() {
+                    return Err(ApiaryError::Duplicate(format!("table \"{}\" already exists", table.name)));
+                }
+                if self.catalog.get_view(&table.name).is_some() {
+                    return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
+                }
+                Ok(Change::Create(table, rows))
+            }
+            Change::CreateView { view, replace } => {
+                if self.catalog.get_table(&view.name).is_some() {
+                    return Err(match replace {
+                        true => ApiaryError::WrongObjectType(format!("\"{}\" is a table, not a view", view.name)),
+                        false => ApiaryError::Duplicate(format!("relation \"{}\" already exists (a table)", view.name)),
+                    });
+                }
+                if let Some(old) = self.catalog.get_view(&view.name) {
+                    if !replace {
+                        return Err(ApiaryError::Duplicate(format!("view \"{}\" already exists", view.name)));
+                    }
+                    check_view_replacement(&old, &view)?;
+                }
+                for dependency in &view.dependencies {
+                    if self.catalog.get_table(dependency).is_none() && self.catalog.get_view(dependency).is_none() {
+                        return Err(ApiaryError::Catalog(format!(
+                            "relation \"{dependency}\" does not exist (dropped while the view was created)"
+                        )));
+                    }
+                }
+                Ok(Change::CreateView { view, replace })
+            }
+            Change::Drop { tables, mut views, cascade } => {
+                let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
+                let dependents = self.catalog.dependent_views(&dropped);
+                let mut blocking = Vec::new();
+                for dependent in dependents {
+                    if dropped.contains(&dependent.name) {
+                        continue;
+                    }
+                    if cascade {
+                        dropped.push(dependent.name.clone());
+                        views.push(dependent.name.clone());
+                    } else {
+                        blocking.push(dependent);
+                    }
+                }
+                if let Some(first) = blocking.first() {
+                    let object = |name: &String| match self.catalog.get_view(name) {
+                        Some(_) => format!("view {name}"),
+                        None => format!("table {name}"),
+                    };
+                    let target = first.dependencies.iter().find(|d| dropped.contains(*d)).map(object).unwrap_or_default();
+                    let details: Vec<String> = blocking
+                        .iter()
+                        .map(|view| {
+                            let on = view.dependencies.iter().find(|d| dropped.contains(*d) || blocking.iter().any(|b| b.name == **d));
+                            format!("view {} depends on {}", view.name, on.map(object).unwrap_or_default())
+                        })
+                        .collect();
+                    return Err(ApiaryError::Dependency(format!(
+                        "cannot drop {target} because other objects depend on it ({}); use DROP ... CASCADE to drop the dependent objects too",
+                        details.join(", ")
+                    )));
+                }
+                Ok(Change::Drop { tables, views, cascade })
+            }
+            other => Ok(other),
+        }
+    }
+
     /// Small changes go to the log; appends of a block or more are written as a
     /// checkpoint, so their data is written once.
     fn make_durable(&self, guard: &mut CommitGuard<'_>, change: &Change<'_>) -> Result<()> {
@@ -161,12 +264,12 @@ impl DatabaseInner {
             Change::Create(table, Some(prepared)) if large(table, prepared) => {
                 let mut state = self.committed_state(&[]);
                 state.push((Arc::clone(table), Arc::clone(prepared.data())));
-                guard.checkpoint(&state, self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
             }
             Change::Append(table, prepared) if large(table, prepared) => {
                 let mut state = self.committed_state(&[table.name.as_str()]);
                 state.push((Arc::clone(table), Arc::clone(prepared.data())));
-                guard.checkpoint(&state, self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
             }
             Change::Create(table, rows) => {
                 let mut entries = vec![LogEntry::CreateTable(Arc::clone(table))];
@@ -181,7 +284,11 @@ impl DatabaseInner {
                 }
                 guard.log(&[LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? }])
             }
-            Change::Drop(names) => guard.log(&names.iter().map(|n| LogEntry::DropTable(n.clone())).collect::<Vec<_>>()),
+            Change::Drop { tables, views, .. } => {
+                let views = views.iter().map(|n| LogEntry::DropView(n.clone()));
+                guard.log(&views.chain(tables.iter().map(|n| LogEntry::DropTable(n.clone()))).collect::<Vec<_>>())
+            }
+            Change::CreateView { view, .. } => guard.log(&[LogEntry::CreateView(Arc::clone(view))]),
         }
     }
 
@@ -200,7 +307,7 @@ impl DatabaseInner {
     }
 
     fn checkpoint_locked(&self, guard: &mut CommitGuard<'_>) -> Result<()> {
-        guard.checkpoint(&self.committed_state(&[]), self.scheduler.threads())
+        guard.checkpoint(&self.committed_state(&[]), &self.catalog.views(), self.scheduler.threads())
     }
 }
 
@@ -211,10 +318,38 @@ impl Drop for DatabaseInner {
         if let Some(store) = &self.store {
             let mut guard = store.lock();
             if guard.wal_bytes() > apiary_storage::store::WAL_HEADER_BYTES {
-                let _ = guard.checkpoint(&self.committed_state(&[]), self.scheduler.threads());
+                let _ = guard.checkpoint(&self.committed_state(&[]), &self.catalog.views(), self.scheduler.threads());
             }
         }
     }
+}
+
+/// CREATE OR REPLACE VIEW keeps the old view's columns (same names and types, in the same
+/// order) and may add columns after them, as in PostgreSQL: queries and views reading
+/// the view were checked against its columns.
+fn check_view_replacement(old: &View, new: &View) -> Result<()> {
+    if new.columns.len() < old.columns.len() {
+        return Err(ApiaryError::Bind(format!(
+            "cannot drop columns from view \"{}\" (CREATE OR REPLACE VIEW keeps the {} columns it has and may add more after them)",
+            old.name,
+            old.columns.len()
+        )));
+    }
+    for (old_column, new_column) in old.columns.iter().zip(&new.columns) {
+        if old_column.name != new_column.name {
+            return Err(ApiaryError::Bind(format!(
+                "cannot change name of view column \"{}\" to \"{}\" (CREATE OR REPLACE VIEW keeps the columns it has)",
+                old_column.name, new_column.name
+            )));
+        }
+        if old_column.data_type != new_column.data_type {
+            return Err(ApiaryError::Bind(format!(
+                "cannot change data type of view column \"{}\" from {} to {} (CREATE OR REPLACE VIEW keeps the columns it has)",
+                old_column.name, old_column.data_type, new_column.data_type
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Reports the progress of one session's running query from another thread.

@@ -99,3 +99,30 @@ impl Connection {
         self.session = session;
     }
 }
+
+impl Connection {
+    /// `DESCRIBE SELECT ...` (DuckDB): one row per result column, as `DESCRIBE table` has
+    /// them (column_name, column_type, null); the query is bound, not run.
+    pub(crate) fn describe_query(&self, statement: &ast::Statement) -> Result<QueryResult> {
+        let description = self.describe_statement(statement, &[])?;
+        let text = DataType::Varchar(None);
+        let mut names = apiary_types::StrColumnBuilder::new();
+        let mut types = apiary_types::StrColumnBuilder::new();
+        let mut nulls = apiary_types::StrColumnBuilder::new();
+        for (name, data_type) in &description.columns {
+            names.push(name);
+            types.push(&data_type.to_string());
+            nulls.push("YES");
+        }
+        let columns = vec![
+            apiary_types::Vector::new(text, apiary_types::VectorData::Str(names.finish()), None),
+            apiary_types::Vector::new(text, apiary_types::VectorData::Str(types.finish()), None),
+            apiary_types::Vector::new(text, apiary_types::VectorData::Str(nulls.finish()), None),
+        ];
+        Ok(QueryResult::rows_result(
+            vec!["column_name".into(), "column_type".into(), "null".into()],
+            vec![text; 3],
+            vec![apiary_types::DataChunk::new(columns, description.columns.len())],
+        ))
+    }
+}

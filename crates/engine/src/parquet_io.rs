@@ -31,11 +31,26 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> ApiaryError {
 }
 
 /// The columns of a Parquet file as fields.
-/// What the file's data takes uncompressed (from its metadata), the memory a read needs.
-pub fn parquet_uncompressed_bytes(path: &Path) -> Result<usize> {
+/// What the file's data (of `columns`, top-level positions; all when `None`) takes
+/// uncompressed (from its metadata), the memory a read needs.
+pub fn parquet_uncompressed_bytes(path: &Path, columns: Option<&[usize]>) -> Result<usize> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    let total: i64 = builder.metadata().row_groups().iter().map(|g| g.total_byte_size().max(0)).sum();
+    let total: i64 = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| match columns {
+            None => g.total_byte_size().max(0),
+            Some(columns) => columns.iter().filter_map(|&c| g.columns().get(c)).map(|c| c.uncompressed_size().max(0)).sum(),
+        })
+        .sum();
     Ok(usize::try_from(total).unwrap_or(usize::MAX))
+}
+
+/// The number of rows in a Parquet file (from its metadata).
+pub fn parquet_row_count(path: &Path) -> Result<usize> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
+    Ok(usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
 pub fn parquet_fields(path: &Path) -> Result<Vec<Field>> {
@@ -85,17 +100,18 @@ fn interval_months_reader(
     if let Some(group) = group {
         builder = builder.with_row_groups(vec![group]);
     }
-    let mask = ProjectionMask::leaves(builder.parquet_schema(), columns.iter().copied());
+    let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
     builder.with_projection(mask).with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))
 }
 
 /// Reads a Parquet file into chunks of vectors (types as in the file), decoding its row
-/// groups on up to `threads` threads; the chunks are in file order.
-pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize) -> Result<Vec<Vec<Vector>>> {
+/// groups on up to `threads` threads; the chunks are in file order. With `columns`
+/// (top-level positions, ascending), only those are read, in that order.
+pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
     let row_groups = builder.metadata().num_row_groups();
     if row_groups <= 1 || threads <= 1 {
-        return read_row_groups(path, batch_rows, None);
+        return read_row_groups(path, batch_rows, None, columns);
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<Vec<Vec<Vector>>>>>> = (0..row_groups).map(|_| std::sync::Mutex::new(None)).collect();
@@ -106,7 +122,7 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize) -> Result<Ve
                 if group >= row_groups {
                     break;
                 }
-                let pieces = read_row_groups(path, batch_rows, Some(group));
+                let pieces = read_row_groups(path, batch_rows, Some(group), columns);
                 *results[group].lock().unwrap_or_else(|e| e.into_inner()) = Some(pieces);
             });
         }
@@ -121,18 +137,26 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize) -> Result<Ve
     Ok(pieces)
 }
 
-/// Reads one row group (all when `None`).
-fn read_row_groups(path: &Path, batch_rows: usize, group: Option<usize>) -> Result<Vec<Vec<Vector>>> {
+/// Reads one row group (all when `None`), the `columns` given (all when `None`).
+fn read_row_groups(path: &Path, batch_rows: usize, group: Option<usize>, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
     let mut builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
     if let Some(group) = group {
         builder = builder.with_row_groups(vec![group]);
     }
-    let fields = builder.schema().fields().clone();
-    let intervals = interval_columns(builder.parquet_schema());
+    let all: Vec<usize> = (0..builder.schema().fields().len()).collect();
+    let columns = columns.unwrap_or(&all);
+    let fields: Vec<_> = columns.iter().map(|&c| builder.schema().fields()[c].clone()).collect();
+    // INTERVAL columns among those read: their positions in the file and in the batch.
+    let intervals: Vec<usize> = interval_columns(builder.parquet_schema()).into_iter().filter(|c| columns.contains(c)).collect();
+    let interval_positions: Vec<usize> = intervals.iter().filter_map(|c| columns.iter().position(|x| x == c)).collect();
     let mut months = match intervals.is_empty() {
         true => None,
         false => Some(interval_months_reader(path, builder.schema(), &intervals, batch_rows, group)?),
     };
+    if columns.len() < all.len() {
+        let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+        builder = builder.with_projection(mask);
+    }
     let reader = builder.with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))?;
     let mut pieces = Vec::new();
     for batch in reader {
@@ -147,7 +171,7 @@ fn read_row_groups(path: &Path, batch_rows: usize, group: Option<usize>) -> Resu
             // The same row groups in batches of the same size: the batches line up.
             let month_batch =
                 months.next().ok_or_else(|| parquet_error(path, "an INTERVAL column ended early"))?.map_err(|e| parquet_error(path, e))?;
-            for (&column, array) in intervals.iter().zip(month_batch.columns()) {
+            for (&column, array) in interval_positions.iter().zip(month_batch.columns()) {
                 let month_values = array_to_vector(array, apiary_types::DataType::Interval)?;
                 columns[column] = add_months(&columns[column], &month_values);
             }

@@ -4,14 +4,15 @@
 //!
 //! ```text
 //! pg_catalog.pg_namespace   pg_catalog, public, information_schema
-//! pg_catalog.pg_class       one row per table (relkind 'r')
-//! pg_catalog.pg_attribute   one row per column (attnum from 1)
+//! pg_catalog.pg_class       one row per table (relkind 'r') and view (relkind 'v')
+//! pg_catalog.pg_attribute   one row per column of a table or view (attnum from 1)
+//! pg_catalog.pg_views       one row per view, with its query
 //! pg_catalog.pg_type        the types Apiary has (apiary_types::pg)
 //! pg_catalog.pg_am, pg_database, pg_roles, pg_user, pg_collation, pg_tables
 //! pg_catalog.pg_description, pg_attrdef, pg_index, pg_constraint, pg_inherits,
 //!   pg_policy, pg_statistic_ext, pg_trigger, pg_rewrite          (empty: Apiary has
 //!                                                                 none of these objects)
-//! information_schema.tables, columns, schemata
+//! information_schema.tables, views, columns, schemata
 //! ```
 //!
 //! Each read builds a small temporary table (a few rows per user table), like
@@ -21,7 +22,7 @@
 use std::sync::Arc;
 
 use apiary_common::Result;
-use apiary_storage::{Catalog, Table};
+use apiary_storage::{Catalog, Table, View};
 use apiary_types::pg::{self, pg_type, type_modifier, PgType};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, VectorBuilder};
 
@@ -151,6 +152,14 @@ fn pg_catalog_table(catalog: &Catalog, session: &SessionInfo, name: &str) -> Res
             t
         }
         "pg_class" => pg_class(catalog),
+        "pg_views" => {
+            let mut t =
+                SystemTable::new("pg_views", &[("schemaname", TEXT), ("viewname", TEXT), ("viewowner", TEXT), ("definition", TEXT)]);
+            for view in sorted_views(catalog) {
+                t.row(vec![text("public"), text(&view.name), text(&session.user), text(&view.sql)]);
+            }
+            t
+        }
         "pg_attribute" => pg_attribute(catalog),
         "pg_type" => pg_type_table(),
         "pg_am" => {
@@ -303,6 +312,37 @@ fn sorted_tables(catalog: &Catalog) -> Vec<Arc<Table>> {
     tables
 }
 
+fn sorted_views(catalog: &Catalog) -> Vec<Arc<View>> {
+    let mut views = catalog.views();
+    views.sort_by(|a, b| a.name.cmp(&b.name));
+    views
+}
+
+/// A table or a view, as the catalogs that list both describe it.
+struct Relation {
+    name: String,
+    fields: Vec<Field>,
+    /// `None` for a view.
+    rows: Option<usize>,
+}
+
+impl Relation {
+    fn is_view(&self) -> bool {
+        self.rows.is_none()
+    }
+}
+
+/// The tables, then the views, each by name.
+fn relations(catalog: &Catalog) -> Vec<Relation> {
+    let tables = sorted_tables(catalog).into_iter().map(|t| Relation {
+        name: t.name.clone(),
+        fields: t.schema.fields.clone(),
+        rows: Some(t.row_count()),
+    });
+    let views = sorted_views(catalog).into_iter().map(|v| Relation { name: v.name.clone(), fields: v.columns.clone(), rows: None });
+    tables.chain(views).collect()
+}
+
 fn pg_class(catalog: &Catalog) -> SystemTable {
     let mut t = SystemTable::new(
         "pg_class",
@@ -338,28 +378,32 @@ fn pg_class(catalog: &Catalog) -> SystemTable {
             ("relpartbound", TEXT),
         ],
     );
-    for table in sorted_tables(catalog) {
-        let oid = table_oid(&table.name);
-        let rows = table.row_count();
+    for relation in relations(catalog) {
+        let oid = table_oid(&relation.name);
+        // A view has no storage: no access method, file or pages, and reltuples -1.
+        let (access_method, file, pages, tuples, kind) = match relation.rows {
+            Some(rows) => (HEAP_AM_OID, oid, i32::try_from(rows / 100).unwrap_or(i32::MAX), rows as f32, "r"),
+            None => (0, 0, 0, -1.0, "v"),
+        };
         t.row(vec![
             int(oid),
-            text(&table.name),
+            text(&relation.name),
             int(PUBLIC_OID),
             int(0),
             int(0),
             int(OWNER_OID),
-            int(HEAP_AM_OID),
-            int(oid),
+            int(access_method),
+            int(file),
             int(0),
-            int(i32::try_from(rows / 100).unwrap_or(i32::MAX)),
-            ScalarValue::Float32(rows as f32),
+            int(pages),
+            ScalarValue::Float32(tuples),
             int(0),
             int(0),
             boolean(false),
             boolean(false),
             text("p"),
-            text("r"),
-            small(i16::try_from(table.schema.len()).unwrap_or(i16::MAX)),
+            text(kind),
+            small(i16::try_from(relation.fields.len()).unwrap_or(i16::MAX)),
             small(0),
             boolean(false),
             boolean(false),
@@ -414,9 +458,9 @@ fn pg_attribute(catalog: &Catalog) -> SystemTable {
             ("attoptions", TEXT),
         ],
     );
-    for table in sorted_tables(catalog) {
-        let oid = table_oid(&table.name);
-        for (idx, field) in table.schema.fields.iter().enumerate() {
+    for relation in relations(catalog) {
+        let oid = table_oid(&relation.name);
+        for (idx, field) in relation.fields.iter().enumerate() {
             let pg = pg_type(field.data_type);
             t.row(vec![
                 int(oid),
@@ -531,20 +575,52 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                     ("commit_action", TEXT),
                 ],
             );
-            for table in sorted_tables(catalog) {
+            for relation in relations(catalog) {
                 t.row(vec![
                     text(&session.database),
                     text("public"),
-                    text(&table.name),
-                    text("BASE TABLE"),
+                    text(&relation.name),
+                    text(if relation.is_view() { "VIEW" } else { "BASE TABLE" }),
                     NULL,
                     NULL,
                     NULL,
                     NULL,
                     NULL,
-                    text("YES"),
+                    text(if relation.is_view() { "NO" } else { "YES" }),
                     text("NO"),
                     NULL,
+                ]);
+            }
+            t
+        }
+        "views" => {
+            let mut t = SystemTable::new(
+                "views",
+                &[
+                    ("table_catalog", TEXT),
+                    ("table_schema", TEXT),
+                    ("table_name", TEXT),
+                    ("view_definition", TEXT),
+                    ("check_option", TEXT),
+                    ("is_updatable", TEXT),
+                    ("is_insertable_into", TEXT),
+                    ("is_trigger_updatable", TEXT),
+                    ("is_trigger_deletable", TEXT),
+                    ("is_trigger_insertable_into", TEXT),
+                ],
+            );
+            for view in sorted_views(catalog) {
+                t.row(vec![
+                    text(&session.database),
+                    text("public"),
+                    text(&view.name),
+                    text(&view.sql),
+                    text("NONE"),
+                    text("NO"),
+                    text("NO"),
+                    text("NO"),
+                    text("NO"),
+                    text("NO"),
                 ]);
             }
             t
@@ -576,8 +652,8 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                     ("is_updatable", TEXT),
                 ],
             );
-            for table in sorted_tables(catalog) {
-                for (idx, field) in table.schema.fields.iter().enumerate() {
+            for relation in relations(catalog) {
+                for (idx, field) in relation.fields.iter().enumerate() {
                     let data_type = field.data_type;
                     let pg = pg_type(data_type);
                     let (precision, radix, scale) = numeric_facts(data_type);
@@ -589,7 +665,7 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                     t.row(vec![
                         text(&session.database),
                         text("public"),
-                        text(&table.name),
+                        text(&relation.name),
                         text(&field.name),
                         int(i32::try_from(idx + 1).unwrap_or(i32::MAX)),
                         NULL,
@@ -611,7 +687,7 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                         text(pg.name),
                         text("NO"),
                         text("NEVER"),
-                        text("YES"),
+                        text(if relation.is_view() { "NO" } else { "YES" }),
                     ]);
                 }
             }

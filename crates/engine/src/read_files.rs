@@ -13,18 +13,18 @@ use std::sync::{Arc, Mutex};
 
 use apiary_common::{bind_err, ApiaryError, Result};
 use apiary_sql::TableArg;
-use apiary_storage::{BufferPool, Table};
-use apiary_types::{DataType, Field, ScalarValue, StrColumnBuilder, Vector, VectorBuilder, VectorData};
+use apiary_storage::{BufferPool, DeferredRows, Table};
+use apiary_types::{DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vector, VectorBuilder, VectorData};
 
 use crate::csv::sniff::{sniff, SniffHints, DEFAULT_SAMPLE_RECORDS};
 use crate::csv::{for_each_piece, Compression, CsvOptions, Reject, TemporalFormat};
-use crate::parquet_io::{parquet_fields, parquet_uncompressed_bytes, read_parquet};
+use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_uncompressed_bytes, read_parquet};
 use crate::table_functions::temporary_table;
 
 /// What a `read_csv`/`read_parquet` call needs from the engine.
 pub struct FileReader<'a> {
     pub threads: usize,
-    pub pool: &'a BufferPool,
+    pub pool: &'a Arc<BufferPool>,
     pub block_rows: usize,
     /// Where `store_rejects` keeps rejected records.
     pub rejects: &'a Mutex<RejectLog>,
@@ -276,11 +276,7 @@ impl FileReader<'_> {
         let first = paths.first().ok_or_else(|| bind_err!("{function} needs at least one file"))?;
         let mut fields = parquet_fields(first)?;
         let data_columns = fields.len();
-        if with_filename {
-            fields.push(Field::new("filename", DataType::Varchar(None), false));
-        }
-        let mut pieces = Vec::new();
-        let mut held = 0usize;
+        let mut rows = 0usize;
         for path in &paths {
             let file_fields = parquet_fields(path)?;
             let same = file_fields.len() == data_columns && file_fields.iter().zip(&fields).all(|(a, b)| a.data_type == b.data_type);
@@ -298,18 +294,84 @@ impl FileReader<'_> {
                     ),
                 });
             }
-            // The file becomes a temporary table in memory: it must fit the budget.
-            held += parquet_uncompressed_bytes(path)?;
-            self.pool.check_headroom(held, &format!("{function}('{}')", path.display()))?;
-            for mut piece in read_parquet(path, self.block_rows, self.threads)? {
-                if with_filename {
-                    let rows = piece.first().map_or(0, Vector::len);
-                    piece.push(filename_column(path, rows));
-                }
+            rows += parquet_row_count(path)?;
+        }
+        if with_filename {
+            fields.push(Field::new("filename", DataType::Varchar(None), false));
+        }
+        // Nothing is read yet: the scan reads the columns it needs when it is planned.
+        let source = ParquetRows {
+            function: function.to_string(),
+            paths,
+            fields: fields.clone(),
+            data_columns,
+            rows,
+            pool: Arc::clone(self.pool),
+            threads: self.threads,
+            block_rows: self.block_rows,
+        };
+        Ok(Arc::new(Table::deferred(function, Schema::new(fields), self.block_rows, Arc::new(source))))
+    }
+}
+
+/// The rows of `read_parquet`'s files, read when a scan is planned, only the columns it
+/// reads.
+struct ParquetRows {
+    function: String,
+    paths: Vec<PathBuf>,
+    /// The files' columns, then `filename` when asked for.
+    fields: Vec<Field>,
+    data_columns: usize,
+    rows: usize,
+    pool: Arc<BufferPool>,
+    threads: usize,
+    block_rows: usize,
+}
+
+impl std::fmt::Debug for ParquetRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetRows").field("paths", &self.paths).field("rows", &self.rows).finish()
+    }
+}
+
+impl DeferredRows for ParquetRows {
+    fn row_count(&self) -> usize {
+        self.rows
+    }
+
+    fn materialize(&self, columns: &[usize]) -> Result<Arc<Table>> {
+        // The files' columns to read, ascending (as the reader returns them).
+        let mut file_columns: Vec<usize> = columns.iter().copied().filter(|&c| c < self.data_columns).collect();
+        file_columns.sort_unstable();
+        file_columns.dedup();
+        let fields: Vec<Field> = columns.iter().map(|&c| self.fields[c].clone()).collect();
+        let mut pieces = Vec::new();
+        let mut held = 0usize;
+        for path in &self.paths {
+            // The columns become a temporary table in memory: they must fit the budget.
+            held += parquet_uncompressed_bytes(path, Some(&file_columns))?;
+            self.pool.check_headroom(held, &format!("{}('{}')", self.function, path.display()))?;
+            let read = if file_columns.is_empty() {
+                // Only filename: the rows of the first column give the count.
+                read_parquet(path, self.block_rows, self.threads, Some(&[0]))?.into_iter().map(|p| (p[0].len(), Vec::new())).collect()
+            } else {
+                read_parquet(path, self.block_rows, self.threads, Some(&file_columns))?
+                    .into_iter()
+                    .map(|p| (p.first().map_or(0, Vector::len), p))
+                    .collect::<Vec<_>>()
+            };
+            for (rows, piece) in read {
+                let piece = columns
+                    .iter()
+                    .map(|&c| match file_columns.iter().position(|&f| f == c) {
+                        Some(i) => piece[i].clone(),
+                        None => filename_column(path, rows),
+                    })
+                    .collect();
                 pieces.push(piece);
             }
         }
-        temporary_table(function, fields, pieces, self.block_rows)
+        temporary_table(&self.function, fields, pieces, self.block_rows)
     }
 }
 

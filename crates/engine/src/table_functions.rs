@@ -21,7 +21,7 @@ use crate::read_files::FileReader;
 pub struct EngineTableFunctions<'a> {
     pub threads: usize,
     /// The memory budget table functions load into.
-    pub pool: &'a BufferPool,
+    pub pool: &'a Arc<BufferPool>,
     pub block_rows: usize,
     pub catalog: &'a Catalog,
     /// Running queries (`apiary_queries()`, `apiary_cancel`).

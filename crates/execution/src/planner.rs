@@ -370,7 +370,25 @@ impl<'a> PhysicalPlanner<'a> {
             };
             step.push_str(&format!(" filter: {}", scan.filters.iter().map(conjunct).collect::<Vec<_>>().join(" AND ")));
         }
-        let table = Arc::clone(&scan.table);
+        // A table function's deferred table (read_parquet) reads only the columns scanned,
+        // now: they become a table of their own, in scan order.
+        let (table, read_columns, zone_predicates) = match scan.table.deferred_rows() {
+            Some(rows) => {
+                // With no column scanned (count(*)), the first gives the row count.
+                let wanted: Vec<usize> =
+                    if read_columns.is_empty() && !scan.table.schema.fields.is_empty() { vec![0] } else { read_columns.clone() };
+                let table = rows.materialize(&wanted)?;
+                let zone_predicates = zone_predicates
+                    .into_iter()
+                    .filter_map(|mut p| {
+                        p.column = read_columns.iter().position(|&c| c == p.column)?;
+                        Some(p)
+                    })
+                    .collect();
+                (table, (0..read_columns.len()).collect(), zone_predicates)
+            }
+            None => (Arc::clone(&scan.table), read_columns, zone_predicates),
+        };
         let source = self.stateful(|slot| {
             Arc::new(TableScan::new(scan.label.clone(), table, read_columns, filter, conjuncts, zone_predicates, output, slot))
         });

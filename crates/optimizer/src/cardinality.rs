@@ -60,10 +60,12 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
     match plan {
         LogicalPlan::Scan(scan) => {
             let data = scan.table.snapshot();
-            let rows = data.row_count() as f64;
+            let rows = scan.table.row_estimate() as f64;
             let mut columns = HashMap::new();
+            // A deferred table (read_parquet) has no statistics until it is read.
+            let stats = if scan.table.deferred_rows().is_some() { &[][..] } else { &data.stats.columns[..] };
             for (idx, column) in &scan.columns {
-                let Some(stats) = data.stats.columns.get(*idx) else { continue };
+                let Some(stats) = stats.get(*idx) else { continue };
                 columns.insert(
                     column.id,
                     ColumnEstimate {

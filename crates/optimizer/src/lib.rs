@@ -31,16 +31,28 @@ pub trait ConstantEvaluator {
     fn evaluate(&self, expr: &Expr) -> Result<ScalarValue>;
 }
 
+/// Materialized CTEs the rules create get ids from here up, above the binder's (which
+/// count from 0 in each statement), so the two never meet.
+const FIRST_OPTIMIZER_CTE_ID: usize = 1 << 20;
+
 /// State shared by the rules of one optimization run.
 pub struct OptimizerContext<'a> {
     next_column_id: u32,
+    next_cte_id: usize,
     pub evaluator: &'a dyn ConstantEvaluator,
     pub disabled: HashSet<String>,
 }
 
 impl<'a> OptimizerContext<'a> {
     pub fn new(next_column_id: u32, evaluator: &'a dyn ConstantEvaluator) -> Self {
-        OptimizerContext { next_column_id, evaluator, disabled: HashSet::new() }
+        OptimizerContext { next_column_id, next_cte_id: FIRST_OPTIMIZER_CTE_ID, evaluator, disabled: HashSet::new() }
+    }
+
+    /// An id for a materialized CTE a rule creates ([`LogicalPlan::Cte`]).
+    pub fn new_cte_id(&mut self) -> usize {
+        let id = self.next_cte_id;
+        self.next_cte_id += 1;
+        id
     }
 
     /// A fresh column (ids continue after the binder's).

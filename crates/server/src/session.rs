@@ -1182,10 +1182,11 @@ fn write_statement(statement: &ast::Statement) -> Option<&'static str> {
         S::Update(_) => "UPDATE",
         S::Delete(_) => "DELETE",
         S::CreateTable(_) => "CREATE TABLE",
+        S::CreateView(_) => "CREATE VIEW",
         S::Drop { .. } => "DROP",
         S::Copy { to: false, .. } => "COPY FROM",
         S::Call(_) => "CHECKPOINT",
-        S::CreateIndex(_) | S::CreateView { .. } | S::AlterTable { .. } | S::Truncate { .. } => "this statement",
+        S::CreateIndex(_) | S::AlterTable { .. } | S::Truncate { .. } => "this statement",
         _ => return None,
     })
 }
@@ -1198,7 +1199,8 @@ fn command_tag(statement: &ast::Statement, rows: Option<u64>) -> String {
         S::Insert(_) => format!("INSERT 0 {rows}"),
         S::CreateTable(create) if create.query.is_some() => format!("SELECT {rows}"),
         S::CreateTable(_) => "CREATE TABLE".to_string(),
-        S::Drop { .. } => "DROP TABLE".to_string(),
+        S::CreateView(_) => "CREATE VIEW".to_string(),
+        S::Drop { object_type, .. } => format!("DROP {object_type}"),
         S::Copy { .. } => format!("COPY {rows}"),
         S::Set(_) => "SET".to_string(),
         S::Reset(_) => "RESET".to_string(),

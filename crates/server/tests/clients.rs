@@ -103,6 +103,51 @@ fn psql_describes_queries_copies_and_cancels() {
     assert_eq!(db.query_memory_bytes(), 0, "the cancelled query's memory is released");
 }
 
+/// psql's `\dv` lists views, `\d view` describes a view's columns and `\dt` lists the
+/// tables only; `pg_get_viewdef` and `pg_views` give a view's query; the statements'
+/// tags are PostgreSQL's and errors about views carry its SQLSTATEs.
+#[test]
+fn psql_lists_and_describes_views() {
+    let db = apiary::Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE items (id INTEGER NOT NULL, name VARCHAR(20), price DECIMAL(8,2))").unwrap();
+    conn.execute("INSERT INTO items VALUES (1, 'pen', 1.50), (2, 'ink', 7.25)").unwrap();
+    conn.execute("CREATE VIEW dear (item, cost) AS SELECT name, price FROM items WHERE price > 5").unwrap();
+    let server = start(db, ServerConfig::default());
+    let port = server.addr.port();
+    let output = run_psql(port, &["-c", "\\dv"], None);
+    let listing = text(&output);
+    assert!(output.status.success() && listing.contains("dear") && listing.contains("view") && !listing.contains("items"), "{listing}");
+    let output = run_psql(port, &["-c", "\\dt"], None);
+    let listing = text(&output);
+    assert!(output.status.success() && listing.contains("items") && !listing.contains("dear"), "{listing}");
+    let output = run_psql(port, &["-c", "\\d dear"], None);
+    let described = text(&output);
+    assert!(output.status.success(), "{described}");
+    assert!(described.contains("View \"public.dear\""), "{described}");
+    assert!(described.contains("item") && described.contains("character varying(20)") && described.contains("numeric(8,2)"), "{described}");
+    let output = run_psql(port, &["-A", "-t", "-c", "SELECT pg_get_viewdef(c.oid, true) FROM pg_class c WHERE c.relname = 'dear'"], None);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "SELECT name, price FROM items WHERE price > 5", "{}", text(&output));
+    // Through the server: a view answers queries, and the errors name their SQLSTATE.
+    let output = run_psql(port, &["-A", "-t", "-c", "SELECT item, cost FROM dear"], None);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "ink|7.25", "{}", text(&output));
+    let output = run_psql(port, &["-v", "VERBOSITY=verbose", "-c", "DROP TABLE items"], None);
+    assert!(!output.status.success() && text(&output).contains("2BP01"), "{}", text(&output));
+    let output = run_psql(port, &["-v", "VERBOSITY=verbose", "-c", "DROP TABLE dear"], None);
+    assert!(!output.status.success() && text(&output).contains("42809"), "{}", text(&output));
+    let output = run_psql(port, &["-v", "VERBOSITY=verbose", "-c", "CREATE VIEW dear AS SELECT 1"], None);
+    assert!(!output.status.success() && text(&output).contains("42P07"), "{}", text(&output));
+    // Regression: a table that exists already was 42P01 (undefined_table), not 42P07.
+    let output = run_psql(port, &["-v", "VERBOSITY=verbose", "-c", "CREATE TABLE items (x INTEGER)"], None);
+    assert!(!output.status.success() && text(&output).contains("42P07"), "{}", text(&output));
+    let output = run_psql(port, &["-c", "CREATE VIEW cheap AS SELECT * FROM items WHERE price < 5"], None);
+    assert!(output.status.success() && text(&output).contains("CREATE VIEW"), "{}", text(&output));
+    let output = run_psql(port, &["-c", "CREATE VIEW gone AS SELECT 1 AS one", "-c", "DROP VIEW gone"], None);
+    assert!(output.status.success() && text(&output).contains("DROP VIEW"), "{}", text(&output));
+    let output = run_psql(port, &["-A", "-t", "-c", "SELECT viewname FROM pg_views ORDER BY 1"], None);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "cheap\ndear", "{}", text(&output));
+}
+
 #[test]
 fn psycopg_parameters_executemany_cursors_and_copy() {
     let server = start(tpch_database(0.01), ServerConfig::default());

@@ -1,7 +1,9 @@
 //! Parsing SQL text with the `sqlparser` crate.
 //!
-//! We parse with PostgreSQL's dialect (the closest to what Apiary accepts) and rewrite
-//! its error messages into "syntax error at line L, column C: expected X, found Y".
+//! We parse with PostgreSQL's dialect (the closest to what Apiary accepts), plus the
+//! DuckDB syntax PostgreSQL has no meaning for (`SELECT * EXCLUDE (a)`, `* REPLACE (e AS
+//! a)`, `ORDER BY ALL`, `FROM t` without SELECT), and rewrite its error messages into
+//! "syntax error at line L, column C: expected X, found Y".
 
 use std::any::TypeId;
 
@@ -10,7 +12,7 @@ use sqlparser::ast::{Expr, Statement};
 use sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::Token;
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 
 /// Parses one or more `;`-separated statements.
 ///
@@ -19,7 +21,8 @@ use sqlparser::tokenizer::Token;
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
     let dialect = ApiaryDialect(PostgreSqlDialect {});
     let parse = || -> std::result::Result<Vec<Statement>, ParserError> {
-        let mut parser = Parser::new(&dialect).with_recursion_limit(256).try_with_sql(sql)?;
+        let tokens = Tokenizer::new(&dialect, sql).with_unescape(true).tokenize_with_location()?;
+        let mut parser = Parser::new(&dialect).with_recursion_limit(256).with_tokens_with_locations(select_star_before_from_first(tokens));
         let mut statements = Vec::new();
         loop {
             while parser.consume_token(&Token::SemiColon) {}
@@ -44,6 +47,106 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
         ParserError::RecursionLimitExceeded => ApiaryError::TooComplex("the statement is nested too deeply".to_string()),
         err => ApiaryError::Parse(describe_parser_error(err, sql)),
     })
+}
+
+/// DuckDB's `FROM t [WHERE ...] [ORDER BY ...]` without SELECT means `SELECT * FROM t ...`.
+/// sqlparser reads a FROM-first query without SELECT only up to the end of its FROM
+/// clause, so each query body that starts with FROM and has no SELECT of its own (at its
+/// parenthesis depth) gets `SELECT *` put in front. A query body starts a statement,
+/// follows a set operator (`UNION [ALL]`, ...), a `(` (not `trim(FROM ...)`), or the
+/// WITH list. (`FROM t SELECT a` is sqlparser's own FROM-first form.)
+fn select_star_before_from_first(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    /// A query body that starts with FROM: where, at which depth, whether it has a SELECT.
+    struct Body {
+        from_at: usize,
+        depth: usize,
+        own_select: bool,
+    }
+    let keyword = |token: &Token| match token {
+        Token::Word(w) if w.quote_style.is_none() => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    let mut open: Vec<Body> = Vec::new();
+    let mut inserts = Vec::new();
+    let close = |open: &mut Vec<Body>, depth: usize, inserts: &mut Vec<usize>| {
+        while open.last().is_some_and(|body| body.depth >= depth) {
+            let body = open.pop().expect("checked above");
+            if !body.own_select {
+                inserts.push(body.from_at);
+            }
+        }
+    };
+    let mut depth = 0usize;
+    let mut body_start = true;
+    // The depths of the WITH lists being read (a WITH can start any query body).
+    let mut with_lists: Vec<usize> = Vec::new();
+    let mut after_cte = false;
+    let mut previous = Token::EOF;
+    for index in 0..tokens.len() {
+        let token = tokens[index].token.clone();
+        if matches!(token, Token::Whitespace(_)) {
+            continue;
+        }
+        let word = keyword(&token);
+        if after_cte {
+            // After `name AS (...)` of a WITH list: another definition, or the body.
+            after_cte = false;
+            if token == Token::Comma || word == Keyword::AS {
+                previous = token;
+                continue;
+            }
+            with_lists.pop();
+            body_start = true;
+        }
+        if body_start && word == Keyword::FROM {
+            open.push(Body { from_at: index, depth, own_select: false });
+        }
+        let was_body_start = std::mem::replace(&mut body_start, false);
+        match &token {
+            Token::LParen => {
+                depth += 1;
+                body_start = !matches!(&previous, Token::Word(w) if w.value.eq_ignore_ascii_case("trim"));
+            }
+            Token::RParen => {
+                close(&mut open, depth, &mut inserts);
+                with_lists.retain(|&at| at < depth);
+                depth = depth.saturating_sub(1);
+                after_cte = with_lists.last() == Some(&depth);
+            }
+            Token::SemiColon if depth == 0 => {
+                close(&mut open, 0, &mut inserts);
+                body_start = true;
+                with_lists.clear();
+            }
+            _ if matches!(word, Keyword::UNION | Keyword::INTERSECT | Keyword::EXCEPT) => {
+                close(&mut open, depth, &mut inserts);
+                body_start = true;
+            }
+            // `AS FROM ...` (CREATE VIEW / TABLE ... AS), `EXPLAIN [ANALYZE] FROM ...`.
+            _ if matches!(word, Keyword::AS | Keyword::EXPLAIN) => body_start = true,
+            _ if matches!(word, Keyword::ALL | Keyword::DISTINCT | Keyword::ANALYZE | Keyword::VERBOSE) && was_body_start => {
+                body_start = true
+            }
+            _ if word == Keyword::WITH && was_body_start => with_lists.push(depth),
+            _ if word == Keyword::RECURSIVE && with_lists.last() == Some(&depth) => {}
+            _ if word == Keyword::SELECT => {
+                if let Some(body) = open.last_mut().filter(|body| body.depth == depth) {
+                    body.own_select = true;
+                }
+            }
+            _ => {}
+        }
+        previous = token;
+    }
+    close(&mut open, 0, &mut inserts);
+    inserts.sort_unstable();
+    for &at in inserts.iter().rev() {
+        let span: Span = tokens[at].span;
+        let space = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space);
+        let inserted = [Token::make_keyword("SELECT"), space.clone(), Token::Mul, space];
+        tokens.splice(at..at, inserted.into_iter().map(|token| TokenWithSpan { token, span }));
+    }
+    tokens
 }
 
 /// Whether a `CALL` statement is `CHECKPOINT`.
@@ -142,6 +245,21 @@ impl ApiaryDialect {
 }
 
 impl ApiaryDialect {
+    /// DuckDB's FROM-first query as a scalar subquery, `(FROM t SELECT max(a))`: sqlparser
+    /// reads a parenthesized query in an expression only when it starts with SELECT or WITH.
+    fn parse_from_first_subquery(parser: &mut Parser) -> Option<std::result::Result<Expr, ParserError>> {
+        let [open, from] = parser.peek_tokens::<2>();
+        if open != Token::LParen || !matches!(&from, Token::Word(w) if w.keyword == Keyword::FROM && w.quote_style.is_none()) {
+            return None;
+        }
+        Some((|| {
+            parser.expect_token(&Token::LParen)?;
+            let query = parser.parse_query()?;
+            parser.expect_token(&Token::RParen)?;
+            Ok(Expr::Subquery(query))
+        })())
+    }
+
     /// DuckDB's `a // b` (integer division): PostgreSQL's tokenizer reads `//` as two
     /// `/`, so two adjacent `/` after an operand are taken as the one operator.
     fn parse_integer_division(&self, parser: &mut Parser, expr: &Expr) -> Option<std::result::Result<Expr, ParserError>> {
@@ -163,6 +281,10 @@ impl ApiaryDialect {
 impl Dialect for ApiaryDialect {
     fn dialect(&self) -> TypeId {
         self.0.dialect()
+    }
+
+    fn parse_prefix(&self, parser: &mut Parser) -> Option<std::result::Result<Expr, ParserError>> {
+        Self::parse_from_first_subquery(parser).or_else(|| self.0.parse_prefix(parser))
     }
 
     fn parse_infix(&self, parser: &mut Parser, expr: &Expr, precedence: u8) -> Option<std::result::Result<Expr, ParserError>> {
@@ -352,6 +474,26 @@ impl Dialect for ApiaryDialect {
     fn supports_comment_optimizer_hint(&self) -> bool {
         self.0.supports_comment_optimizer_hint()
     }
+
+    // DuckDB's syntax, which means nothing in PostgreSQL (so nothing PostgreSQL accepts
+    // reads differently): `SELECT * EXCLUDE (a)`, `SELECT * REPLACE (a + 1 AS a)`,
+    // `ORDER BY ALL`, and `FROM t [SELECT ...]`.
+
+    fn supports_select_wildcard_exclude(&self) -> bool {
+        true
+    }
+
+    fn supports_select_wildcard_replace(&self) -> bool {
+        true
+    }
+
+    fn supports_order_by_all(&self) -> bool {
+        true
+    }
+
+    fn supports_from_first_select(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -394,6 +536,46 @@ mod tests {
             let ours = Parser::parse_sql(&ApiaryDialect(PostgreSqlDialect {}), sql).map(|s| format!("{s:?}")).map_err(|e| e.to_string());
             assert_eq!(ours, postgres, "{sql}");
         }
+    }
+
+    /// DuckDB's FROM-first queries without SELECT read as `SELECT * FROM ...`, wherever a
+    /// query body starts; `trim(FROM x)` and FROM after a select list are left alone.
+    #[test]
+    fn from_first_queries_select_every_column() {
+        let cases = [
+            ("FROM t WHERE a > 1 ORDER BY a", "SELECT * FROM t WHERE a > 1 ORDER BY a"),
+            ("FROM t", "SELECT * FROM t"),
+            ("FROM t SELECT a WHERE a > 1", "FROM t SELECT a WHERE a > 1"),
+            ("SELECT * FROM (FROM t WHERE a < 3) s", "SELECT * FROM (SELECT * FROM t WHERE a < 3) s"),
+            ("FROM t WHERE a = 1 UNION ALL FROM u WHERE b = 2", "SELECT * FROM t WHERE a = 1 UNION ALL SELECT * FROM u WHERE b = 2"),
+            ("FROM t UNION SELECT a FROM u", "SELECT * FROM t UNION SELECT a FROM u"),
+            (
+                "WITH w AS (FROM t WHERE a = 1), v (x) AS (SELECT 1) FROM w WHERE a IN (FROM v)",
+                "WITH w AS (SELECT * FROM t WHERE a = 1), v (x) AS (SELECT 1) SELECT * FROM w WHERE a IN (SELECT * FROM v)",
+            ),
+            (
+                "SELECT * FROM (WITH w AS (FROM t), v AS (FROM w WHERE a < 3) FROM v WHERE a > 1) s",
+                "SELECT * FROM (WITH w AS (SELECT * FROM t), v AS (SELECT * FROM w WHERE a < 3) SELECT * FROM v WHERE a > 1) s",
+            ),
+            ("SELECT (FROM t SELECT max(a)) + 1", "SELECT (FROM t SELECT max(a)) + 1"),
+            ("SELECT (FROM t WHERE a = 1)", "SELECT (SELECT * FROM t WHERE a = 1)"),
+            ("SELECT substring('abc' FROM 2), count(*) FROM t", "SELECT SUBSTRING('abc' FROM 2), count(*) FROM t"),
+            ("SELECT (a) FROM t WHERE (b) IN (SELECT (c) FROM u)", "SELECT (a) FROM t WHERE (b) IN (SELECT (c) FROM u)"),
+        ];
+        for (sql, expected) in cases {
+            let statements = parse_sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+            assert_eq!(statements.iter().map(|s| s.to_string()).collect::<Vec<_>>(), vec![expected.to_string()], "{sql}");
+        }
+        assert_eq!(parse_sql("FROM t; FROM u WHERE x = 1; SELECT 1").unwrap().len(), 3);
+        let view = parse_sql("CREATE VIEW v AS FROM t WHERE a = 1").unwrap()[0].to_string();
+        assert_eq!(view, "CREATE VIEW v AS SELECT * FROM t WHERE a = 1");
+        let explain = parse_sql("EXPLAIN ANALYZE FROM t WHERE a = 1").unwrap()[0].to_string();
+        assert_eq!(explain, "EXPLAIN ANALYZE SELECT * FROM t WHERE a = 1");
+        // `trim(FROM x)` is PostgreSQL's (sqlparser does not read it): not a query.
+        let err = parse_sql("SELECT trim(FROM ' x ')").unwrap_err().to_string();
+        assert!(err.contains("column 18") && !err.contains("SELECT"), "{err}");
+        let err = parse_sql("FROM t WHERE").unwrap_err().to_string();
+        assert!(err.contains("line 1, column 13"), "positions are the original text's: {err}");
     }
 
     /// Regression (found by `apiary bench fuzz --seed 2311`): PostgreSQL reads these as

@@ -1,7 +1,9 @@
-//! The catalog: tables by name.
+//! The catalog: tables and views by name (one namespace: a view cannot have a table's
+//! name).
 //!
 //! Names are case-insensitive (stored lower-case) unless the binder passes a quoted
-//! identifier through unchanged; the binder normalises before calling in here.
+//! identifier through unchanged; the binder normalises before calling in here. Where
+//! both maps are locked, the tables' lock is taken first.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,10 +13,12 @@ use apiary_common::error::closest_name;
 use apiary_common::{ApiaryError, Result};
 
 use crate::table::Table;
+use crate::view::View;
 
 #[derive(Debug, Default)]
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
+    views: RwLock<BTreeMap<String, Arc<View>>>,
     /// Bumped by every CREATE and DROP: a plan made at an older version may name tables
     /// that are gone or miss new ones (prepared statements plan again).
     version: AtomicU64,
@@ -34,6 +38,9 @@ impl Catalog {
         if let Some(table) = self.get_table(name) {
             return Ok(table);
         }
+        if self.get_view(name).is_some() {
+            return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is a view, not a table")));
+        }
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
         let hint =
             closest_name(name, tables.keys().map(|k| k.as_str())).map(|close| format!(" (did you mean \"{close}\"?)")).unwrap_or_default();
@@ -44,7 +51,10 @@ impl Catalog {
     pub fn create_table(&self, table: Arc<Table>) -> Result<()> {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         if tables.contains_key(&table.name) {
-            return Err(ApiaryError::Catalog(format!("table \"{}\" already exists", table.name)));
+            return Err(ApiaryError::Duplicate(format!("table \"{}\" already exists", table.name)));
+        }
+        if self.views.read().unwrap_or_else(|e| e.into_inner()).contains_key(&table.name) {
+            return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
         }
         tables.insert(table.name.clone(), table);
         self.version.fetch_add(1, Ordering::Relaxed);
@@ -69,5 +79,87 @@ impl Catalog {
 
     pub fn tables(&self) -> Vec<Arc<Table>> {
         self.tables.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    pub fn get_view(&self, name: &str) -> Option<Arc<View>> {
+        self.views.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// The views, by name.
+    pub fn views(&self) -> Vec<Arc<View>> {
+        self.views.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// Adds a view or replaces the one of the same name; fails if a table has the name.
+    /// (Whether replacing is allowed is the caller's to check.)
+    pub fn put_view(&self, view: Arc<View>) -> Result<()> {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        if tables.contains_key(&view.name) {
+            return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a table)", view.name)));
+        }
+        self.views.write().unwrap_or_else(|e| e.into_inner()).insert(view.name.clone(), view);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes a view; returns it, or `None` when it did not exist.
+    pub fn drop_view(&self, name: &str) -> Option<Arc<View>> {
+        let dropped = self.views.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        dropped
+    }
+
+    /// The views that read any of `names` (tables or views), directly or through other
+    /// views, excluding `names` themselves: the views dropping them would break.
+    pub fn dependent_views(&self, names: &[String]) -> Vec<Arc<View>> {
+        let views = self.views.read().unwrap_or_else(|e| e.into_inner());
+        let mut reached: Vec<String> = names.to_vec();
+        let mut found: Vec<Arc<View>> = Vec::new();
+        loop {
+            let before = found.len();
+            for view in views.values() {
+                let new = !reached.contains(&view.name);
+                if new && view.dependencies.iter().any(|d| reached.contains(d)) {
+                    reached.push(view.name.clone());
+                    found.push(Arc::clone(view));
+                }
+            }
+            if found.len() == before {
+                return found;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_types::{DataType, Field, Schema};
+
+    fn view(name: &str, dependencies: &[&str]) -> Arc<View> {
+        let columns = vec![Field::new("x", DataType::Integer, true)];
+        Arc::new(View::new(name, "SELECT 1", columns, dependencies.iter().map(|d| d.to_string()).collect()))
+    }
+
+    #[test]
+    fn views_share_the_tables_namespace_and_know_their_dependents() {
+        let catalog = Catalog::new();
+        catalog.create_table(Arc::new(Table::new("t", Schema::new(vec![Field::new("x", DataType::Integer, true)]), 16))).unwrap();
+        assert!(matches!(catalog.put_view(view("t", &[])), Err(ApiaryError::Duplicate(_))));
+        let version = catalog.version();
+        catalog.put_view(view("v1", &["t"])).unwrap();
+        assert_ne!(catalog.version(), version, "a view changes the catalog's version");
+        catalog.put_view(view("v2", &["v1"])).unwrap();
+        catalog.put_view(view("v3", &["v2", "t"])).unwrap();
+        catalog.put_view(view("other", &[])).unwrap();
+        let names = |views: Vec<Arc<View>>| views.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(catalog.dependent_views(&["t".to_string()])), ["v1", "v2", "v3"]);
+        assert_eq!(names(catalog.dependent_views(&["v2".to_string()])), ["v3"]);
+        assert!(catalog.dependent_views(&["other".to_string()]).is_empty());
+        let dummy = Arc::new(Table::new("v1", Schema::new(vec![Field::new("x", DataType::Integer, true)]), 16));
+        assert!(matches!(catalog.create_table(dummy), Err(ApiaryError::Duplicate(_))));
+        assert!(matches!(catalog.table("v1"), Err(ApiaryError::WrongObjectType(_))));
+        assert!(catalog.drop_view("v1").is_some());
+        assert!(catalog.get_view("v1").is_none());
     }
 }

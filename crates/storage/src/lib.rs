@@ -4,10 +4,11 @@
 //!
 //! ```text
 //! Catalog ── name ──▶ Table ── snapshot ──▶ TableData { blocks: [Arc<Block>], stats }
-//!                                                        │
-//!                              Block { row_count, columns: [Arc<ColumnStripe>] }
-//!                                                        │
-//!                          ColumnStripe { encoded values, validity, ZoneMap(min, max, nulls) }
+//!    │                                                   │
+//!    │                         Block { row_count, columns: [Arc<ColumnStripe>] }
+//!    │                                                   │
+//!    │                     ColumnStripe { encoded values, validity, ZoneMap(min, max, nulls) }
+//!    └── name ──▶ View { SQL text, columns, dependencies }      (see [`view`])
 //! ```
 //!
 //! * A block holds at most [`BLOCK_ROWS`] rows, one stripe per column. Blocks never change
@@ -29,10 +30,12 @@ pub mod stats;
 pub mod store;
 pub mod table;
 pub mod unique;
+pub mod view;
 
 pub use block::{Block, ColumnStripe, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
 pub use pool::BufferPool;
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
-pub use table::{PreparedAppend, Table, TableAppender, TableData};
+pub use table::{DeferredRows, PreparedAppend, Table, TableAppender, TableData};
+pub use view::View;

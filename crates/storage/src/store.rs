@@ -3,10 +3,10 @@
 //!
 //! * A **checkpoint** writes every stripe not yet in the file (encoded in parallel), then
 //!   the catalog metadata (tables, schemas, statistics, and for each block the extent,
-//!   checksum, encoding and zone map of each stripe), syncs, and flips the root (see
-//!   [`crate::file`]). Large appends (COPY, INSERT ... SELECT, CREATE TABLE AS with at
+//!   checksum, encoding and zone map of each stripe; then the views: name, SQL text,
+//!   columns, dependencies), syncs, and flips the root (see [`crate::file`]). Large appends (COPY, INSERT ... SELECT, CREATE TABLE AS with at
 //!   least a block of rows) commit this way, so their data is written once.
-//! * Small changes (CREATE TABLE, DROP TABLE, INSERT of a few rows) append one record per
+//! * Small changes (CREATE TABLE/VIEW, DROP TABLE/VIEW, INSERT of a few rows) append one record per
 //!   statement to the **write-ahead log** `<file>.wal` and sync it. A record holds all of
 //!   a statement's changes with a checksum; a torn last record is ignored on recovery, so
 //!   a statement is either entirely durable or absent.
@@ -33,6 +33,7 @@ use crate::encoding::{decode, encode, encode_with_dictionary, Encoding, MAX_STRI
 use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
 use crate::pool::BufferPool;
 use crate::table::{Table, TableData};
+use crate::view::View;
 
 const WAL_MAGIC: &[u8; 8] = b"APIARYWL";
 /// Bytes of the log's header (a log this long holds no records).
@@ -42,7 +43,19 @@ pub const WAL_HEADER_BYTES: u64 = 28;
 pub enum LogEntry {
     CreateTable(Arc<Table>),
     DropTable(String),
-    Append { table: String, columns: Vec<Vector> },
+    Append {
+        table: String,
+        columns: Vec<Vector>,
+    },
+    /// A new view, or a new definition of one (CREATE OR REPLACE VIEW).
+    CreateView(Arc<View>),
+    DropView(String),
+}
+
+/// What a database file holds: its tables (with their contents) and views.
+pub struct Recovered {
+    pub tables: Vec<Arc<Table>>,
+    pub views: Vec<Arc<View>>,
 }
 
 struct WalState {
@@ -85,6 +98,27 @@ fn table_definition(writer: &mut Writer, table: &Table) {
         }
     }
     writer.u64(table.block_rows as u64);
+}
+
+fn view_definition(writer: &mut Writer, view: &View) {
+    writer.str(&view.name);
+    writer.str(&view.sql);
+    writer.schema(&apiary_types::Schema::new(view.columns.clone()));
+    writer.u32(view.dependencies.len() as u32);
+    view.dependencies.iter().for_each(|d| writer.str(d));
+}
+
+fn read_view_definition(reader: &mut Reader<'_>) -> Result<View> {
+    let name = reader.str()?;
+    let sql = reader.str()?;
+    let columns = reader.schema()?.fields;
+    let count = reader.u32()? as usize;
+    // Each name takes at least its 8-byte length.
+    if count.saturating_mul(8) > reader.len_left() {
+        return Err(reader.corrupt("more view dependencies than bytes"));
+    }
+    let dependencies = (0..count).map(|_| reader.str()).collect::<Result<Vec<_>>>()?;
+    Ok(View::new(name, sql, columns, dependencies))
 }
 
 fn read_key_columns(reader: &mut Reader<'_>, count: usize, columns: usize) -> Result<Vec<usize>> {
@@ -154,16 +188,20 @@ fn stripe_label(table: &str, block: usize, column: &str) -> Arc<str> {
 
 impl DurableStore {
     /// Opens or creates the database at `path`: reads the catalog of the last checkpoint
-    /// and replays the write-ahead log. Returns the store and the tables.
-    pub fn open(path: &Path, pool: Arc<BufferPool>) -> Result<(Arc<DurableStore>, Vec<Arc<Table>>)> {
+    /// and replays the write-ahead log. Returns the store, the tables and the views.
+    pub fn open(path: &Path, pool: Arc<BufferPool>) -> Result<(Arc<DurableStore>, Recovered)> {
         let (file, root) = DatabaseFile::open(path, pool)?;
-        let mut tables: BTreeMap<String, Arc<Table>> = BTreeMap::new();
+        let mut catalog = Entries::default();
         let mut used = Vec::new();
         if let Some(root) = root {
             let metadata = file.read_extent(root.metadata, root.metadata_checksum, "the catalog metadata")?;
             used.push(root.metadata);
-            for table in read_metadata(&file, &metadata, &mut used)? {
-                tables.insert(table.name.clone(), Arc::new(table));
+            let (tables, views) = read_metadata(&file, &metadata, &mut used)?;
+            for table in tables {
+                catalog.tables.insert(table.name.clone(), Arc::new(table));
+            }
+            for view in views {
+                catalog.views.insert(view.name.clone(), Arc::new(view));
             }
         }
         file.init_space(&used);
@@ -189,13 +227,14 @@ impl DurableStore {
                 wal_path.display()
             )));
         }
-        let wal_len = replay(&wal, &wal_path, generation, &mut tables)?;
+        let wal_len = replay(&wal, &wal_path, generation, &mut catalog)?;
         let store = Arc::new(DurableStore { file, wal_path, state: Mutex::new(WalState { wal, wal_len, root }) });
         if wal_len == 0 {
             store.lock().reset_wal(generation)?;
             crate::file::sync_parent_directory(&store.wal_path)?;
         }
-        Ok((store, tables.into_values().collect()))
+        let recovered = Recovered { tables: catalog.tables.into_values().collect(), views: catalog.views.into_values().collect() };
+        Ok((store, recovered))
     }
 
     /// Takes the commit lock.
@@ -225,6 +264,12 @@ impl CommitGuard<'_> {
 
     /// Appends one statement's changes to the log and syncs it.
     pub fn log(&mut self, entries: &[LogEntry]) -> Result<()> {
+        if entries.iter().any(|e| matches!(e, LogEntry::CreateView(_) | LogEntry::DropView(_))) {
+            self.store.file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
+        }
+        if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_time_zone_types(table))) {
+            self.store.file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
+        }
         let mut writer = Writer::new();
         writer.u32(entries.len() as u32);
         for entry in entries {
@@ -246,6 +291,14 @@ impl CommitGuard<'_> {
                         writer.blob(&encode(column).1);
                     }
                 }
+                LogEntry::CreateView(view) => {
+                    writer.u8(4);
+                    view_definition(&mut writer, view);
+                }
+                LogEntry::DropView(name) => {
+                    writer.u8(5);
+                    writer.str(name);
+                }
             }
         }
         let mut record = Writer::new();
@@ -264,10 +317,16 @@ impl CommitGuard<'_> {
         Ok(())
     }
 
-    /// Writes `tables` (the complete committed state, with their contents) as the new
-    /// checkpoint and resets the log.
-    pub fn checkpoint(&mut self, tables: &[(Arc<Table>, Arc<TableData>)], threads: usize) -> Result<()> {
+    /// Writes `tables` (with their contents) and `views` (the complete committed state)
+    /// as the new checkpoint and resets the log.
+    pub fn checkpoint(&mut self, tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], threads: usize) -> Result<()> {
         let file = &self.store.file;
+        if !views.is_empty() {
+            file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
+        }
+        if tables.iter().any(|(table, _)| has_time_zone_types(table)) {
+            file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
+        }
         // 1. Stripes not yet in the file, encoded and written in parallel.
         let mut pending = Vec::new();
         for (table, data) in tables {
@@ -276,7 +335,7 @@ impl CommitGuard<'_> {
         write_stripes(file, &pending, threads)?;
         // 2. The metadata, then the root.
         let mut used = Vec::new();
-        let metadata = write_metadata(tables, &mut used);
+        let metadata = write_metadata(tables, views, &mut used);
         let metadata_extent = file.write_extent(&metadata)?;
         let generation = self.state.root.map_or(0, |r| r.generation) + 1;
         let root = Root { generation, metadata: metadata_extent, metadata_checksum: checksum(&metadata) };
@@ -363,7 +422,9 @@ fn write_stripes(file: &Arc<DatabaseFile>, pending: &[(Arc<ColumnStripe>, Arc<st
     })
 }
 
-fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], used: &mut Vec<Extent>) -> Vec<u8> {
+/// The catalog metadata: the tables (definition, statistics, blocks), then, since format
+/// 3 and only when there are any, the views.
+fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], used: &mut Vec<Extent>) -> Vec<u8> {
     let mut writer = Writer::new();
     writer.u32(tables.len() as u32);
     for (table, data) in tables {
@@ -383,10 +444,14 @@ fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], used: &mut Vec<Extent
             }
         }
     }
+    if !views.is_empty() {
+        writer.u32(views.len() as u32);
+        views.iter().for_each(|view| view_definition(&mut writer, view));
+    }
     writer.bytes
 }
 
-fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>) -> Result<Vec<Table>> {
+fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>) -> Result<(Vec<Table>, Vec<View>)> {
     let mut reader = Reader::new(bytes, "the catalog metadata");
     let count = reader.u32()? as usize;
     let mut tables = Vec::with_capacity(count.min(1 << 16));
@@ -436,15 +501,29 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
         }
         tables.push(table.with_data(TableData { blocks, stats }));
     }
+    let mut views = Vec::new();
+    if !reader.is_at_end() {
+        let count = reader.u32()? as usize;
+        for _ in 0..count {
+            views.push(read_view_definition(&mut reader)?);
+        }
+    }
     if !reader.is_at_end() {
         return Err(reader.corrupt("trailing bytes"));
     }
-    Ok(tables)
+    Ok((tables, views))
+}
+
+/// The tables and views while a database is recovered.
+#[derive(Default)]
+struct Entries {
+    tables: BTreeMap<String, Arc<Table>>,
+    views: BTreeMap<String, Arc<View>>,
 }
 
 /// Applies the log's records for `generation` to `tables`; returns the length of the
 /// valid log (0 when the log must be reset: new, empty, or from an older checkpoint).
-fn replay(wal: &File, path: &Path, generation: u64, tables: &mut BTreeMap<String, Arc<Table>>) -> Result<u64> {
+fn replay(wal: &File, path: &Path, generation: u64, catalog: &mut Entries) -> Result<u64> {
     let length = wal.metadata().map_err(|e| io_error(path, "cannot read", e))?.len();
     if length < WAL_HEADER_BYTES {
         return Ok(0);
@@ -484,7 +563,7 @@ fn replay(wal: &File, path: &Path, generation: u64, tables: &mut BTreeMap<String
             }
             break;
         }
-        apply_record(record.bytes, tables)?;
+        apply_record(record.bytes, catalog)?;
         position = end;
     }
     if position < bytes.len() {
@@ -512,7 +591,8 @@ fn log_record(log: &[u8], position: usize) -> Option<(LogRecord<'_>, usize)> {
     Some((LogRecord { bytes, intact: checksum(bytes) == sum }, end))
 }
 
-fn apply_record(record: &[u8], tables: &mut BTreeMap<String, Arc<Table>>) -> Result<()> {
+fn apply_record(record: &[u8], catalog: &mut Entries) -> Result<()> {
+    let tables = &mut catalog.tables;
     let mut reader = Reader::new(record, "a write-ahead log record");
     let count = reader.u32()?;
     for _ in 0..count {
@@ -542,8 +622,21 @@ fn apply_record(record: &[u8], tables: &mut BTreeMap<String, Arc<Table>>) -> Res
                 appender.append_columns(columns)?;
                 appender.commit()?;
             }
+            4 => {
+                let view = read_view_definition(&mut reader)?;
+                catalog.views.insert(view.name.clone(), Arc::new(view));
+            }
+            5 => {
+                let name = reader.str()?;
+                catalog.views.remove(&name);
+            }
             other => return Err(reader.corrupt(&format!("unknown log entry {other}"))),
         }
     }
     Ok(())
+}
+
+/// Whether `table` has a column of a type that file formats before 4 cannot name.
+fn has_time_zone_types(table: &Table) -> bool {
+    table.schema.fields.iter().any(|f| matches!(f.data_type, DataType::TimestampTz | DataType::Time))
 }

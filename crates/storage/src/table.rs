@@ -45,6 +45,18 @@ pub struct Table {
     writer: Mutex<Option<UniqueIndex>>,
     /// Where the table's scans are, so that a scan starting while others run joins them.
     pub scan_position: ScanPosition,
+    /// For a table function's table: rows read only when a scan is planned, and only the
+    /// columns it reads.
+    deferred: Option<Arc<dyn DeferredRows>>,
+}
+
+/// The rows of a table that are read when a query scans it, and only the columns the scan
+/// reads: `read_parquet`'s file (projection push-down, as a column store's scan).
+pub trait DeferredRows: Send + Sync + std::fmt::Debug {
+    /// The number of rows (for estimates before anything is read).
+    fn row_count(&self) -> usize;
+    /// A table of `columns` (positions in the deferred table's schema), in that order.
+    fn materialize(&self, columns: &[usize]) -> Result<Arc<Table>>;
 }
 
 /// The position of a table's running scans (shared circular scans, DataPath): a scan that
@@ -94,6 +106,25 @@ impl Table {
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
+            deferred: None,
+        }
+    }
+
+    /// A table whose rows `rows` reads when a scan is planned (see [`DeferredRows`]).
+    pub fn deferred(name: impl Into<String>, schema: Schema, block_rows: usize, rows: Arc<dyn DeferredRows>) -> Table {
+        Table { deferred: Some(rows), ..Table::new(name, schema, block_rows) }
+    }
+
+    /// The rows read on demand, for a deferred table.
+    pub fn deferred_rows(&self) -> Option<&Arc<dyn DeferredRows>> {
+        self.deferred.as_ref()
+    }
+
+    /// The number of rows, or for a deferred table the number it will have.
+    pub fn row_estimate(&self) -> usize {
+        match &self.deferred {
+            Some(rows) => rows.row_count(),
+            None => self.snapshot().row_count(),
         }
     }
 

@@ -18,14 +18,20 @@
 //! D columns are equated); a union into every input; an aggregation groups by D's
 //! columns as well, and a scalar aggregation (no GROUP BY) is computed over
 //! `D ⟕ input` so every D row gets its one result row (COUNT over no rows is 0), with
-//! each aggregate filtered to the rows that came from the input. A subtree that does not
-//! use the outer columns is cross-joined with D. Nothing runs once per outer row.
+//! each aggregate filtered to the rows that came from the input; a `[ORDER BY ...] LIMIT n
+//! OFFSET m` keeps the rows numbered `m + 1 ..= m + n` by `row_number() OVER (PARTITION
+//! BY d ORDER BY ...)` (top-N per D row). A subtree that does not use the outer columns
+//! is cross-joined with D. Nothing runs once per outer row. A LATERAL join (a join whose
+//! right side reads its left side) uses the same push-down, with the left side as outer.
+//! An outer plan with a LIMIT is computed once, as a materialized CTE the join and D both
+//! read ([`dependent_join`]): a second evaluation could keep other rows.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
-use apiary_common::{not_impl_err, Result};
+use apiary_common::{internal_err, not_impl_err, Result};
 use apiary_sql::expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
-use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_sql::{CteScan, JoinKind, LogicalPlan, WindowCall, WindowFrame, WindowFunction};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::OptimizerContext;
@@ -35,6 +41,16 @@ use crate::OptimizerContext;
 pub(crate) struct Dependent<'a> {
     outer: &'a LogicalPlan,
     correlated: Vec<ColumnRef>,
+    /// Set when the outer plan is computed once, as a materialized CTE: D reads its rows.
+    shared: Option<SharedOuter>,
+}
+
+/// An outer plan computed once (a materialized CTE the join and D both read).
+struct SharedOuter {
+    id: usize,
+    definition: Arc<LogicalPlan>,
+    /// The definition's column for each of the outer plan's output columns.
+    sources: HashMap<ColumnId, ColumnId>,
 }
 
 impl<'a> Dependent<'a> {
@@ -42,7 +58,7 @@ impl<'a> Dependent<'a> {
     pub(crate) fn new(outer: &'a LogicalPlan, subquery: &LogicalPlan) -> Option<Dependent<'a>> {
         let free = subquery.free_columns();
         let correlated: Vec<ColumnRef> = outer.output().into_iter().filter(|c| free.contains(&c.id)).collect();
-        (!correlated.is_empty()).then_some(Dependent { outer, correlated })
+        (!correlated.is_empty()).then_some(Dependent { outer, correlated, shared: None })
     }
 
     fn ids(&self) -> BTreeSet<ColumnId> {
@@ -51,11 +67,15 @@ impl<'a> Dependent<'a> {
 
     /// A fresh copy of D: the distinct values of the correlated columns.
     fn domain(&self, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        if let Some(shared) = &self.shared {
+            return self.shared_domain(shared, ctx);
+        }
         // D comes from a second evaluation of the outer plan: a LIMIT may keep other rows
         // there (ties in its ORDER BY, a hash aggregation's order), and an outer value
-        // missing from D would get no subquery result.
+        // missing from D would get no subquery result ([`dependent_join`] computes such an
+        // outer plan once instead).
         if contains_limit(self.outer) {
-            return Err(not_impl_err!("a correlated subquery of this form over an outer query with LIMIT"));
+            return Err(not_impl_err!("a correlated or LATERAL subquery of this form over an outer query or FROM item with LIMIT"));
         }
         let (copy, map) = fresh_copy(self.outer, ctx)?;
         let mut groups = Vec::with_capacity(self.correlated.len());
@@ -67,6 +87,24 @@ impl<'a> Dependent<'a> {
             columns.push(out);
         }
         Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input: Box::new(copy) }, columns))
+    }
+
+    /// D read from the outer plan computed once.
+    fn shared_domain(&self, shared: &SharedOuter, ctx: &mut OptimizerContext) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        let mut scanned = Vec::with_capacity(self.correlated.len());
+        let mut groups = Vec::with_capacity(self.correlated.len());
+        let mut columns = Vec::with_capacity(self.correlated.len());
+        for column in &self.correlated {
+            let source = shared.sources.get(&column.id).ok_or_else(|| internal_err!("outer column {} is not in its CTE", column.name))?;
+            let read = ctx.new_column(&column.name, column.data_type, column.nullable);
+            let out = ctx.new_column(&column.name, column.data_type, column.nullable);
+            scanned.push((*source, read.clone()));
+            groups.push((read.expr(), out.clone()));
+            columns.push(out);
+        }
+        let scan = CteScan { id: shared.id, label: "outer".to_string(), columns: scanned, definition: Arc::clone(&shared.definition) };
+        let input = Box::new(LogicalPlan::CteScan(scan));
+        Ok((LogicalPlan::Aggregate { groups, aggregates: Vec::new(), grouping_sets: None, input }, columns))
     }
 
     /// `outer.c IS NOT DISTINCT FROM d` for every correlated column: the condition that
@@ -194,7 +232,7 @@ impl<'a> Dependent<'a> {
                 };
                 self.push_down(filter, ctx)
             }
-            LogicalPlan::Limit { .. } => Err(not_impl_err!("a correlated subquery with LIMIT")),
+            LogicalPlan::Limit { limit, offset, input } => self.push_into_limit(limit, offset, *input, ctx),
             LogicalPlan::Values { .. } => Err(not_impl_err!("outer column references in VALUES")),
             // A scan reads no outer column (handled at the top).
             LogicalPlan::CteScan(_) => Err(apiary_common::internal_err!("a CTE scan reads outer columns")),
@@ -253,11 +291,107 @@ impl<'a> Dependent<'a> {
         Ok((LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input: Box::new(joined) }, out))
     }
 
+    /// `LIMIT n OFFSET m` (over an optional ORDER BY) for every D value: the rows
+    /// numbered `m + 1 ..= m + n` by `row_number() OVER (PARTITION BY d ORDER BY ...)`
+    /// (top-N per group; without ORDER BY, which rows is unspecified, as for LIMIT).
+    fn push_into_limit(
+        &self,
+        limit: Option<u64>,
+        offset: u64,
+        input: LogicalPlan,
+        ctx: &mut OptimizerContext,
+    ) -> Result<(LogicalPlan, Vec<ColumnRef>)> {
+        let (keys, below) = match input {
+            LogicalPlan::Sort { keys, input } => (keys, *input),
+            other => (Vec::new(), other),
+        };
+        let (below, d) = self.push_down(below, ctx)?;
+        let output = below.output();
+        let order_by = keys
+            .into_iter()
+            .map(|mut key| {
+                key.expr = self.substitute(key.expr, &d);
+                key
+            })
+            .collect();
+        let row_number = ctx.new_column("row_number", DataType::BigInt, false);
+        let call = WindowCall {
+            func: WindowFunction::RowNumber,
+            args: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by: d.iter().map(ColumnRef::expr).collect(),
+            order_by,
+            frame: WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        };
+        let numbered = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(below) };
+        let bound =
+            |op, value: u64| Expr::compare(op, row_number.expr(), Expr::literal(ScalarValue::Int64(value.min(i64::MAX as u64) as i64)));
+        let mut kept = vec![bound(BinaryOp::Gt, offset)];
+        if let Some(limit) = limit {
+            kept.push(bound(BinaryOp::LtEq, offset.saturating_add(limit)));
+        }
+        let filtered = LogicalPlan::Filter { predicate: Expr::conjunction(kept).expect("at least one bound"), input: Box::new(numbered) };
+        let exprs = output.into_iter().map(|c| (c.expr(), c)).collect();
+        Ok((LogicalPlan::Project { exprs, input: Box::new(filtered) }, d))
+    }
+
     /// Replaces the correlated columns by D's columns `d`.
     fn substitute(&self, expr: Expr, d: &[ColumnRef]) -> Expr {
         let map: HashMap<ColumnId, Expr> = self.correlated.iter().zip(d).map(|(c, d)| (c.id, d.expr())).collect();
         expr.replace_columns_deep(&map)
     }
+}
+
+/// `outer ⋈ subquery` (a join of `kind`, also on `extra`) with the subquery computed once
+/// per distinct value D of the outer columns it reads and joined on them (`IS NOT DISTINCT
+/// FROM`); an uncorrelated subquery is joined as it is. An outer plan with a LIMIT is
+/// computed once, as a materialized CTE that both the join and D read: evaluated twice
+/// it could keep other rows, and an outer row whose value D missed would get no result.
+pub(crate) fn dependent_join(
+    outer: LogicalPlan,
+    subquery: LogicalPlan,
+    kind: JoinKind,
+    extra: Vec<Expr>,
+    mark: Option<ColumnRef>,
+    ctx: &mut OptimizerContext,
+) -> Result<LogicalPlan> {
+    let join = |left: LogicalPlan, right: LogicalPlan, conditions: Vec<Expr>| LogicalPlan::Join {
+        kind,
+        left: Box::new(left),
+        right: Box::new(right),
+        condition: Expr::conjunction(conditions),
+        mark: mark.clone(),
+    };
+    let Some(mut dependent) = Dependent::new(&outer, &subquery) else {
+        return Ok(join(outer, subquery, extra));
+    };
+    // A CTE's definition cannot read enclosing queries' columns: such an outer plan is
+    // copied (and refused if it has a LIMIT).
+    if !contains_limit(&outer) || !outer.free_columns().is_empty() {
+        let (right, d) = dependent.push_down(subquery, ctx)?;
+        let mut conditions = vec![dependent.join_condition(&d)];
+        conditions.extend(extra);
+        return Ok(join(outer, right, conditions));
+    }
+    let (definition, map) = fresh_copy(&outer, ctx)?;
+    let id = ctx.new_cte_id();
+    let output = outer.output();
+    let mut sources = HashMap::with_capacity(output.len());
+    for column in &output {
+        let source = map.get(&column.id).ok_or_else(|| internal_err!("the copy of the outer plan has no column {}", column.name))?;
+        sources.insert(column.id, source.id);
+    }
+    let definition_for_estimates = Arc::new(definition.clone());
+    let columns = output.iter().map(|c| (sources[&c.id], c.clone())).collect();
+    let read = LogicalPlan::CteScan(CteScan { id, label: "outer".to_string(), columns, definition: Arc::clone(&definition_for_estimates) });
+    dependent.shared = Some(SharedOuter { id, definition: definition_for_estimates, sources });
+    let (right, d) = dependent.push_down(subquery, ctx)?;
+    let mut conditions = vec![dependent.join_condition(&d)];
+    conditions.extend(extra);
+    let body = join(read, right, conditions);
+    Ok(LogicalPlan::Cte { id, name: "outer".to_string(), definition: Box::new(definition), body: Box::new(body) })
 }
 
 fn contains_limit(plan: &LogicalPlan) -> bool {

@@ -14,11 +14,16 @@
 //! (SELECT x FROM t WHERE corr)              ─▶ Single Join ON corr (error on >1 match)
 //! (SELECT ...) uncorrelated                 ─▶ Single Join without condition
 //! EXISTS / IN elsewhere (OR, SELECT list)   ─▶ Mark Join producing a BOOLEAN column
+//! t [LEFT] JOIN LATERAL (sub reading t)     ─▶ [Left] Join ON the correlated predicates
+//!                                              pulled out of sub, or ON t.c IS NOT
+//!                                              DISTINCT FROM d over sub computed per
+//!                                              distinct value d of t.c
 //! ```
 //!
 //! Correlated predicates are pulled out of the subquery through filters, projections
-//! and inner joins. Correlation in other places (under a LIMIT, in a non-equality
-//! predicate of an aggregated scalar subquery, ...) is reported as not implemented.
+//! and inner joins. Correlation in other places (under an aggregation, a LIMIT, a
+//! union, in a select list, ...) goes through the general decorrelation of
+//! [`decorrelate`]; what that cannot do either is reported as not implemented.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -118,6 +123,12 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
             let input = LogicalPlan::Project { exprs: projected, input: Box::new(input) };
             Ok(LogicalPlan::Aggregate { groups: new_groups, aggregates: new_aggregates, grouping_sets, input: Box::new(input) })
         }
+        LogicalPlan::Join { kind, left, right, condition, mark } if is_lateral(&left, &right) => {
+            if condition.as_ref().is_some_and(Expr::contains_subquery) {
+                return Err(not_impl_err!("subqueries in the ON condition of a LATERAL join"));
+            }
+            lateral_join(kind, *left, *right, condition, mark, ctx)
+        }
         other => {
             if other.expressions().iter().any(|e| e.contains_subquery()) {
                 return Err(not_impl_err!("subqueries in this position (join conditions, ORDER BY, VALUES)"));
@@ -125,6 +136,47 @@ fn unnest(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> 
             Ok(other)
         }
     }
+}
+
+/// Whether `right` reads columns of `left`: a LATERAL subquery (`FROM t, LATERAL (SELECT
+/// ... WHERE u.x = t.x)`), bound as a join whose right side refers to its left side.
+fn is_lateral(left: &LogicalPlan, right: &LogicalPlan) -> bool {
+    let free = right.free_columns();
+    !free.is_empty() && !free.is_disjoint(&left.output_ids())
+}
+
+/// A join with a LATERAL right side as a plain join. Correlated predicates that can be
+/// pulled out of the right side join the sides directly (`t ⋈_{x = t.x} u`); otherwise
+/// the right side is computed for each distinct value of the left columns it reads and
+/// joined on them ([`decorrelate`]). A LEFT join keeps the left rows for which the right
+/// side has no rows. The join's output columns stay as they were.
+fn lateral_join(
+    kind: JoinKind,
+    left: LogicalPlan,
+    right: LogicalPlan,
+    condition: Option<Expr>,
+    mark: Option<ColumnRef>,
+    ctx: &mut OptimizerContext,
+) -> Result<LogicalPlan> {
+    if !matches!(kind, JoinKind::Inner | JoinKind::Left) {
+        return Err(not_impl_err!("LATERAL references in a {} join", kind.name()));
+    }
+    let mut output = left.output();
+    output.extend(right.output().into_iter().map(|mut column| {
+        column.nullable |= kind == JoinKind::Left;
+        column
+    }));
+    let left_ids = left.output_ids();
+    let mut conditions: Vec<Expr> = condition.map(Expr::split_conjunction).unwrap_or_default();
+    let join = match pull_up_correlated(right.clone(), &left_ids) {
+        Ok((pulled, correlated)) => {
+            conditions.extend(correlated);
+            LogicalPlan::Join { kind, left: Box::new(left), right: Box::new(pulled), condition: Expr::conjunction(conditions), mark }
+        }
+        Err(ApiaryError::NotImplemented(_)) => decorrelate::dependent_join(left, right, kind, conditions, mark, ctx)?,
+        Err(other) => return Err(other),
+    };
+    Ok(LogicalPlan::Project { exprs: output.into_iter().map(|c| (c.expr(), c)).collect(), input: Box::new(join) })
 }
 
 /// Applies `f` to each child plan.
@@ -366,16 +418,7 @@ fn dependent_join(
     mark: Option<ColumnRef>,
     ctx: &mut OptimizerContext,
 ) -> Result<LogicalPlan> {
-    let (right, mut conditions) = match decorrelate::Dependent::new(&input, &plan) {
-        None => (plan, Vec::new()),
-        Some(dependent) => {
-            let (right, d) = dependent.push_down(plan, ctx)?;
-            let condition = dependent.join_condition(&d);
-            (right, vec![condition])
-        }
-    };
-    conditions.extend(extra);
-    Ok(LogicalPlan::Join { kind, left: Box::new(input), right: Box::new(right), condition: Expr::conjunction(conditions), mark })
+    decorrelate::dependent_join(input, plan, kind, extra, mark, ctx)
 }
 
 /// EXISTS does not depend on how many rows there are: a LIMIT (of at least one row)

@@ -121,8 +121,10 @@ pub fn assert_plan(actual: &str, expected: &str) {
 }
 
 /// Every expression reads only columns its node's inputs produce (or, inside a subquery,
-/// the enclosing query's columns), and no column id is produced twice: the invariants the
-/// physical planner relies on ("column X (#N) is not in the input" otherwise).
+/// the enclosing query's columns; in a join's right side, also its left side's: a LATERAL
+/// subquery before `unnest_subqueries`), and no column id is produced twice: the
+/// invariants the physical planner relies on ("column X (#N) is not in the input"
+/// otherwise).
 #[track_caller]
 pub fn assert_well_formed(plan: &LogicalPlan) {
     let mut produced = BTreeSet::new();
@@ -133,8 +135,17 @@ pub fn assert_well_formed(plan: &LogicalPlan) {
 
 fn check_node(plan: &LogicalPlan, outer: &BTreeSet<ColumnId>, produced: &mut BTreeSet<ColumnId>) -> std::result::Result<(), String> {
     let produced_before = produced.clone();
-    for child in plan.children() {
-        check_node(child, outer, produced)?;
+    match plan {
+        LogicalPlan::Join { left, right, .. } => {
+            check_node(left, outer, produced)?;
+            let lateral: BTreeSet<ColumnId> = outer.iter().copied().chain(left.output_ids()).collect();
+            check_node(right, &lateral, produced)?;
+        }
+        _ => {
+            for child in plan.children() {
+                check_node(child, outer, produced)?;
+            }
+        }
     }
     let mut visible: BTreeSet<ColumnId> = match plan {
         // Scan filters read the scan's own columns.

@@ -313,3 +313,51 @@ fn subquery_in_a_join_condition_is_refused_cleanly() {
     let error = db().try_plan("SELECT ok FROM o JOIN i ON ik = ok AND EXISTS (SELECT 1 FROM n WHERE nk = ik)", &[unnest_subqueries::run]);
     assert!(matches!(error, Err(ApiaryError::NotImplemented(_))), "{error:?}");
 }
+
+#[test]
+fn a_lateral_subquery_correlated_by_equality_becomes_a_join_on_it() {
+    // `FROM o, LATERAL (... WHERE ik = ok)`: the correlated predicate is pulled out of the
+    // right side into the join condition; no domain of outer values is needed.
+    assert_plan(
+        &unnest("SELECT ok, s.iv FROM o, LATERAL (SELECT iv FROM i WHERE ik = ok AND iv > 3) s"),
+        "
+        Project ok AS ok, iv AS iv
+          Project ok AS ok, ov AS ov, iv AS iv
+            Join INNER ON ik = ok
+              Scan o [ok, ov]
+              Project iv AS iv, ik AS ik
+                Filter iv > 3
+                  Scan i [ik, iv]
+        ",
+    );
+}
+
+#[test]
+fn a_left_lateral_join_stays_a_left_join() {
+    let plan =
+        db().plan("SELECT ok, s.iv FROM o LEFT JOIN LATERAL (SELECT iv FROM i WHERE ik = ok) s ON s.iv > 1", &[unnest_subqueries::run]);
+    assert_eq!(joins_of_kind(&plan, JoinKind::Left), 1, "{plan}");
+    assert_eq!(joins_of_kind(&plan, JoinKind::Inner), 0, "{plan}");
+    // An aggregate (one row per left row, also without matches) needs the general rewrite.
+    let plan = db()
+        .plan("SELECT ok, s.n FROM o LEFT JOIN LATERAL (SELECT count(*) AS n FROM i WHERE ik > ok) s ON true", &[unnest_subqueries::run]);
+    let text = plan.display_indent();
+    assert!(text.contains("Join LEFT ON ok IS NOT DISTINCT FROM ok"), "{text}");
+    assert!(plan.free_columns().is_empty(), "{text}");
+}
+
+#[test]
+fn a_correlated_limit_numbers_the_rows_of_each_outer_value() {
+    // Top-1 per outer row: row_number() partitioned by the outer values, in the ORDER BY's
+    // order, kept when it is 1; no LIMIT is left.
+    let plan = db().plan("SELECT ok, (SELECT iv FROM i WHERE ik = ok ORDER BY iv DESC LIMIT 1) AS top FROM o", &[unnest_subqueries::run]);
+    let text = plan.display_indent();
+    assert!(find(&plan, &|p| matches!(p, LogicalPlan::Limit { .. })).is_empty(), "{text}");
+    assert!(text.contains("Window row_number() OVER (PARTITION BY ok ORDER BY iv DESC)"), "{text}");
+    assert!(text.contains("Filter row_number > 0 AND row_number <= 1"), "{text}");
+    // With an offset and no ORDER BY.
+    let plan =
+        db().plan("SELECT ok, (SELECT count(*) FROM (SELECT 1 FROM i WHERE ik = ok LIMIT 3 OFFSET 2) s) FROM o", &[unnest_subqueries::run]);
+    let text = plan.display_indent();
+    assert!(text.contains("Filter row_number > 2 AND row_number <= 5"), "{text}");
+}

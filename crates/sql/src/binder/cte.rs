@@ -132,9 +132,11 @@ impl Binder<'_> {
         self.aggregate_stack.push(None);
         let outer = std::mem::take(&mut self.outer_scopes);
         let outer_aggregates = std::mem::take(&mut self.outer_aggregates);
+        let unreachable = std::mem::take(&mut self.unreachable_scopes);
         let bound = self.bind_query_body(&cte.query);
         self.outer_scopes = outer;
         self.outer_aggregates = outer_aggregates;
+        self.unreachable_scopes = unreachable;
         self.aggregate_stack.pop();
         if let (Some(frame), Some(definition)) = (self.ctes.last_mut(), shadowed) {
             frame.insert(name.to_string(), definition);

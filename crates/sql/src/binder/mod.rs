@@ -9,6 +9,7 @@
 //!  ├─ aggregate_functions.rs  string_agg, quantiles, mode, arg_min/max, corr, regr_*
 //!  ├─ scalar_functions.rs  strings, regular expressions, dates and times, TRY_CAST
 //!  ├─ system_function.rs  PostgreSQL's session and catalog functions (version(), ...)
+//!  ├─ view.rs    views in FROM: their stored query bound where they are used
 //!  └─ parameter.rs  `$n` parameters: types declared or inferred from their context
 //! ```
 //!
@@ -26,6 +27,7 @@ pub mod parameter;
 mod query;
 mod scalar_functions;
 mod system_function;
+mod view;
 mod window;
 
 use std::collections::HashMap;
@@ -231,6 +233,9 @@ pub struct Binder<'a> {
     /// when the subquery started (`None`: aggregates were not allowed there). An aggregate
     /// over outer columns only belongs to that outer query (PostgreSQL).
     outer_aggregates: Vec<Option<usize>>,
+    /// The FROM items to the left of the (not LATERAL) subqueries in FROM being bound:
+    /// invisible to them, named only to say so when a column reference fails.
+    unreachable_scopes: Vec<Scope>,
     /// GROUP BY keys containing a subquery, with their group column, while the select
     /// list, HAVING and ORDER BY of that query are bound.
     grouped_subquery_keys: Vec<(ast::Expr, ColumnRef)>,
@@ -254,6 +259,10 @@ pub struct Binder<'a> {
     /// Whether a described `$n` binds as [`Expr::Parameter`] (a plan made once for many
     /// executions) rather than as a NULL of its type (describing only).
     parameter_slots: bool,
+    /// How many views deep the binder is (see `view.rs`).
+    view_depth: usize,
+    /// The catalog tables and views the statement names outside views (see `view.rs`).
+    referenced_relations: Vec<String>,
     /// The id of the next materialized CTE.
     next_cte_id: usize,
     /// `now()` / `current_date` of the statement (microseconds since 1970, UTC): read
@@ -274,6 +283,7 @@ impl<'a> Binder<'a> {
             ctes: Vec::new(),
             outer_scopes: Vec::new(),
             outer_aggregates: Vec::new(),
+            unreachable_scopes: Vec::new(),
             grouped_subquery_keys: Vec::new(),
             expression_depth: 0,
             aggregate_stack: Vec::new(),
@@ -283,6 +293,8 @@ impl<'a> Binder<'a> {
             parameters: None,
             parameter_values: None,
             parameter_slots: false,
+            view_depth: 0,
+            referenced_relations: Vec::new(),
             next_cte_id: 0,
             statement_time: None,
             time_zone: TimeZone::UTC,
@@ -400,6 +412,11 @@ impl<'a> Binder<'a> {
         let display = names.join(".");
         if let Some(q) = qualifier {
             if !scope.has_qualifier(q) && !self.outer_scopes.iter().any(|s| s.has_qualifier(q)) {
+                if self.unreachable_scopes.iter().any(|s| s.has_qualifier(q)) {
+                    return Err(ApiaryError::Catalog(format!(
+                        "invalid reference to FROM-clause entry for table \"{q}\" in column reference \"{display}\": a subquery in FROM sees the FROM items to its left only with LATERAL"
+                    )));
+                }
                 return Err(bind_err!("missing FROM-clause entry for table \"{q}\" in column reference \"{display}\""));
             }
         }

@@ -28,10 +28,11 @@ impl Binder<'_> {
         if query.fetch.as_ref().is_some_and(|f| f.with_ties || f.percent) {
             return Err(not_impl_err!("FETCH ... WITH TIES / PERCENT"));
         }
-        let order_by: &[ast::OrderByExpr] = match &query.order_by {
-            None => &[],
-            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) => exprs,
-            Some(_) => return Err(not_impl_err!("ORDER BY ALL")),
+        let order_by = match &query.order_by {
+            None => OrderByClause::Exprs(&[]),
+            Some(ast::OrderBy { interpolate: Some(_), .. }) => return Err(not_impl_err!("ORDER BY ... INTERPOLATE")),
+            Some(ast::OrderBy { kind: ast::OrderByKind::Expressions(exprs), .. }) => OrderByClause::Exprs(exprs),
+            Some(ast::OrderBy { kind: ast::OrderByKind::All(options), .. }) => OrderByClause::All(options),
         };
         let (limit, offset) = self.bind_limit(query)?;
         match query.body.as_ref() {
@@ -82,7 +83,7 @@ impl Binder<'_> {
 
     fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
         match body {
-            ast::SetExpr::Select(select) => self.bind_select(select, &[], None, 0),
+            ast::SetExpr::Select(select) => self.bind_select(select, OrderByClause::Exprs(&[]), None, 0),
             ast::SetExpr::Query(query) => self.bind_query_body(query),
             ast::SetExpr::Values(values) => self.bind_values(values),
             ast::SetExpr::SetOperation { op, set_quantifier, left, right } => {
@@ -115,9 +116,15 @@ impl Binder<'_> {
                 Ok(result)
             }
             ast::SetExpr::Table(table) => {
-                let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?;
-                let table = self.catalog.table(&name.to_lowercase())?;
-                let (plan, scope) = self.scan_table(table, &name.to_lowercase(), None)?;
+                let name = table.table_name.clone().ok_or_else(|| bind_err!("TABLE needs a table name"))?.to_lowercase();
+                let (plan, scope) = match self.catalog.get_view(&name) {
+                    Some(view) => self.bind_view_reference(view, None)?,
+                    None => {
+                        let table = self.catalog.table(&name)?;
+                        self.note_reference(&name);
+                        self.scan_table(table, &name, None)?
+                    }
+                };
                 let columns = scope.columns.into_iter().map(|c| (c.name, c.column)).collect();
                 Ok((plan, columns))
             }
@@ -329,10 +336,15 @@ impl Binder<'_> {
     }
 
     /// ORDER BY for set operations and VALUES: keys must name output columns.
-    fn order_by_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, order_by: &[ast::OrderByExpr]) -> Result<LogicalPlan> {
-        if order_by.is_empty() {
-            return Ok(plan);
-        }
+    fn order_by_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, order_by: OrderByClause<'_>) -> Result<LogicalPlan> {
+        let order_by = match order_by {
+            OrderByClause::Exprs([]) => return Ok(plan),
+            OrderByClause::Exprs(exprs) => exprs,
+            OrderByClause::All(options) => {
+                let keys = columns.iter().map(|(_, c)| sort_key(c.expr(), options)).collect::<Result<_>>()?;
+                return Ok(LogicalPlan::Sort { keys, input: Box::new(plan) });
+            }
+        };
         let scope = Scope::from_columns(None, columns);
         let mut keys = Vec::new();
         for item in order_by {
@@ -349,7 +361,7 @@ impl Binder<'_> {
     pub(crate) fn bind_select(
         &mut self,
         select: &ast::Select,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         limit: Option<u64>,
         offset: u64,
     ) -> Result<(LogicalPlan, OutputColumns)> {
@@ -385,7 +397,7 @@ impl Binder<'_> {
     fn bind_select_with_windows(
         &mut self,
         select: &ast::Select,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         limit: Option<u64>,
         offset: u64,
     ) -> Result<(LogicalPlan, OutputColumns)> {
@@ -400,10 +412,18 @@ impl Binder<'_> {
             plan = LogicalPlan::Filter { predicate, input: Box::new(plan) };
         }
 
+        // DuckDB's `FROM t` without SELECT selects every column.
+        let from_only = [ast::SelectItem::Wildcard(ast::WildcardAdditionalOptions::default())];
+        let projection: &[ast::SelectItem] = if select.flavor == ast::SelectFlavor::FromFirstNoSelect && select.projection.is_empty() {
+            &from_only
+        } else {
+            &select.projection
+        };
+
         // GROUP BY keys (may name select-list aliases or ordinals), as grouping sets.
         let (group_items, modifiers, explicit_group_by) = match &select.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) => (exprs.clone(), modifiers, !exprs.is_empty()),
-            ast::GroupByExpr::All(modifiers) => (group_by_all_keys(select)?, modifiers, true),
+            ast::GroupByExpr::All(modifiers) => (group_by_all_keys(projection, &scope)?, modifiers, true),
         };
         let set_asts = expand_grouping_sets(&group_items, modifiers)?;
         // The distinct key expressions, and each set as indices into them.
@@ -466,7 +486,7 @@ impl Binder<'_> {
         // SELECT list, HAVING and ORDER BY, collecting aggregates.
         self.aggregate_stack.push(Some(AggregateCollector { grouping, ..Default::default() }));
         let enclosing_keys = std::mem::replace(&mut self.grouped_subquery_keys, subquery_keys);
-        let bound_items = self.bind_select_items(&select.projection, &scope);
+        let bound_items = self.bind_select_items(projection, &scope);
         let windows_before_having = self.window_count();
         let having = match (&bound_items, &select.having) {
             (Ok(_), Some(having)) => Some(self.bind_expr(having, &scope)),
@@ -474,8 +494,19 @@ impl Binder<'_> {
         };
         let window_in_having = self.window_count() > windows_before_having;
         let order_keys = match &bound_items {
-            Ok(items) => Some(self.bind_order_keys(order_by, items, &scope)),
+            Ok(items) => Some(self.bind_order_keys(order_by, items, &scope, "ORDER BY")),
             Err(_) => None,
+        };
+        // DISTINCT ON keys name select items or expressions, as ORDER BY keys do.
+        let distinct_on_keys = match (&bound_items, &select.distinct) {
+            (Ok(items), Some(ast::Distinct::On(exprs))) => {
+                let as_keys: Vec<ast::OrderByExpr> = exprs
+                    .iter()
+                    .map(|expr| ast::OrderByExpr { expr: expr.clone(), options: ast::OrderByOptions::default(), with_fill: None })
+                    .collect();
+                Some(self.bind_order_keys(OrderByClause::Exprs(&as_keys), items, &scope, "DISTINCT ON"))
+            }
+            _ => None,
         };
         let qualify = match (&bound_items, &select.qualify) {
             (Ok(_), Some(qualify)) => Some(self.bind_expr(qualify, &scope)),
@@ -486,6 +517,7 @@ impl Binder<'_> {
         let mut items = bound_items?;
         let mut having = having.transpose()?;
         let mut order_keys = order_keys.transpose()?.unwrap_or_default();
+        let mut distinct_on_keys = distinct_on_keys.transpose()?;
         let mut qualify = qualify.transpose()?;
         if window_in_having {
             return Err(bind_err!("window functions are not allowed in HAVING"));
@@ -505,6 +537,11 @@ impl Binder<'_> {
             for key in order_keys.iter_mut() {
                 if let OrderTarget::Expr(e) = &mut key.0 {
                     *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "ORDER BY clause")?;
+                }
+            }
+            for key in distinct_on_keys.iter_mut().flatten() {
+                if let OrderTarget::Expr(e) = &mut key.0 {
+                    *e = rewrite(std::mem::replace(e, Expr::boolean(true)), "DISTINCT ON clause")?;
                 }
             }
             if let Some(q) = qualify.take() {
@@ -538,7 +575,7 @@ impl Binder<'_> {
                     |e: &mut Expr| *e = crate::plan::rewrite_subquery_columns(std::mem::replace(e, Expr::boolean(true)), &key_map);
                 items.iter_mut().for_each(|(_, e)| rewrite(e));
                 having.iter_mut().for_each(rewrite);
-                for key in order_keys.iter_mut() {
+                for key in order_keys.iter_mut().chain(distinct_on_keys.iter_mut().flatten()) {
                     if let OrderTarget::Expr(e) = &mut key.0 {
                         rewrite(e);
                     }
@@ -577,11 +614,7 @@ impl Binder<'_> {
         }
         let visible = exprs.len();
 
-        let distinct = match &select.distinct {
-            None | Some(ast::Distinct::All) => false,
-            Some(ast::Distinct::Distinct) => true,
-            Some(ast::Distinct::On(_)) => return Err(not_impl_err!("DISTINCT ON")),
-        };
+        let distinct = matches!(select.distinct, Some(ast::Distinct::Distinct));
 
         let mut sort_keys = Vec::new();
         for (target, options) in order_keys {
@@ -591,7 +624,9 @@ impl Binder<'_> {
                     Some(idx) => exprs[idx].1.expr(),
                     None => {
                         if distinct {
-                            return Err(bind_err!("for SELECT DISTINCT, ORDER BY expressions must appear in the select list"));
+                            return Err(ApiaryError::InvalidColumnReference(
+                                "for SELECT DISTINCT, ORDER BY expressions must appear in the select list".to_string(),
+                            ));
                         }
                         let column = self.new_column(&expr.to_string(), expr.data_type(), expr.nullable());
                         exprs.push((expr, column.clone()));
@@ -602,7 +637,29 @@ impl Binder<'_> {
             sort_keys.push(sort_key(expr, &options)?);
         }
 
+        // DISTINCT ON keys as projected columns (hidden ones for expressions not selected).
+        let mut distinct_on = Vec::new();
+        for (target, _) in distinct_on_keys.unwrap_or_default() {
+            let column = match target {
+                OrderTarget::Output(idx) => columns[idx].1.clone(),
+                OrderTarget::Expr(expr) => match exprs.iter().position(|(e, _)| *e == expr) {
+                    Some(idx) => exprs[idx].1.clone(),
+                    None => {
+                        let column = self.new_column(&expr.to_string(), expr.data_type(), expr.nullable());
+                        exprs.push((expr, column.clone()));
+                        column
+                    }
+                },
+            };
+            if !distinct_on.iter().any(|c: &ColumnRef| c.id == column.id) {
+                distinct_on.push(column);
+            }
+        }
+
         plan = LogicalPlan::Project { exprs: exprs.clone(), input: Box::new(plan) };
+        if !distinct_on.is_empty() {
+            plan = self.distinct_on(plan, &distinct_on, &sort_keys)?;
+        }
         if distinct {
             let (distinct_plan, distinct_columns) = self.distinct(plan, columns.clone());
             // Sort keys referred to the pre-distinct outputs; map them to the group keys.
@@ -618,12 +675,50 @@ impl Binder<'_> {
             plan = LogicalPlan::Sort { keys: sort_keys, input: Box::new(plan) };
         }
         plan = apply_limit(plan, limit, offset);
-        if !distinct && exprs.len() > visible {
+        if !distinct && plan.output().len() > visible {
             // Drop the hidden ORDER BY columns.
             let visible_exprs = columns.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
             plan = LogicalPlan::Project { exprs: visible_exprs, input: Box::new(plan) };
         }
         Ok((plan, columns))
+    }
+
+    /// `SELECT DISTINCT ON (keys)` over the projected `plan`: the first row of each group of
+    /// equal keys in the order of `sort_keys` (PostgreSQL), which must start with the keys.
+    /// Computed as `row_number() OVER (PARTITION BY keys ORDER BY sort_keys) = 1`.
+    fn distinct_on(&mut self, plan: LogicalPlan, keys: &[ColumnRef], sort_keys: &[SortKey]) -> Result<LogicalPlan> {
+        // A key repeating an earlier one orders nothing (PostgreSQL drops it).
+        let mut ordered: Vec<SortKey> = Vec::with_capacity(sort_keys.len());
+        for key in sort_keys {
+            if !ordered.iter().any(|earlier| earlier.expr == key.expr) {
+                ordered.push(key.clone());
+            }
+        }
+        // PostgreSQL: ORDER BY keys that are DISTINCT ON keys come first, and every
+        // DISTINCT ON key not in ORDER BY must be addable at the end of that prefix.
+        let is_key = |key: &SortKey| matches!(&key.expr, Expr::Column(c) if keys.iter().any(|k| k.id == c.id));
+        let prefix = ordered.iter().take_while(|k| is_key(k)).count();
+        let every_key_ordered = keys.iter().all(|k| ordered[..prefix].iter().any(|s| matches!(&s.expr, Expr::Column(c) if c.id == k.id)));
+        if ordered[prefix..].iter().any(is_key) || (prefix < ordered.len() && !every_key_ordered) {
+            return Err(ApiaryError::InvalidColumnReference(
+                "SELECT DISTINCT ON expressions must match initial ORDER BY expressions".to_string(),
+            ));
+        }
+        let sort_keys = &ordered;
+        let row_number = self.new_column("row_number", DataType::BigInt, false);
+        let call = crate::window::WindowCall {
+            func: crate::window::WindowFunction::RowNumber,
+            args: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by: keys.iter().map(ColumnRef::expr).collect(),
+            order_by: sort_keys[prefix..].to_vec(),
+            frame: crate::window::WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        };
+        let windowed = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(plan) };
+        let first = Expr::compare(crate::expr::BinaryOp::Eq, row_number.expr(), Expr::literal(ScalarValue::Int64(1)));
+        Ok(LogicalPlan::Filter { predicate: first, input: Box::new(windowed) })
     }
 
     /// How many window calls the current query has collected so far.
@@ -672,26 +767,14 @@ impl Binder<'_> {
                     let bound = self.bind_expr(expr, scope)?;
                     items.push((normalize_ident(alias), bound));
                 }
-                ast::SelectItem::Wildcard(options) => {
-                    reject_wildcard_options(options)?;
-                    let visible: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| !c.hidden).collect();
-                    if visible.is_empty() {
-                        return Err(bind_err!("SELECT * with no tables specified is not valid"));
+                ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
+                    for (column, replacement) in star_columns(item, scope)? {
+                        let expr = match replacement {
+                            Some(replacement) => self.bind_expr(replacement, scope)?,
+                            None => column.column.expr(),
+                        };
+                        items.push((column.name.clone(), expr));
                     }
-                    items.extend(visible.into_iter().map(|c| (c.name.clone(), c.column.expr())));
-                }
-                ast::SelectItem::QualifiedWildcard(kind, options) => {
-                    reject_wildcard_options(options)?;
-                    let qualifier = match kind {
-                        ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
-                        _ => return Err(not_impl_err!("wildcard on an expression")),
-                    };
-                    let matching: Vec<&ScopeColumn> =
-                        scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
-                    if matching.is_empty() {
-                        return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
-                    }
-                    items.extend(matching.into_iter().map(|c| (c.name.clone(), c.column.expr())));
                 }
                 ast::SelectItem::ExprWithAliases { .. } => return Err(not_impl_err!("multiple aliases for one expression")),
             }
@@ -701,16 +784,22 @@ impl Binder<'_> {
 
     fn bind_order_keys(
         &mut self,
-        order_by: &[ast::OrderByExpr],
+        order_by: OrderByClause<'_>,
         items: &[(String, Expr)],
         scope: &Scope,
+        clause: &str,
     ) -> Result<Vec<(OrderTarget, ast::OrderByOptions)>> {
+        let order_by = match order_by {
+            OrderByClause::Exprs(exprs) => exprs,
+            // DuckDB's ORDER BY ALL: every select-list column, left to right.
+            OrderByClause::All(options) => return Ok((0..items.len()).map(|idx| (OrderTarget::Output(idx), options.clone())).collect()),
+        };
         let mut keys = Vec::new();
         for item in order_by {
             if item.with_fill.is_some() {
                 return Err(not_impl_err!("ORDER BY ... WITH FILL"));
             }
-            if let Some(idx) = ordinal(&item.expr, items.len(), "ORDER BY")? {
+            if let Some(idx) = ordinal(&item.expr, items.len(), clause)? {
                 keys.push((OrderTarget::Output(idx), item.options.clone()));
                 continue;
             }
@@ -722,7 +811,7 @@ impl Binder<'_> {
                     continue;
                 }
                 if matches.len() > 1 && scope.lookup(None, &name)?.is_none() {
-                    return Err(bind_err!("ORDER BY \"{name}\" is ambiguous"));
+                    return Err(bind_err!("{clause} \"{name}\" is ambiguous"));
                 }
             }
             let bound = self.bind_expr(&item.expr, scope)?;
@@ -733,10 +822,14 @@ impl Binder<'_> {
 
     // ---------------------------------------------------------------- FROM and joins
 
+    /// Binds a FROM list. A `LATERAL` subquery sees the columns of the items to its left
+    /// (as outer references: the plan is a join whose right side reads columns of its left
+    /// side, which the optimizer's `unnest_subqueries` decorrelates).
     pub(crate) fn bind_from(&mut self, from: &[ast::TableWithJoins]) -> Result<(LogicalPlan, Scope)> {
         let mut result: Option<(LogicalPlan, Scope)> = None;
         for item in from {
-            let (plan, scope) = self.bind_table_with_joins(item)?;
+            let left = result.as_ref().map(|(_, scope)| scope.clone()).unwrap_or_default();
+            let (plan, scope) = self.bind_table_with_joins(item, &left)?;
             result = Some(match result {
                 None => (plan, scope),
                 Some((left_plan, left_scope)) => {
@@ -755,10 +848,12 @@ impl Binder<'_> {
         Ok(result.unwrap_or_else(|| (LogicalPlan::Values { rows: vec![vec![]], output: vec![] }, Scope::default())))
     }
 
-    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins) -> Result<(LogicalPlan, Scope)> {
-        let (mut plan, mut scope) = self.bind_table_factor(&item.relation)?;
+    /// `lateral`: the columns of the FROM items to the left of `item` (for LATERAL).
+    fn bind_table_with_joins(&mut self, item: &ast::TableWithJoins, lateral: &Scope) -> Result<(LogicalPlan, Scope)> {
+        let (mut plan, mut scope) = self.bind_table_factor(&item.relation, lateral)?;
         for join in &item.joins {
-            let (right_plan, right_scope) = self.bind_table_factor(&join.relation)?;
+            let left_of_join = lateral.clone().merge(scope.clone());
+            let (right_plan, right_scope) = self.bind_table_factor(&join.relation, &left_of_join)?;
             check_duplicate_qualifiers(&scope, &right_scope)?;
             use ast::JoinOperator as J;
             let (kind, constraint) = match &join.join_operator {
@@ -769,8 +864,26 @@ impl Binder<'_> {
                 J::CrossJoin(c) => (JoinKind::Inner, c),
                 J::Semi(c) | J::LeftSemi(c) => (JoinKind::Semi, c),
                 J::Anti(c) | J::LeftAnti(c) => (JoinKind::Anti { null_aware: false }, c),
+                J::CrossApply | J::OuterApply => return Err(not_impl_err!("CROSS/OUTER APPLY (use LATERAL)")),
                 other => return Err(not_impl_err!("join type {other:?}")),
             };
+            if !matches!(kind, JoinKind::Inner | JoinKind::Left) {
+                // PostgreSQL: the NULL-supplying side of a RIGHT/FULL join cannot be
+                // referenced laterally (nor can the right side of SEMI/ANTI joins here).
+                let left_ids: std::collections::BTreeSet<ColumnId> = scope.columns.iter().map(|c| c.column.id).collect();
+                if let Some(id) = right_plan.free_columns().into_iter().find(|id| left_ids.contains(id)) {
+                    let column = scope.columns.iter().find(|c| c.column.id == id);
+                    let name = column.map(|c| match &c.qualifier {
+                        Some(qualifier) => format!("{qualifier}.{}", c.name),
+                        None => c.name.clone(),
+                    });
+                    return Err(ApiaryError::InvalidColumnReference(format!(
+                        "invalid reference to \"{}\" on the left of a {} JOIN: the combining JOIN type must be INNER or LEFT for a LATERAL reference",
+                        name.unwrap_or_default(),
+                        kind.name()
+                    )));
+                }
+            }
             let using: Option<Vec<String>> = match constraint {
                 ast::JoinConstraint::Using(names) => Some(names.iter().map(object_name_to_table).collect::<Result<Vec<_>>>()?),
                 ast::JoinConstraint::Natural => {
@@ -868,7 +981,8 @@ impl Binder<'_> {
         Ok((Expr::conjunction(conditions), scope, coalesced))
     }
 
-    fn bind_table_factor(&mut self, factor: &ast::TableFactor) -> Result<(LogicalPlan, Scope)> {
+    /// `lateral`: the columns a LATERAL subquery here may refer to.
+    fn bind_table_factor(&mut self, factor: &ast::TableFactor, lateral: &Scope) -> Result<(LogicalPlan, Scope)> {
         match factor {
             ast::TableFactor::Table { name, alias, args, .. } => {
                 if args.is_none() {
@@ -878,30 +992,47 @@ impl Binder<'_> {
                 }
                 let table_name = object_name_to_table(name)?;
                 if let Some(args) = args {
-                    let table = self.call_table_function(&table_name, &args.args)?;
+                    let table = self.call_table_function(&table_name, &args.args, lateral)?;
                     return self.scan_table(table, &table_name, alias.as_ref());
                 }
                 if let Some(cte) = self.lookup_cte(&table_name) {
                     return self.bind_cte_reference(&table_name, cte, alias.as_ref());
                 }
+                if let Some(view) = self.catalog.get_view(&table_name) {
+                    return self.bind_view_reference(view, alias.as_ref());
+                }
                 let table = self.catalog.table(&table_name)?;
+                self.note_reference(&table_name);
                 self.scan_table(table, &table_name, alias.as_ref())
             }
-            ast::TableFactor::Derived { lateral, subquery, alias, .. } => {
-                if *lateral {
-                    return Err(not_impl_err!("LATERAL subqueries"));
+            ast::TableFactor::Derived { lateral: is_lateral, subquery, alias, .. } => {
+                // A derived table cannot see sibling FROM items (unless LATERAL, then those
+                // to its left are its nearest outer scope), but can see outer queries.
+                if *is_lateral {
+                    self.outer_scopes.push(lateral.clone());
+                    // Aggregates over the left items' columns are not allowed (PostgreSQL:
+                    // not in FROM of their own query level).
+                    self.outer_aggregates.push(None);
+                } else {
+                    // Only for the error when the subquery names them.
+                    self.unreachable_scopes.push(lateral.clone());
                 }
-                // A derived table cannot see sibling FROM items, but can see outer queries.
                 self.aggregate_stack.push(None);
                 let bound = self.bind_query_body(subquery);
                 self.aggregate_stack.pop();
+                if *is_lateral {
+                    self.outer_aggregates.pop();
+                    self.outer_scopes.pop();
+                } else {
+                    self.unreachable_scopes.pop();
+                }
                 let (plan, columns) = bound?;
                 let qualifier = alias.as_ref().map(|a| normalize_ident(&a.name));
                 let columns = rename_columns(columns, alias.as_ref())?;
                 Ok((plan, Scope::from_columns(qualifier.as_deref(), &columns)))
             }
             ast::TableFactor::NestedJoin { table_with_joins, alias } => {
-                let (plan, mut scope) = self.bind_table_with_joins(table_with_joins)?;
+                let (plan, mut scope) = self.bind_table_with_joins(table_with_joins, lateral)?;
                 if let Some(alias) = alias {
                     let qualifier = normalize_ident(&alias.name);
                     for column in scope.columns.iter_mut() {
@@ -912,7 +1043,7 @@ impl Binder<'_> {
             }
             ast::TableFactor::Function { name, args, alias, .. } => {
                 let table_name = object_name_to_table(name)?;
-                let table = self.call_table_function(&table_name, args)?;
+                let table = self.call_table_function(&table_name, args, lateral)?;
                 self.scan_table(table, &table_name, alias.as_ref())
             }
             other => Err(not_impl_err!("FROM item {other}")),
@@ -939,15 +1070,25 @@ impl Binder<'_> {
         Ok((plan, Scope::from_columns(Some(&qualifier), &named)))
     }
 
-    /// A constant argument of a table function.
-    fn table_function_constant(&mut self, name: &str, value: &ast::Expr) -> Result<ScalarValue> {
-        match self.bind_expr(value, &Scope::default())? {
+    /// A constant argument of table function `name`. `lateral`: the columns of the FROM
+    /// items to its left, which PostgreSQL lets a function's arguments read (not yet here).
+    fn table_function_constant(&mut self, name: &str, value: &ast::Expr, lateral: &Scope) -> Result<ScalarValue> {
+        let bound = match self.bind_expr(value, &Scope::default()) {
+            Ok(bound) => bound,
+            Err(_) if !lateral.columns.is_empty() && self.bind_expr(value, lateral).is_ok() => {
+                return Err(not_impl_err!(
+                    "arguments of table function {name} that read columns of other FROM items (a LATERAL function call)"
+                ));
+            }
+            Err(error) => return Err(error),
+        };
+        match bound {
             Expr::Literal(value, _) => Ok(value),
             _ => Err(bind_err!("arguments of table function {name} must be constants")),
         }
     }
 
-    fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg]) -> Result<Arc<apiary_storage::Table>> {
+    fn call_table_function(&mut self, name: &str, args: &[ast::FunctionArg], lateral: &Scope) -> Result<Arc<apiary_storage::Table>> {
         let mut positional = Vec::new();
         let mut named = Vec::new();
         for arg in args {
@@ -970,15 +1111,15 @@ impl Binder<'_> {
             };
             let value = match value {
                 ast::Expr::Array(ast::Array { elem, .. }) => {
-                    TableArg::List(elem.iter().map(|e| self.table_function_constant(name, e)).collect::<Result<_>>()?)
+                    TableArg::List(elem.iter().map(|e| self.table_function_constant(name, e, lateral)).collect::<Result<_>>()?)
                 }
                 ast::Expr::Dictionary(fields) => TableArg::Struct(
                     fields
                         .iter()
-                        .map(|field| Ok((field.key.value.clone(), self.table_function_constant(name, &field.value)?)))
+                        .map(|field| Ok((field.key.value.clone(), self.table_function_constant(name, &field.value, lateral)?)))
                         .collect::<Result<_>>()?,
                 ),
-                e => TableArg::Value(self.table_function_constant(name, e)?),
+                e => TableArg::Value(self.table_function_constant(name, e, lateral)?),
             };
             match arg_name {
                 Some(n) => named.push((n, value)),
@@ -990,6 +1131,14 @@ impl Binder<'_> {
             None => Err(ApiaryError::Catalog(format!("table function \"{name}\" does not exist"))),
         }
     }
+}
+
+/// A query's ORDER BY: a list of keys, or DuckDB's `ORDER BY ALL [ASC|DESC] [NULLS ...]`
+/// (every output column, left to right).
+#[derive(Clone, Copy)]
+pub(crate) enum OrderByClause<'a> {
+    Exprs(&'a [ast::OrderByExpr]),
+    All(&'a ast::OrderByOptions),
 }
 
 /// What an ORDER BY key refers to before the projection is built.
@@ -1015,7 +1164,7 @@ fn ordinal(expr: &ast::Expr, count: usize, clause: &str) -> Result<Option<usize>
     if let ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(text, _), .. }) = expr {
         let position: usize = text.parse().map_err(|_| bind_err!("position {text} is not a valid integer"))?;
         if position == 0 || position > count {
-            return Err(bind_err!("{clause} position {position} is not in select list"));
+            return Err(ApiaryError::InvalidColumnReference(format!("{clause} position {position} is not in select list")));
         }
         return Ok(Some(position - 1));
     }
@@ -1123,13 +1272,6 @@ fn check_duplicate_qualifiers(left: &Scope, right: &Scope) -> Result<()> {
     Ok(())
 }
 
-fn reject_wildcard_options(options: &ast::WildcardAdditionalOptions) -> Result<()> {
-    if options.opt_exclude.is_some() || options.opt_except.is_some() || options.opt_replace.is_some() || options.opt_rename.is_some() {
-        return Err(not_impl_err!("wildcard options (EXCLUDE/EXCEPT/REPLACE/RENAME)"));
-    }
-    Ok(())
-}
-
 fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
     if select.top.is_some() {
         return Err(not_impl_err!("TOP"));
@@ -1146,17 +1288,110 @@ fn reject_unsupported_select_clauses(select: &ast::Select) -> Result<()> {
     Ok(())
 }
 
+/// The columns a select item `*` or `t.*` stands for, each with its replacement: DuckDB's
+/// `EXCLUDE (a, t.b)` leaves columns out (an unqualified name every column of that name, a
+/// qualified one only that table's), `REPLACE (expr AS a)` computes column `a` by `expr`
+/// in its place and under its name (`a` must name one column of the star; with two,
+/// `t.* REPLACE` says which).
+fn star_columns<'s>(item: &'s ast::SelectItem, scope: &'s Scope) -> Result<Vec<(&'s ScopeColumn, Option<&'s ast::Expr>)>> {
+    let (columns, options): (Vec<&ScopeColumn>, _) = match item {
+        ast::SelectItem::Wildcard(options) => {
+            let visible: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| !c.hidden).collect();
+            if visible.is_empty() {
+                return Err(bind_err!("SELECT * with no tables specified is not valid"));
+            }
+            (visible, options)
+        }
+        ast::SelectItem::QualifiedWildcard(kind, options) => {
+            let qualifier = match kind {
+                ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
+                _ => return Err(not_impl_err!("wildcard on an expression")),
+            };
+            let matching: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
+            if matching.is_empty() {
+                return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
+            }
+            (matching, options)
+        }
+        _ => return Err(apiary_common::internal_err!("star_columns of a select item that is not a wildcard")),
+    };
+    if options.opt_except.is_some() || options.opt_rename.is_some() || options.opt_ilike.is_some() || options.opt_alias.is_some() {
+        return Err(not_impl_err!("wildcard options other than EXCLUDE and REPLACE"));
+    }
+    let excluded_names: &[ast::ObjectName] = match &options.opt_exclude {
+        None => &[],
+        Some(ast::ExcludeSelectItem::Single(name)) => std::slice::from_ref(name),
+        Some(ast::ExcludeSelectItem::Multiple(names)) => names,
+    };
+    let mut excluded: Vec<(Option<String>, String)> = Vec::new();
+    for name in excluded_names {
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+        let display = parts.join(".");
+        let (qualifier, column) = match parts.as_slice() {
+            [column] => (None, column.clone()),
+            [.., qualifier, column] => (Some(qualifier.clone()), column.clone()),
+            [] => return Err(bind_err!("invalid column name {name} in EXCLUDE list")),
+        };
+        if excluded.contains(&(qualifier.clone(), column.clone())) {
+            return Err(bind_err!("duplicate entry \"{display}\" in EXCLUDE list"));
+        }
+        let matches = |c: &ScopeColumn| c.name == column && (qualifier.is_none() || c.qualifier == qualifier);
+        // `u.a` of `t JOIN u USING (a)` exists, though `*` shows the column once (as
+        // `t.a`): excluding it leaves `*` as it is (DuckDB).
+        let hidden_copy = qualifier.is_some() && scope.columns.iter().any(|c| c.hidden && matches(c));
+        if !columns.iter().any(|c| matches(c)) && !hidden_copy {
+            return Err(bind_err!("column \"{display}\" in EXCLUDE list not found in FROM clause"));
+        }
+        excluded.push((qualifier, column));
+    }
+    let is_excluded =
+        |c: &ScopeColumn| excluded.iter().any(|(qualifier, name)| c.name == *name && (qualifier.is_none() || c.qualifier == *qualifier));
+    let mut replacements: Vec<(String, &ast::Expr)> = Vec::new();
+    for element in options.opt_replace.iter().flat_map(|r| &r.items) {
+        let name = normalize_ident(&element.column_name);
+        if replacements.iter().any(|(n, _)| *n == name) {
+            return Err(bind_err!("duplicate entry \"{name}\" in REPLACE list"));
+        }
+        if excluded.iter().any(|(qualifier, n)| qualifier.is_none() && *n == name) {
+            return Err(bind_err!("column \"{name}\" cannot occur in both EXCLUDE and REPLACE list"));
+        }
+        match columns.iter().filter(|c| c.name == name && !is_excluded(c)).count() {
+            0 => return Err(bind_err!("column \"{name}\" in REPLACE list not found in FROM clause")),
+            1 => {}
+            _ => return Err(bind_err!("column reference \"{name}\" in REPLACE list is ambiguous (use t.* REPLACE (...))")),
+        }
+        replacements.push((name, &element.expr));
+    }
+    let kept: Vec<_> = columns
+        .into_iter()
+        .filter(|c| !is_excluded(c))
+        .map(|c| (c, replacements.iter().find(|(name, _)| *name == c.name).map(|(_, e)| *e)))
+        .collect();
+    if kept.is_empty() {
+        return Err(bind_err!("SELECT list is empty after EXCLUDE: it leaves out every column"));
+    }
+    Ok(kept)
+}
+
 /// DuckDB's `GROUP BY ALL`: the keys are the select-list expressions that contain no
-/// aggregate of this query (aggregates inside subqueries belong to those).
-fn group_by_all_keys(select: &ast::Select) -> Result<Vec<ast::Expr>> {
+/// aggregate of this query (aggregates inside subqueries belong to those); `*` stands for
+/// its columns (after EXCLUDE; a REPLACE expression in place of its column).
+fn group_by_all_keys(projection: &[ast::SelectItem], scope: &Scope) -> Result<Vec<ast::Expr>> {
     let mut keys = Vec::new();
-    for item in &select.projection {
+    for item in projection {
         let expr = match item {
             ast::SelectItem::UnnamedExpr(expr)
             | ast::SelectItem::ExprWithAlias { expr, .. }
             | ast::SelectItem::ExprWithAliases { expr, .. } => expr,
             ast::SelectItem::Wildcard(_) | ast::SelectItem::QualifiedWildcard(..) => {
-                return Err(bind_err!("GROUP BY ALL cannot be used with * in the select list; name the columns"));
+                for (column, replacement) in star_columns(item, scope)? {
+                    match replacement {
+                        Some(replacement) if has_own_aggregate(replacement) => {}
+                        Some(replacement) => keys.push(replacement.clone()),
+                        None => keys.push(column_reference(column)),
+                    }
+                }
+                continue;
             }
         };
         if !has_own_aggregate(expr) {
@@ -1164,6 +1399,15 @@ fn group_by_all_keys(select: &ast::Select) -> Result<Vec<ast::Expr>> {
         }
     }
     Ok(keys)
+}
+
+/// An expression naming `column` of a scope: quoted, qualified when it has a qualifier.
+fn column_reference(column: &ScopeColumn) -> ast::Expr {
+    let name = ast::Ident::with_quote('"', column.name.as_str());
+    match &column.qualifier {
+        Some(qualifier) => ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', qualifier.as_str()), name]),
+        None => ast::Expr::Identifier(name),
+    }
 }
 
 /// Whether `expr` calls an aggregate function outside any subquery.

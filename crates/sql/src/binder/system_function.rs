@@ -86,7 +86,11 @@ impl Binder<'_> {
                 Some(found) => Ok(Some((found, table.clone()))),
                 None => Err(ApiaryError::Catalog(format!("relation \"{schema}.{table}\" does not exist"))),
             },
-            [table] if self.lookup_cte(table).is_none() && self.catalog.get_table(table).is_none() => {
+            [table]
+                if self.lookup_cte(table).is_none()
+                    && self.catalog.get_table(table).is_none()
+                    && self.catalog.get_view(table).is_none() =>
+            {
                 Ok(self.table_functions.system_table(None, table)?.map(|found| (found, table.clone())))
             }
             _ => Ok(None),
@@ -152,15 +156,34 @@ impl Binder<'_> {
                 Expr::literal(self.table_functions.session_value("current_user").unwrap_or(ScalarValue::Utf8("apiary".to_string())))
             }
             // No comments, defaults or constraints definitions to show.
-            "obj_description"
-            | "col_description"
-            | "shobj_description"
-            | "pg_get_expr"
-            | "pg_get_constraintdef"
-            | "pg_get_indexdef"
-            | "pg_get_viewdef" => {
+            "obj_description" | "col_description" | "shobj_description" | "pg_get_expr" | "pg_get_constraintdef" | "pg_get_indexdef" => {
                 self.bind_arguments(&args, scope)?;
                 Expr::Literal(ScalarValue::Null, text)
+            }
+            // A view's query (`\d+ view`): its stored SQL text, looked up by OID.
+            "pg_get_viewdef" => {
+                if args.is_empty() || args.len() > 2 {
+                    return Err(bind_err!("function pg_get_viewdef takes 1 or 2 arguments, got {}", args.len()));
+                }
+                let oid = self.bind_expr(args[0], scope)?;
+                let oid = self.coerce(oid, &DataType::Integer)?;
+                self.bind_arguments(&args[1..], scope)?;
+                let whens: Vec<(Expr, Expr)> = self
+                    .catalog
+                    .views()
+                    .iter()
+                    .map(|view| {
+                        let this_view = ScalarValue::Int32(apiary_types::pg::table_oid(&view.name));
+                        (
+                            Expr::compare(crate::expr::BinaryOp::Eq, oid.clone(), Expr::literal(this_view)),
+                            Expr::literal(ScalarValue::Utf8(view.sql.clone())),
+                        )
+                    })
+                    .collect();
+                match whens.is_empty() {
+                    true => Expr::Literal(ScalarValue::Null, text),
+                    false => Expr::Case { whens, otherwise: None, data_type: text },
+                }
             }
             "pg_encoding_to_char" => {
                 self.check_arity(name, &args, 1)?;

@@ -1,0 +1,33 @@
+//! Errors of the SELECT-list and FROM syntax carry PostgreSQL's SQLSTATEs (what the server
+//! sends to clients): DISTINCT ON keys that do not start the ORDER BY, positions past the
+//! select list and LATERAL references across RIGHT/FULL joins are 42P10 (invalid column
+//! reference), a subquery in FROM naming an item to its left without LATERAL is 42P01,
+//! unknown columns in EXCLUDE/REPLACE are 42703, what is not implemented is 0A000.
+
+use apiary::Database;
+
+#[test]
+fn select_and_from_errors_carry_postgres_sqlstates() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE c (id INTEGER, name VARCHAR)").unwrap();
+    conn.execute("CREATE TABLE o (cid INTEGER, amount INTEGER)").unwrap();
+    let cases = [
+        ("SELECT DISTINCT ON (name) name, id FROM c ORDER BY id", "42P10"),
+        ("SELECT DISTINCT ON (3) name, id FROM c", "42P10"),
+        ("SELECT name FROM c ORDER BY 2", "42P10"),
+        ("SELECT name FROM c GROUP BY 2", "42P10"),
+        ("SELECT DISTINCT name FROM c ORDER BY id", "42P10"),
+        ("SELECT * FROM c RIGHT JOIN LATERAL (SELECT amount FROM o WHERE o.cid = c.id) s ON true", "42P10"),
+        ("SELECT * FROM c FULL JOIN LATERAL (SELECT c.id AS x) s ON true", "42P10"),
+        ("SELECT * FROM c, (SELECT amount FROM o WHERE o.cid = c.id) s", "42P01"),
+        ("SELECT * EXCLUDE (nope) FROM c", "42703"),
+        ("SELECT * REPLACE (1 AS nope) FROM c", "42703"),
+        ("SELECT * FROM c, LATERAL generate_series(1, c.id) g", "0A000"),
+        ("FROM c WHERE", "42601"),
+    ];
+    for (sql, expected) in cases {
+        let error = conn.query(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));
+        assert_eq!(error.sqlstate(), expected, "{sql}: {error}");
+    }
+}
