@@ -24,7 +24,7 @@ use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
-use crate::expr::{compile_with, evaluate_constant, simd, CompileOptions, ExprRef, Layout};
+use crate::expr::{compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
@@ -128,7 +128,10 @@ impl<'a> PhysicalPlanner<'a> {
 
     /// Compiles an expression with this session's options (`SET simd`).
     fn compile_expr(&self, expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
-        let options = CompileOptions { simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar } };
+        let options = CompileOptions {
+            simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar },
+            time_zone: self.config.time_zone,
+        };
         compile_with(expr, layout, &options)
     }
 
@@ -198,8 +201,11 @@ impl<'a> PhysicalPlanner<'a> {
         match plan {
             LogicalPlan::Scan(scan) => Ok(vec![self.plan_scan(scan, required)?]),
             LogicalPlan::Values { rows, output } => {
-                let values =
-                    rows.iter().map(|row| row.iter().map(evaluate_constant).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let zone = self.config.time_zone;
+                let values = rows
+                    .iter()
+                    .map(|row| row.iter().map(|e| evaluate_constant_in(e, zone)).collect::<Result<Vec<_>>>())
+                    .collect::<Result<Vec<_>>>()?;
                 let types = output.iter().map(|c| c.data_type).collect();
                 let source = Arc::new(ValuesSource::new(values, types));
                 let step = source.name();
@@ -551,9 +557,9 @@ impl<'a> PhysicalPlanner<'a> {
             let bound = |b: &B| -> Result<WindowBound> {
                 Ok(match b {
                     B::UnboundedPreceding => WindowBound::UnboundedPreceding,
-                    B::Preceding(e) => WindowBound::Preceding(evaluate_constant(e)?),
+                    B::Preceding(e) => WindowBound::Preceding(evaluate_constant_in(e, self.config.time_zone)?),
                     B::CurrentRow => WindowBound::CurrentRow,
-                    B::Following(e) => WindowBound::Following(evaluate_constant(e)?),
+                    B::Following(e) => WindowBound::Following(evaluate_constant_in(e, self.config.time_zone)?),
                     B::UnboundedFollowing => WindowBound::UnboundedFollowing,
                 })
             };
