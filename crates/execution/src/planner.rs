@@ -374,10 +374,12 @@ impl<'a> PhysicalPlanner<'a> {
         // now: they become a table of their own, in scan order.
         let (table, read_columns, zone_predicates) = match scan.table.deferred_rows() {
             Some(rows) => {
-                // With no column scanned (count(*)), the first gives the row count.
-                let wanted: Vec<usize> =
-                    if read_columns.is_empty() && !scan.table.schema.fields.is_empty() { vec![0] } else { read_columns.clone() };
-                let table = rows.materialize(&wanted)?;
+                // With no column scanned (count(*)), only the row count matters.
+                let table = if read_columns.is_empty() && !scan.table.schema.fields.is_empty() {
+                    rows.materialize_row_count()?
+                } else {
+                    rows.materialize(&read_columns)?
+                };
                 let zone_predicates = zone_predicates
                     .into_iter()
                     .filter_map(|mut p| {

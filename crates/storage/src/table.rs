@@ -57,6 +57,11 @@ pub trait DeferredRows: Send + Sync + std::fmt::Debug {
     fn row_count(&self) -> usize;
     /// A table of `columns` (positions in the deferred table's schema), in that order.
     fn materialize(&self, columns: &[usize]) -> Result<Arc<Table>>;
+    /// A table with as many rows, whose values nobody reads (a scan of no column:
+    /// `count(*)`). Sources that know their row count without reading override this.
+    fn materialize_row_count(&self) -> Result<Arc<Table>> {
+        self.materialize(&[0])
+    }
 }
 
 /// The position of a table's running scans (shared circular scans, DataPath): a scan that
