@@ -81,7 +81,7 @@ impl Binder<'_> {
         Ok((limit, offset))
     }
 
-    fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
+    pub(crate) fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
         match body {
             ast::SetExpr::Select(select) => self.bind_select(select, OrderByClause::Exprs(&[]), None, 0),
             ast::SetExpr::Query(query) => self.bind_query_body(query),
@@ -282,7 +282,7 @@ impl Binder<'_> {
     }
 
     /// Projects `columns` cast to `types` (a no-op projection is skipped).
-    fn cast_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, types: &[DataType]) -> Result<LogicalPlan> {
+    pub(crate) fn cast_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, types: &[DataType]) -> Result<LogicalPlan> {
         let needs_cast = columns.iter().zip(types).any(|((_, c), t)| c.data_type != *t);
         let in_order = plan.output().iter().map(|c| c.id).eq(columns.iter().map(|(_, c)| c.id));
         if !needs_cast && in_order {
