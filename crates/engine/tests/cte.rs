@@ -119,6 +119,23 @@ mod recursive {
     }
 
     #[test]
+    fn explain_analyze_counts_every_iteration_and_views_may_recurse() {
+        let (_db, mut conn) = setup();
+        let analyzed = conn.query(&format!("EXPLAIN ANALYZE {COUNT_TO_100}")).expect("EXPLAIN ANALYZE");
+        let chunk = &analyzed.chunks[0];
+        let text: Vec<String> = (0..chunk.row_count()).map(|r| QueryResult::format_cell(chunk, r, 0).unwrap_or_default()).collect();
+        let text = text.join("\n");
+        // The recursive term's pipeline ran once per iteration: 100 work tables of one
+        // row, the last one's row filtered out.
+        assert!(text.contains("Pipeline 1: 100 work orders"), "{text}");
+        assert!(text.contains("WorkTableScan r -- 100 rows"), "{text}");
+        assert!(text.contains("-> Filter n < 100 -- 99 rows"), "{text}");
+        conn.execute("CREATE VIEW numbers AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 10) SELECT n FROM r")
+            .unwrap();
+        assert_eq!(value(&conn.query("SELECT sum(n) FROM numbers").unwrap()), "55");
+    }
+
+    #[test]
     fn a_recursion_that_does_not_end_can_be_cancelled() {
         let (_db, mut conn) = setup();
         let flag = conn.interrupt_flag();
