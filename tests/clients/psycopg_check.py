@@ -46,6 +46,26 @@ def main():
                 datetime.datetime(2001, 2, 3, 4, 5, 6, 500000), True, None,
             )
             check(row == expected, f"types (binary={binary}): {row}")
+        # TIMESTAMPTZ and TIME: psycopg reads instants in the session's zone (from the
+        # TimeZone parameter the server reports) and binds aware datetimes and times.
+        conn.execute("SET TimeZone = 'Europe/Vienna'")
+        check(conn.info.parameter_status("TimeZone") == "Europe/Vienna", "TimeZone reported")
+        instant = datetime.datetime(2024, 7, 31, 10, 0, tzinfo=datetime.timezone.utc)
+        for binary in (False, True):
+            cur = conn.cursor(binary=binary)
+            cur.execute("SELECT TIMESTAMPTZ '2024-07-31 12:00:00', TIME '10:30:00.5', %s::timestamptz + INTERVAL '1 hour', %s::time", (instant, datetime.time(23, 59)))
+            row = cur.fetchone()
+            check(row[0] == instant and row[0].utcoffset() == datetime.timedelta(hours=2), f"timestamptz (binary={binary}): {row}")
+            check(row[1] == datetime.time(10, 30, 0, 500000), f"time (binary={binary}): {row}")
+            check(row[2] == instant + datetime.timedelta(hours=1), f"timestamptz parameter (binary={binary}): {row}")
+            check(row[3] == datetime.time(23, 59), f"time parameter (binary={binary}): {row}")
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE stamps (id INTEGER, at TIMESTAMPTZ, opens TIME)")
+        cur.executemany("INSERT INTO stamps VALUES (%s, %s, %s)", [(1, instant, datetime.time(8)), (2, None, None)])
+        cur.execute("SELECT at::text, opens FROM stamps ORDER BY id")
+        check(cur.fetchall() == [("2024-07-31 12:00:00+02", datetime.time(8)), (None, None)], "timestamptz round trip")
+        conn.execute("RESET TimeZone")
+        check(conn.info.parameter_status("TimeZone") == "UTC", "TimeZone reset reported")
         cur = conn.cursor()
         # Prepared statements reused (prepare=True: Parse once, Bind/Execute many).
         total = 0

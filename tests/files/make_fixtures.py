@@ -142,6 +142,23 @@ def pyarrow_times():
     pq.write_table(nested, path("pyarrow_nested.parquet"))
 
 
+def pyarrow_times_of_day():
+    # TIME columns in every Arrow unit (Parquet TIME millis/micros/nanos), and instants with
+    # a zone other than UTC.
+    times = [datetime.time(10, 30, 15, 250000), None, datetime.time(23, 59, 59, 999999), datetime.time(0, 0)]
+    columns = {
+        "t_s": pa.array([datetime.time(10, 30, 15), None, datetime.time(23, 59, 59), datetime.time(0, 0)], pa.time32("s")),
+        "t_ms": pa.array(times, pa.time32("ms")),
+        "t_us": pa.array(times, pa.time64("us")),
+        "t_ns": pa.array(times, pa.time64("ns")),
+        "at": pa.array(
+            [datetime.datetime(2024, 7, 31, 10, 0), None, datetime.datetime(2024, 1, 31, 10, 0), datetime.datetime(1999, 12, 31, 23, 0)],
+            pa.timestamp("us", tz="America/New_York"),
+        ),
+    }
+    pq.write_table(pa.table(columns), path("pyarrow_times_of_day.parquet"))
+
+
 if __name__ == "__main__":
     pandas_files()
     r_style()
@@ -152,3 +169,4 @@ if __name__ == "__main__":
     duckdb_files()
     spark_style()
     pyarrow_times()
+    pyarrow_times_of_day()

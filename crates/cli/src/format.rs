@@ -13,9 +13,7 @@ fn cells(result: &QueryResult) -> Vec<Vec<Option<String>>> {
     result
         .chunks
         .iter()
-        .flat_map(|chunk| {
-            (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| QueryResult::format_cell(chunk, r, c)).collect())
-        })
+        .flat_map(|chunk| (0..chunk.row_count()).map(move |r| (0..chunk.column_count()).map(|c| result.cell_text(chunk, r, c)).collect()))
         .collect()
 }
 

@@ -6,13 +6,16 @@ use apiary_common::{not_impl_err, Bitmap, Result};
 use apiary_types::{DataChunk, DataType, Interval, StrColumnBuilder, Vector, VectorData};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
-    IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, TimestampMicrosecondArray,
+    IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, Time64MicrosecondArray, TimestampMicrosecondArray,
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, IntervalMonthDayNano, Schema as ArrowSchema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
 use crate::result::QueryResult;
+
+/// The zone TIMESTAMPTZ columns are written with.
+const UTC: &str = "UTC";
 
 /// The Arrow type that represents `data_type`.
 pub fn to_arrow_type(data_type: DataType) -> ArrowType {
@@ -27,6 +30,9 @@ pub fn to_arrow_type(data_type: DataType) -> ArrowType {
         DataType::Char(_) | DataType::Varchar(_) => ArrowType::Utf8,
         DataType::Date => ArrowType::Date32,
         DataType::Timestamp => ArrowType::Timestamp(TimeUnit::Microsecond, None),
+        // Instants are written as UTC timestamps (Parquet: adjusted to UTC).
+        DataType::TimestampTz => ArrowType::Timestamp(TimeUnit::Microsecond, Some(UTC.into())),
+        DataType::Time => ArrowType::Time64(TimeUnit::Microsecond),
         DataType::Interval => ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano),
     }
 }
@@ -46,8 +52,10 @@ pub fn from_arrow_type(arrow_type: &ArrowType) -> Result<DataType> {
         }
         ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View => DataType::Varchar(None),
         ArrowType::Date32 | ArrowType::Date64 => DataType::Date,
-        // With a time zone the values are UTC instants: read as such.
-        ArrowType::Timestamp(_, _) => DataType::Timestamp,
+        // With a time zone the values are UTC instants: TIMESTAMPTZ.
+        ArrowType::Timestamp(_, Some(_)) => DataType::TimestampTz,
+        ArrowType::Timestamp(_, None) => DataType::Timestamp,
+        ArrowType::Time32(_) | ArrowType::Time64(_) => DataType::Time,
         ArrowType::Interval(_) => DataType::Interval,
         ArrowType::List(_)
         | ArrowType::LargeList(_)
@@ -76,6 +84,8 @@ pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
         (VectorData::I32(b), DataType::Date) => Arc::new(Date32Array::new(b.to_vec().into(), n)),
         (VectorData::I32(b), _) => Arc::new(Int32Array::new(b.to_vec().into(), n)),
         (VectorData::I64(b), DataType::Timestamp) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n)),
+        (VectorData::I64(b), DataType::TimestampTz) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n).with_timezone(UTC)),
+        (VectorData::I64(b), DataType::Time) => Arc::new(Time64MicrosecondArray::new(b.to_vec().into(), n)),
         (VectorData::I64(b), DataType::Decimal { precision, scale }) => Arc::new(
             Decimal128Array::new(b.iter().map(|&x| x as i128).collect::<Vec<_>>().into(), n)
                 .with_precision_and_scale(precision, scale as i8)
@@ -231,6 +241,20 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 TimeUnit::Millisecond => prim!(arrow::array::TimestampMillisecondArray).iter().map(|&x| x.saturating_mul(1000)).collect(),
                 TimeUnit::Nanosecond => prim!(arrow::array::TimestampNanosecondArray).iter().map(|&x| x.div_euclid(1000)).collect(),
                 TimeUnit::Second => prim!(arrow::array::TimestampSecondArray).iter().map(|&x| x.saturating_mul(1_000_000)).collect(),
+            };
+            VectorData::I64(values.into())
+        }
+        (ArrowType::Time32(unit), _) => {
+            let values: Vec<i64> = match unit {
+                TimeUnit::Second => prim!(arrow::array::Time32SecondArray).iter().map(|&x| x as i64 * 1_000_000).collect(),
+                _ => prim!(arrow::array::Time32MillisecondArray).iter().map(|&x| x as i64 * 1000).collect(),
+            };
+            VectorData::I64(values.into())
+        }
+        (ArrowType::Time64(unit), _) => {
+            let values: Vec<i64> = match unit {
+                TimeUnit::Nanosecond => prim!(arrow::array::Time64NanosecondArray).iter().map(|&x| x.div_euclid(1000)).collect(),
+                _ => prim!(Time64MicrosecondArray).to_vec(),
             };
             VectorData::I64(values.into())
         }

@@ -159,6 +159,12 @@ impl Connection {
         &self.settings
     }
 
+    /// Sets the session's time zone by name, as `SET TimeZone = name` (the wire server
+    /// applies a client's start-up `TimeZone` so).
+    pub fn set_time_zone(&mut self, name: &str) -> Result<()> {
+        self.settings.set("timezone", name)
+    }
+
     /// A flag that cancels the running statement when set (e.g. from a Ctrl-C handler).
     pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.interrupted)
@@ -205,7 +211,9 @@ impl Connection {
         self.begin_statement(statement);
         // A panic is a bug; report it as an error instead of taking the caller down.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(statement))) {
-            Ok(result) => result,
+            // The result shows TIMESTAMPTZ values in the zone in force after the
+            // statement (a `SET TimeZone` applies to what follows it).
+            Ok(result) => result.map(|r| r.in_time_zone(self.settings.execution.time_zone)),
             Err(payload) => Err(internal_err!("{}", apiary_common::error::panic_message(payload.as_ref()))),
         }
     }
@@ -256,6 +264,7 @@ impl Connection {
             effects: true,
             session: &self.session,
             rejects: &self.rejects,
+            time_zone: self.settings.execution.time_zone,
         }
     }
 
@@ -266,7 +275,7 @@ impl Connection {
     }
 
     fn optimize_plan(&self, plan: LogicalPlan, next_column_id: u32) -> Result<LogicalPlan> {
-        let evaluator = KernelEvaluator;
+        let evaluator = KernelEvaluator { time_zone: self.settings.execution.time_zone };
         let mut ctx = OptimizerContext::new(next_column_id, &evaluator);
         ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
         Ok(optimize(plan, &mut ctx)?.0)
@@ -279,6 +288,7 @@ impl Connection {
             binder = binder.with_parameter_values(values.clone());
         }
         binder.block_rows = self.settings.block_rows;
+        binder.time_zone = self.settings.execution.time_zone;
         binder
     }
 
@@ -292,6 +302,7 @@ impl Connection {
         let functions = self.table_functions();
         let mut binder = Binder::new(&self.db.catalog, &functions).with_parameter_slots(parameter_types.to_vec());
         binder.block_rows = self.settings.block_rows;
+        binder.time_zone = self.settings.execution.time_zone;
         let bound = binder.bind_query(query)?;
         let plan = self.optimize_plan(bound.plan.clone(), bound.next_column_id)?;
         Ok((bound, plan))
@@ -303,7 +314,7 @@ impl Connection {
         let mut binder = self.binder(&functions);
         binder.block_rows = self.settings.block_rows;
         let bound = binder.bind_query(query)?;
-        let evaluator = KernelEvaluator;
+        let evaluator = KernelEvaluator { time_zone: self.settings.execution.time_zone };
         let mut ctx = OptimizerContext::new(bound.next_column_id, &evaluator);
         ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
         let (plan, reports) = optimize(bound.plan.clone(), &mut ctx)?;
@@ -614,10 +625,20 @@ impl Connection {
     }
 
     fn set(&mut self, set: &ast::Set) -> Result<QueryResult> {
+        // `SET TIME ZONE value` (PostgreSQL's form without `=`).
+        if let ast::Set::SetTimeZone { value, .. } = set {
+            return self.set_time_zone_statement(value);
+        }
         let ast::Set::SingleAssignment { variable, values, .. } = set else {
             return Err(not_impl_err!("this form of SET"));
         };
         let name = object_name_to_table(variable)?;
+        if name == "timezone" {
+            return match values.as_slice() {
+                [value] => self.set_time_zone_statement(value),
+                _ => Err(bind_err!("SET TimeZone needs exactly one value")),
+            };
+        }
         let value = match values.as_slice() {
             [ast::Expr::Value(v)] => match &v.value {
                 ast::Value::Number(n, _) => n.clone(),
@@ -667,6 +688,54 @@ impl Connection {
         Ok(QueryResult::statement(None))
     }
 
+    /// `SET TimeZone = value` / `SET TIME ZONE value`: a zone name, a number of hours
+    /// east of UTC (`-8`), an INTERVAL (`INTERVAL '+05:30' HOUR TO MINUTE`), or `LOCAL`
+    /// / `DEFAULT` (UTC).
+    fn set_time_zone_statement(&mut self, value: &ast::Expr) -> Result<QueryResult> {
+        let invalid = || bind_err!("invalid value for parameter \"TimeZone\": \"{value}\"");
+        let text = match value {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::Number(n, _) => n.clone(),
+                ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => s.clone(),
+                _ => return Err(invalid()),
+            },
+            ast::Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => match expr.as_ref() {
+                ast::Expr::Value(ast::ValueWithSpan { value: ast::Value::Number(n, _), .. }) => format!("-{n}"),
+                _ => return Err(invalid()),
+            },
+            ast::Expr::Identifier(ident)
+                if ident.quote_style.is_none()
+                    && (ident.value.eq_ignore_ascii_case("local") || ident.value.eq_ignore_ascii_case("default")) =>
+            {
+                return self.reset_setting("timezone");
+            }
+            ast::Expr::Identifier(ident) => ident.value.clone(),
+            ast::Expr::Interval(interval) => {
+                // An interval is an offset east of UTC; it may have no days or months.
+                let text = match interval.value.as_ref() {
+                    ast::Expr::Value(v) => match &v.value {
+                        ast::Value::SingleQuotedString(s) => s.clone(),
+                        _ => return Err(invalid()),
+                    },
+                    _ => return Err(invalid()),
+                };
+                let unit = interval.leading_field.as_ref().map(|f| f.to_string());
+                let parsed = apiary_types::Interval::parse(&text, unit.as_deref()).ok_or_else(invalid)?;
+                let seconds = parsed.micros / 1_000_000;
+                if parsed.months != 0 || parsed.days != 0 || seconds.abs() >= 16 * 3600 {
+                    return Err(invalid());
+                }
+                let (zone, shown) = apiary_types::TimeZone::fixed_with_posix_name(seconds as i32);
+                self.settings.execution.time_zone = zone;
+                self.settings.time_zone_name = shown;
+                return Ok(QueryResult::statement(None));
+            }
+            _ => return Err(invalid()),
+        };
+        self.settings.set("timezone", &text)?;
+        Ok(QueryResult::statement(None))
+    }
+
     /// `RESET name` / `RESET ALL`: back to the defaults a new connection gets.
     fn reset(&mut self, reset: &ast::ResetStatement) -> Result<QueryResult> {
         match &reset.reset {
@@ -703,6 +772,10 @@ impl Connection {
 
     fn show_variable(&mut self, variable: &[ast::Ident]) -> Result<QueryResult> {
         let name = variable.iter().map(normalize_ident).collect::<Vec<_>>().join(".");
+        // `SHOW TIME ZONE` and `SHOW timezone`: PostgreSQL names the column TimeZone.
+        if name == "timezone" || name == "time.zone" {
+            return Ok(text_result("TimeZone", vec![self.settings.time_zone_name.clone()]));
+        }
         let value = if name == "threads" {
             self.db.scheduler.threads().to_string()
         } else if name == "max_concurrent_queries" {

@@ -78,7 +78,8 @@ pub fn copy(
     let ast::CopyTarget::File { filename } = target else {
         return Err(not_impl_err!("COPY from/to STDIN, STDOUT or a program (use a file name)"));
     };
-    let file = file_options(filename, options)?;
+    let mut file = file_options(filename, options)?;
+    file.csv.time_zone = conn.settings.execution.time_zone;
     if to {
         return copy_to(conn, source, Path::new(filename), file);
     }

@@ -676,7 +676,11 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                         opt(precision),
                         opt(radix),
                         opt(scale),
-                        opt(matches!(data_type, DataType::Date).then_some(0).or(matches!(data_type, DataType::Timestamp).then_some(6))),
+                        opt(match data_type {
+                            DataType::Date => Some(0),
+                            DataType::Timestamp | DataType::TimestampTz | DataType::Time => Some(6),
+                            _ => None,
+                        }),
                         NULL,
                         text(&session.database),
                         text("pg_catalog"),

@@ -96,6 +96,8 @@ const CLOCK_FUNCTIONS: &[&str] = &[
     "transaction_timestamp",
     "statement_timestamp",
     "get_current_timestamp",
+    "current_time",
+    "localtime",
     "age(",
 ];
 
@@ -196,14 +198,16 @@ impl Connection {
         };
         let (physical, logical) = match &plan.form {
             PlanForm::Physical(physical, logical) => (Some(Arc::clone(physical)), std::borrow::Cow::Borrowed(logical)),
-            PlanForm::Generic(generic) => (None, std::borrow::Cow::Owned(with_parameter_values(generic, values)?)),
+            PlanForm::Generic(generic) => {
+                (None, std::borrow::Cow::Owned(with_parameter_values(generic, values, self.settings.execution.time_zone)?))
+            }
         };
         let (names, types) = (plan.names.clone(), plan.types.clone());
         let bypass_admission = plan.bypass_admission;
         self.begin_statement(&prepared.statement);
         if self.settings.shared_operators {
             if let Some(chunks) = crate::shared_operators::run_shared(self, &logical)? {
-                return Ok(QueryResult::rows_result(names, types, chunks));
+                return Ok(QueryResult::rows_result(names, types, chunks).in_time_zone(self.settings.execution.time_zone));
             }
         }
         let physical = match physical {
@@ -214,7 +218,7 @@ impl Connection {
             }
         };
         let chunks = self.run_physical(physical, bypass_admission)?;
-        Ok(QueryResult::rows_result(names, types, chunks))
+        Ok(QueryResult::rows_result(names, types, chunks).in_time_zone(self.settings.execution.time_zone))
     }
 
     /// Runs a statement that keeps no plan: bound (with its values) and run as usual.
@@ -298,15 +302,15 @@ impl Connection {
 /// `generic` with each `$n` replaced by the literal of `values[n-1]` and the expressions
 /// that became constant folded, so the physical planner sees literals (block pruning and
 /// specialised comparison kernels work as for a query written with the values).
-fn with_parameter_values(generic: &LogicalPlan, values: &[ScalarValue]) -> Result<LogicalPlan> {
-    let evaluator = KernelEvaluator;
+fn with_parameter_values(generic: &LogicalPlan, values: &[ScalarValue], time_zone: apiary_types::TimeZone) -> Result<LogicalPlan> {
+    let evaluator = KernelEvaluator { time_zone };
     let ctx = OptimizerContext::new(0, &evaluator);
     let mut failure = None;
     let plan = generic.clone().map_expressions(&mut |expr| {
         if !expr.contains_parameter() {
             return expr;
         }
-        match expr.clone().bind_parameters(values) {
+        match expr.clone().bind_parameters(values, &time_zone) {
             Ok(bound) => apiary_optimizer::rules::fold_constants::fold(bound, &ctx),
             Err(err) => {
                 failure.get_or_insert(err);

@@ -30,6 +30,8 @@ pub struct FileReader<'a> {
     pub rejects: &'a Mutex<RejectLog>,
     /// Whether the call has effects (false while a statement is only described).
     pub effects: bool,
+    /// The session's time zone: TIMESTAMPTZ text without a zone is read in it.
+    pub time_zone: apiary_types::TimeZone,
 }
 
 /// The records the last `store_rejects` scan skipped, and what it read.
@@ -130,7 +132,7 @@ const CSV_OPTIONS: &str = "delim/sep, quote, escape, header, nullstr, columns, t
 impl FileReader<'_> {
     pub fn read_csv(&self, function: &str, args: &[TableArg], named: &[(String, TableArg)]) -> Result<Arc<Table>> {
         let paths = expand_paths(function, args)?;
-        let mut options = CsvOptions::default();
+        let mut options = CsvOptions { time_zone: self.time_zone, ..CsvOptions::default() };
         let mut hints = SniffHints { sample_records: DEFAULT_SAMPLE_RECORDS, ..Default::default() };
         let (mut with_filename, mut store_rejects, mut auto_detect) = (false, false, true);
         for (option, value) in named {
@@ -370,6 +372,20 @@ impl DeferredRows for ParquetRows {
             }
         }
         temporary_table(&self.function, fields, pieces, self.block_rows)
+    }
+
+    /// The files' row counts come from their footers: blocks of NULLs, nothing decoded.
+    fn materialize_row_count(&self) -> Result<Arc<Table>> {
+        let field = self.fields[0].clone();
+        let mut pieces = Vec::new();
+        let mut left = self.rows;
+        while left > 0 {
+            let rows = left.min(self.block_rows.max(1));
+            pieces.push(vec![Vector::nulls(field.data_type, rows)]);
+            left -= rows;
+        }
+        let field = Field { nullable: true, ..field };
+        temporary_table(&self.function, vec![field], pieces, self.block_rows)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Query results.
 
 use apiary_common::Result;
-use apiary_types::{DataChunk, DataType, ScalarValue};
+use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone};
 
 /// What a statement produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,16 +20,31 @@ pub struct QueryResult {
     pub types: Vec<DataType>,
     pub chunks: Vec<DataChunk>,
     pub kind: ResultKind,
+    /// The session's time zone when the statement ran: TIMESTAMPTZ values are shown in
+    /// it ([`QueryResult::cell_text`]).
+    pub time_zone: TimeZone,
 }
 
 impl QueryResult {
     pub fn rows_result(columns: Vec<String>, types: Vec<DataType>, chunks: Vec<DataChunk>) -> QueryResult {
         let chunks = chunks.into_iter().map(|c| c.compact()).filter(|c| c.row_count() > 0).collect();
-        QueryResult { columns, types, chunks, kind: ResultKind::Rows }
+        QueryResult { columns, types, chunks, kind: ResultKind::Rows, time_zone: TimeZone::UTC }
+    }
+
+    /// This result with TIMESTAMPTZ values shown in `zone`.
+    pub fn in_time_zone(mut self, zone: TimeZone) -> QueryResult {
+        self.time_zone = zone;
+        self
     }
 
     pub fn statement(rows_affected: Option<u64>) -> QueryResult {
-        QueryResult { columns: Vec::new(), types: Vec::new(), chunks: Vec::new(), kind: ResultKind::Statement { rows_affected } }
+        QueryResult {
+            columns: Vec::new(),
+            types: Vec::new(),
+            chunks: Vec::new(),
+            kind: ResultKind::Statement { rows_affected },
+            time_zone: TimeZone::UTC,
+        }
     }
 
     /// Whether this statement returns rows (a query, EXPLAIN, SHOW ...).
@@ -62,14 +77,26 @@ impl QueryResult {
         self.chunks.iter().flat_map(|chunk| (0..chunk.row_count()).map(move |r| chunk.columns.iter().map(|c| c.get_scalar(r)).collect()))
     }
 
-    /// Cell `(row, column)` of a chunk as display text; `None` for NULL.
+    /// Cell `(row, column)` of a chunk as display text; `None` for NULL. TIMESTAMPTZ
+    /// values are shown in UTC: [`QueryResult::cell_text`] shows them in the session's
+    /// zone.
     pub fn format_cell(chunk: &DataChunk, row: usize, column: usize) -> Option<String> {
+        Self::format_cell_in(chunk, row, column, &TimeZone::UTC)
+    }
+
+    /// Cell `(row, column)` of one of this result's chunks as display text, TIMESTAMPTZ
+    /// values in the session's time zone (`2024-01-31 10:00:00+01`); `None` for NULL.
+    pub fn cell_text(&self, chunk: &DataChunk, row: usize, column: usize) -> Option<String> {
+        Self::format_cell_in(chunk, row, column, &self.time_zone)
+    }
+
+    fn format_cell_in(chunk: &DataChunk, row: usize, column: usize, zone: &TimeZone) -> Option<String> {
         let vector = &chunk.columns[column];
         if vector.is_null(row) {
             return None;
         }
         let mut text = String::new();
-        apiary_execution::expr::cast_vector_value_to_string(vector, row, &mut text);
+        apiary_execution::expr::format_value_in(vector, row, &mut text, zone);
         Some(text)
     }
 

@@ -1,6 +1,8 @@
 //! The table functions `generate_series(start, stop [, step])` (stop included, as
 //! PostgreSQL and DuckDB) and `range(start, stop [, step])` (stop excluded, DuckDB), over
-//! integers, and over timestamps (or dates) with an INTERVAL step. With one argument the
+//! integers, and over timestamps (or dates) with an INTERVAL step; with a TIMESTAMPTZ
+//! argument the series is one of instants, stepped on the session zone's calendar (as
+//! PostgreSQL adds an interval to a TIMESTAMPTZ). With one argument the
 //! series starts at 0 (DuckDB). The rows are materialised into a temporary table, which
 //! counts against `memory_limit` before it is built.
 
@@ -8,14 +10,14 @@ use std::sync::Arc;
 
 use apiary_common::{bind_err, Result};
 use apiary_storage::{BufferPool, Table};
-use apiary_types::datetime::{add_interval_to_timestamp, MICROS_PER_DAY};
-use apiary_types::{DataType, Field, ScalarValue, Vector};
+use apiary_types::datetime::{add_interval_to_timestamp, add_interval_to_timestamptz, MICROS_PER_DAY};
+use apiary_types::{DataType, Field, ScalarValue, TimeZone, Vector};
 
 /// Rows of one vector of the generated column.
 const PIECE_ROWS: usize = 1 << 16;
 
 /// `Ok(None)` when `name` is not a series function.
-pub fn series(name: &str, args: &[ScalarValue], pool: &BufferPool, block_rows: usize) -> Result<Option<Arc<Table>>> {
+pub fn series(name: &str, args: &[ScalarValue], pool: &BufferPool, block_rows: usize, zone: &TimeZone) -> Result<Option<Arc<Table>>> {
     let inclusive = match name {
         "generate_series" => true,
         "range" => false,
@@ -28,9 +30,9 @@ pub fn series(name: &str, args: &[ScalarValue], pool: &BufferPool, block_rows: u
         // PostgreSQL: no rows for a NULL argument.
         return Ok(Some(build(name, DataType::BigInt, Vec::new(), block_rows)?));
     }
-    let temporal = args.iter().any(|a| matches!(a, ScalarValue::Timestamp(_) | ScalarValue::Date(_)));
+    let temporal = args.iter().any(|a| matches!(a, ScalarValue::Timestamp(_) | ScalarValue::Date(_) | ScalarValue::TimestampTz(_)));
     if temporal {
-        return timestamps(name, args, inclusive, pool, block_rows).map(Some);
+        return timestamps(name, args, inclusive, pool, block_rows, zone).map(Some);
     }
     let integer = |v: &ScalarValue| -> Result<i64> {
         match v {
@@ -67,14 +69,32 @@ pub fn series(name: &str, args: &[ScalarValue], pool: &BufferPool, block_rows: u
     Ok(Some(build(name, DataType::BigInt, pieces, block_rows)?))
 }
 
-fn timestamps(name: &str, args: &[ScalarValue], inclusive: bool, pool: &BufferPool, block_rows: usize) -> Result<Arc<Table>> {
+fn timestamps(
+    name: &str,
+    args: &[ScalarValue],
+    inclusive: bool,
+    pool: &BufferPool,
+    block_rows: usize,
+    zone: &TimeZone,
+) -> Result<Arc<Table>> {
+    // With a TIMESTAMPTZ bound, the others are read in the session's zone (PostgreSQL
+    // converts them so), and the steps follow that zone's calendar.
+    let instants = args.iter().any(|a| matches!(a, ScalarValue::TimestampTz(_)));
+    let out_of_range = || bind_err!("{name}: timestamp out of range");
     let moment = |v: &ScalarValue| -> Result<i64> {
-        match v {
-            ScalarValue::Timestamp(t) => Ok(*t),
-            ScalarValue::Date(d) => Ok(*d as i64 * MICROS_PER_DAY),
-            other => Err(bind_err!("{name} over timestamps needs a start and a stop timestamp, not {other}")),
+        let local = match v {
+            ScalarValue::TimestampTz(t) => return Ok(*t),
+            ScalarValue::Timestamp(t) => *t,
+            ScalarValue::Date(d) => *d as i64 * MICROS_PER_DAY,
+            other => return Err(bind_err!("{name} over timestamps needs a start and a stop timestamp, not {other}")),
+        };
+        if instants {
+            zone.to_utc(local).ok_or_else(out_of_range)
+        } else {
+            Ok(local)
         }
     };
+    let data_type = if instants { DataType::TimestampTz } else { DataType::Timestamp };
     let [start, stop, ScalarValue::Interval(step)] = args else {
         return Err(bind_err!("{name} over timestamps needs (start, stop, interval step)"));
     };
@@ -94,15 +114,16 @@ fn timestamps(name: &str, args: &[ScalarValue], inclusive: bool, pool: &BufferPo
         if values.len() % PIECE_ROWS == 0 {
             pool.check_headroom(values.len() * 8, &format!("{name}() of {} rows", values.len()))?;
         }
-        current = match add_interval_to_timestamp(current, step) {
+        let next = if instants { add_interval_to_timestamptz(current, step, zone) } else { add_interval_to_timestamp(current, step) };
+        current = match next {
             // A step like '1 month -29 days' can stand still in February: stop rather
             // than repeat a value forever.
             Some(next) if (next > current) == ascending && next != current => next,
             _ => break,
         };
     }
-    let pieces = values.chunks(PIECE_ROWS).map(|c| Vector::from_native(DataType::Timestamp, c.to_vec())).collect();
-    build(name, DataType::Timestamp, pieces, block_rows)
+    let pieces = values.chunks(PIECE_ROWS).map(|c| Vector::from_native(data_type, c.to_vec())).collect();
+    build(name, data_type, pieces, block_rows)
 }
 
 fn build(name: &str, data_type: DataType, pieces: Vec<Vector>, block_rows: usize) -> Result<Arc<Table>> {

@@ -8,6 +8,7 @@ use apiary_common::{bind_err, Result};
 use apiary_execution::config::{ExecutionConfig, MAX_VECTOR_SIZE, MIN_VECTOR_SIZE};
 use apiary_execution::scheduler::{DEFAULT_PRIORITY, DEFAULT_QUEUE_TIMEOUT, MAX_PRIORITY};
 use apiary_storage::BLOCK_ROWS;
+use apiary_types::TimeZone;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -25,7 +26,13 @@ pub struct Settings {
     pub shared_operators: bool,
     /// How long a query arriving at an idle engine waits for others to share with.
     pub shared_operators_wait: Duration,
+    /// The `TimeZone` setting as `SHOW` prints it (the zone itself is
+    /// `execution.time_zone`).
+    pub time_zone_name: String,
 }
+
+/// The session time zone a new connection has.
+pub const DEFAULT_TIME_ZONE: &str = "UTC";
 
 impl Default for Settings {
     fn default() -> Self {
@@ -37,6 +44,7 @@ impl Default for Settings {
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
             shared_operators: false,
             shared_operators_wait: Duration::ZERO,
+            time_zone_name: DEFAULT_TIME_ZONE.to_string(),
         }
     }
 }
@@ -60,6 +68,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "shared_operators_wait",
     "block_size",
     "disabled_optimizers",
+    "timezone",
 ];
 
 /// A duration: a number of seconds, or a number with a unit (`ms`, `s`, `min`, `h`),
@@ -161,6 +170,12 @@ impl Settings {
                 self.shared_operators_wait = wait;
             }
             "block_size" => self.block_rows = parse_usize(name, value, 64, 1 << 24)?,
+            "timezone" => {
+                let (zone, shown) =
+                    TimeZone::from_setting(value).ok_or_else(|| bind_err!("invalid value for parameter \"TimeZone\": \"{value}\""))?;
+                self.execution.time_zone = zone;
+                self.time_zone_name = shown;
+            }
             "priority" => self.priority = parse_usize(name, value, 1, MAX_PRIORITY as usize)? as u32,
             "queue_timeout" => self.queue_timeout = parse_duration(name, value)?,
             "disabled_optimizers" => {
@@ -200,6 +215,10 @@ impl Settings {
             "shared_operators" => self.shared_operators = defaults.shared_operators,
             "shared_operators_wait" => self.shared_operators_wait = defaults.shared_operators_wait,
             "block_size" => self.block_rows = defaults.block_rows,
+            "timezone" => {
+                self.execution.time_zone = defaults.execution.time_zone;
+                self.time_zone_name = defaults.time_zone_name;
+            }
             "priority" => self.priority = defaults.priority,
             "queue_timeout" => self.queue_timeout = defaults.queue_timeout,
             "disabled_optimizers" => self.disabled_optimizers = defaults.disabled_optimizers,
@@ -223,6 +242,7 @@ impl Settings {
             "shared_operators" => if self.shared_operators { "on" } else { "off" }.to_string(),
             "shared_operators_wait" => format_duration(self.shared_operators_wait),
             "block_size" => self.block_rows.to_string(),
+            "timezone" => self.time_zone_name.clone(),
             "priority" => self.priority.to_string(),
             "queue_timeout" => format_duration(self.queue_timeout),
             "disabled_optimizers" => self.disabled_optimizers.iter().cloned().collect::<Vec<_>>().join(","),

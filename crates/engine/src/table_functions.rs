@@ -33,11 +33,20 @@ pub struct EngineTableFunctions<'a> {
     pub session: &'a crate::pg_catalog::SessionInfo,
     /// The session's `reject_errors` and `reject_scans` (`read_csv(..., store_rejects = true)`).
     pub rejects: &'a std::sync::Mutex<crate::read_files::RejectLog>,
+    /// The session's time zone (TIMESTAMPTZ text in CSV files, `generate_series` steps).
+    pub time_zone: apiary_types::TimeZone,
 }
 
 impl EngineTableFunctions<'_> {
     fn file_reader(&self) -> FileReader<'_> {
-        FileReader { threads: self.threads, pool: self.pool, block_rows: self.block_rows, rejects: self.rejects, effects: self.effects }
+        FileReader {
+            threads: self.threads,
+            pool: self.pool,
+            block_rows: self.block_rows,
+            rejects: self.rejects,
+            effects: self.effects,
+            time_zone: self.time_zone,
+        }
     }
 }
 
@@ -96,7 +105,7 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                     .iter()
                     .map(|a| a.value().cloned().ok_or_else(|| bind_err!("{name} takes constants, not {a}")))
                     .collect::<Result<Vec<_>>>()?;
-                crate::series::series(name, &args, self.pool, self.block_rows)
+                crate::series::series(name, &args, self.pool, self.block_rows, &self.time_zone)
             }
             _ => Ok(None),
         }

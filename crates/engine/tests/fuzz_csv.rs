@@ -689,3 +689,24 @@ fn csv_files_load_or_fail_cleanly() {
     eprintln!("fuzz_csv: {} cases ({round_trips} round trips) from seed {}", config.iterations, config.seed);
     assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n\n"));
 }
+
+/// Regression (a fuzzed file of one line of commas took the process down): a file wider
+/// than read_csv's column limit is refused cleanly, and a wide file within it loads.
+#[test]
+fn very_wide_files_are_refused_or_loaded() {
+    let dir = fuzz_support::scratch("csv-wide");
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    let too_wide = dir.join("too_wide.csv");
+    std::fs::write(&too_wide, ",".repeat(200_000)).unwrap();
+    let error = conn.query(&format!("SELECT count(*) FROM read_csv('{}')", too_wide.display())).unwrap_err().to_string();
+    assert!(error.contains("200000 columns") && error.contains("at most 10000"), "{error}");
+    let wide = dir.join("wide.csv");
+    let header: Vec<String> = (0..3000).map(|i| format!("c{i}")).collect();
+    let values: Vec<String> = (0..3000).map(|i| i.to_string()).collect();
+    std::fs::write(&wide, format!("{}\n{}\n", header.join(","), values.join(","))).unwrap();
+    let result = conn.query(&format!("SELECT c0, c2999 FROM read_csv('{}')", wide.display())).unwrap();
+    let rows: Vec<Vec<ScalarValue>> = result.rows().collect();
+    assert_eq!(rows, vec![vec![ScalarValue::Int64(0), ScalarValue::Int64(2999)]]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -115,6 +115,41 @@ fn contents_survive_reopening_through_log_and_checkpoint() {
     assert!(encoding_of("l_comment").contains("zstd"), "{info:?}");
 }
 
+/// TIMESTAMPTZ and TIME columns: stored (log and checkpoint), reopened, their zone maps
+/// skip blocks, and the session's zone only changes how they are shown.
+#[test]
+fn times_and_instants_survive_reopening() {
+    let dir = scratch("times");
+    let path = dir.join("db.apiary");
+    let check = "SELECT count(*), min(at), max(at), min(opens), max(opens), count(DISTINCT at) FROM z";
+    let expected;
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "SET block_size = 1000; CREATE TABLE z (id INTEGER, at TIMESTAMP WITH TIME ZONE, opens TIME)");
+        // A small insert goes to the log, the large one is written as a checkpoint.
+        run(&db, "INSERT INTO z VALUES (0, '2024-01-31 10:00:00+01', '24:00:00'), (-1, NULL, NULL)");
+        run(
+            &db,
+            "INSERT INTO z SELECT k, TIMESTAMPTZ '2020-01-01 00:00:00+00' + k * INTERVAL '1 hour', TIME '00:00' + k * INTERVAL '1 minute' \
+             FROM range(1, 5000) r(k)",
+        );
+        expected = query(&db, check);
+    }
+    let db = Database::open(&path).unwrap();
+    assert_eq!(query(&db, check), expected);
+    assert_eq!(expected[0][0], ScalarValue::Int64(5001), "{expected:?}");
+    assert_eq!(expected[0][2], ScalarValue::TimestampTz(apiary_types::datetime::parse_timestamp("2024-01-31 09:00:00").unwrap()));
+    assert_eq!(expected[0][4], ScalarValue::Time(apiary_types::datetime::MAX_TIME));
+    // Zone maps of the new types skip blocks.
+    let recent = explain_analyze(&db, "SELECT count(*) FROM z WHERE at > TIMESTAMPTZ '2020-07-01 00:00:00+00'");
+    assert!(recent.contains("skipped") && !recent.contains(": 0 skipped"), "{recent}");
+    let mut conn = db.connect();
+    conn.execute("SET TimeZone = 'Asia/Tokyo'").unwrap();
+    let result = conn.query("SELECT at, opens FROM z WHERE id = 0").unwrap();
+    assert_eq!(result.cell_text(&result.chunks[0], 0, 0).as_deref(), Some("2024-01-31 18:00:00+09"));
+    assert_eq!(result.cell_text(&result.chunks[0], 0, 1).as_deref(), Some("24:00:00"));
+}
+
 #[test]
 fn the_log_is_replayed_and_checkpoint_folds_it() {
     let dir = scratch("log");
@@ -616,4 +651,29 @@ fn a_view_raises_an_older_files_format() {
     }
     let db = Database::open(&path).unwrap();
     assert_eq!(scalar(&db, "SELECT s FROM v"), ScalarValue::Int64(3));
+}
+
+/// A file of format 3 (before TIMESTAMPTZ and TIME) is written as before until a table
+/// with such a column is created in it; then its header says format 4.
+#[test]
+fn a_time_zone_column_raises_an_older_files_format() {
+    let dir = scratch("format-types");
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE t (a INTEGER); INSERT INTO t VALUES (1)");
+    }
+    set_header_version(&path, 3);
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "INSERT INTO t VALUES (2); CHECKPOINT");
+    }
+    assert_eq!(header_version(&path), 3, "nothing format 4 needs was written");
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE stamps (at TIMESTAMPTZ, opens TIME); INSERT INTO stamps VALUES ('2024-07-31 10:00:00+00', '08:30')");
+        assert_eq!(header_version(&path), 4, "raised before the table went into the log");
+    }
+    let db = Database::open(&path).unwrap();
+    assert_eq!(scalar(&db, "SELECT count(*) FROM stamps WHERE opens = TIME '08:30'"), ScalarValue::Int64(1));
 }

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apiary::{ApiaryError, Connection, DataType, Database, QueryResult};
+use apiary::{ApiaryError, Connection, DataType, Database};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct ApiaryDb {
@@ -43,7 +43,7 @@ impl sqllogictest::DB for ApiaryDb {
             for r in 0..chunk.row_count() {
                 rows.push(
                     (0..chunk.column_count())
-                        .map(|c| match QueryResult::format_cell(chunk, r, c) {
+                        .map(|c| match result.cell_text(chunk, r, c) {
                             None => "NULL".to_string(),
                             Some(text) if text.is_empty() => "(empty)".to_string(),
                             Some(text) => text,

@@ -76,6 +76,33 @@ fn window_calls_equal_their_definitions_as_subqueries() {
             (format!("sum(x) OVER (ORDER BY id % 5 DESC GROUPS BETWEEN {k} PRECEDING AND 1 PRECEDING)"), format!(
                 "(SELECT sum(u.x) FROM t u WHERE u.id % 5 BETWEEN t.id % 5 + 1 AND t.id % 5 + {k})"
             )),
+            // EXCLUDE: the frame's rows but the current one, its peers, or its other peers.
+            (format!("sum(x) OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING EXCLUDE CURRENT ROW)"), format!(
+                "(SELECT sum(u.x) FROM t u WHERE u.id BETWEEN t.id - {a} AND t.id + {b} AND u.id <> t.id)"
+            )),
+            (format!("count(x) OVER (PARTITION BY g ORDER BY x RANGE BETWEEN {a} PRECEDING AND {b} FOLLOWING EXCLUDE GROUP)"), format!(
+                "(SELECT count(u.x) FROM t u WHERE {same_g} AND t.x IS NOT NULL AND u.x BETWEEN t.x - {a} AND t.x + {b} AND u.x <> t.x)"
+            )),
+            ("max(d) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES)".to_string(), format!(
+                "(SELECT max(u.d) FROM t u WHERE {same_g} AND (u.id = t.id OR u.x IS DISTINCT FROM t.x))"
+            )),
+            (format!("first_value(x) OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING EXCLUDE CURRENT ROW)"), format!(
+                "(SELECT u.x FROM t u WHERE u.id = (SELECT min(v.id) FROM t v WHERE v.id BETWEEN t.id - {a} AND t.id + {b} AND v.id <> t.id))"
+            )),
+            // Aggregates computed with grouping states: DISTINCT over the partition and
+            // over a sliding frame, variance and string_agg over sliding frames.
+            ("count(DISTINCT x) OVER (PARTITION BY g)".to_string(), format!("(SELECT count(DISTINCT u.x) FROM t u WHERE {same_g})")),
+            (format!("sum(DISTINCT x) OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING)"), format!(
+                "(SELECT sum(DISTINCT u.x) FROM t u WHERE u.id BETWEEN t.id - {a} AND t.id + {b})"
+            )),
+            // (Rounded: the two feed the rows in different orders.)
+            (format!("CAST(var_samp(x) OVER (ORDER BY id ROWS {k} PRECEDING EXCLUDE CURRENT ROW) AS DECIMAL(18,4))"), format!(
+                "(SELECT CAST(var_samp(u.x) AS DECIMAL(18,4)) FROM t u WHERE u.id BETWEEN t.id - {k} AND t.id - 1)"
+            )),
+            (format!("string_agg(CAST(x AS VARCHAR), ',') OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING)"), format!(
+                "(SELECT string_agg(CAST(u.x AS VARCHAR), ',' ORDER BY u.id) FROM t u WHERE u.id BETWEEN t.id - {a} AND t.id + {b})"
+            )),
+            ("median(x) OVER (PARTITION BY g ORDER BY id)".to_string(), format!("(SELECT median(u.x) FROM t u WHERE {same_g} AND u.id <= t.id)")),
         ];
         for (window, definition) in &cases {
             // Compared as text: the two sides may type a value differently (BIGINT and

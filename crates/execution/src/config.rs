@@ -1,5 +1,7 @@
 //! Execution settings (`SET threads`, `SET vector_size`, ...).
 
+use apiary_types::TimeZone;
+
 /// Settings that shape how one query runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionConfig {
@@ -19,6 +21,10 @@ pub struct ExecutionConfig {
     /// default until it pays: in memory, sharing only the block reads saves nothing
     /// measurable (the scans are bound by per-row work, not by reading the block).
     pub shared_scans: bool,
+    /// The session's time zone (`SET TimeZone`): TIMESTAMPTZ values are shown, read from
+    /// text, split into fields and truncated in it. Part of the configuration so a plan
+    /// made under another zone is made again.
+    pub time_zone: TimeZone,
 }
 
 pub const DEFAULT_MORSEL_SIZE: usize = 16_384;
@@ -36,6 +42,7 @@ impl Default for ExecutionConfig {
             staging: true,
             morsel_size: DEFAULT_MORSEL_SIZE,
             shared_scans: false,
+            time_zone: TimeZone::UTC,
         }
     }
 }

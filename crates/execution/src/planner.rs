@@ -24,7 +24,7 @@ use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
-use crate::expr::{compile_with, evaluate_constant, simd, CompileOptions, ExprRef, Layout};
+use crate::expr::{compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
@@ -141,7 +141,10 @@ impl<'a> PhysicalPlanner<'a> {
 
     /// Compiles an expression with this session's options (`SET simd`).
     fn compile_expr(&self, expr: &Expr, layout: &dyn Layout) -> Result<ExprRef> {
-        let options = CompileOptions { simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar } };
+        let options = CompileOptions {
+            simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar },
+            time_zone: self.config.time_zone,
+        };
         compile_with(expr, layout, &options)
     }
 
@@ -289,8 +292,11 @@ impl<'a> PhysicalPlanner<'a> {
         match plan {
             LogicalPlan::Scan(scan) => Ok(vec![self.plan_scan(scan, required)?]),
             LogicalPlan::Values { rows, output } => {
-                let values =
-                    rows.iter().map(|row| row.iter().map(evaluate_constant).collect::<Result<Vec<_>>>()).collect::<Result<Vec<_>>>()?;
+                let zone = self.config.time_zone;
+                let values = rows
+                    .iter()
+                    .map(|row| row.iter().map(|e| evaluate_constant_in(e, zone)).collect::<Result<Vec<_>>>())
+                    .collect::<Result<Vec<_>>>()?;
                 let types = output.iter().map(|c| c.data_type).collect();
                 let source = Arc::new(ValuesSource::new(values, types));
                 let step = source.name();
@@ -484,10 +490,12 @@ impl<'a> PhysicalPlanner<'a> {
         // now: they become a table of their own, in scan order.
         let (table, read_columns, zone_predicates) = match scan.table.deferred_rows() {
             Some(rows) => {
-                // With no column scanned (count(*)), the first gives the row count.
-                let wanted: Vec<usize> =
-                    if read_columns.is_empty() && !scan.table.schema.fields.is_empty() { vec![0] } else { read_columns.clone() };
-                let table = rows.materialize(&wanted)?;
+                // With no column scanned (count(*)), only the row count matters.
+                let table = if read_columns.is_empty() && !scan.table.schema.fields.is_empty() {
+                    rows.materialize_row_count()?
+                } else {
+                    rows.materialize(&read_columns)?
+                };
                 let zone_predicates = zone_predicates
                     .into_iter()
                     .filter_map(|mut p| {
@@ -639,6 +647,7 @@ impl<'a> PhysicalPlanner<'a> {
     }
 
     fn plan_window(&mut self, windows: &[(apiary_sql::WindowCall, ColumnRef)], input: &LogicalPlan) -> Result<Vec<Branch>> {
+        use apiary_sql::window::WindowFunction;
         use apiary_sql::FrameBound as B;
         let layout = input.output();
         let mut needed: BTreeSet<ColumnId> = input.output_ids();
@@ -666,11 +675,23 @@ impl<'a> PhysicalPlanner<'a> {
             let bound = |b: &B| -> Result<WindowBound> {
                 Ok(match b {
                     B::UnboundedPreceding => WindowBound::UnboundedPreceding,
-                    B::Preceding(e) => WindowBound::Preceding(evaluate_constant(e)?),
+                    B::Preceding(e) => WindowBound::Preceding(evaluate_constant_in(e, self.config.time_zone)?),
                     B::CurrentRow => WindowBound::CurrentRow,
-                    B::Following(e) => WindowBound::Following(evaluate_constant(e)?),
+                    B::Following(e) => WindowBound::Following(evaluate_constant_in(e, self.config.time_zone)?),
                     B::UnboundedFollowing => WindowBound::UnboundedFollowing,
                 })
+            };
+            let aggregate = match call.func {
+                WindowFunction::Aggregate(func) if needs_aggregate_state(call, func) => Some(AggregateSpec {
+                    func,
+                    input_type: call.args.first().map(Expr::data_type),
+                    argument_types: call.args.iter().map(Expr::data_type).collect(),
+                    output_type: call.data_type,
+                    distinct: call.distinct,
+                    constants: call.args.iter().map(|a| if let Expr::Literal(v, _) = a { Some(v.clone()) } else { None }).collect(),
+                    order_by: call.aggregate_order.clone(),
+                }),
+                _ => None,
             };
             calls.push(WindowCallPlan {
                 func: call.func,
@@ -686,6 +707,8 @@ impl<'a> PhysicalPlanner<'a> {
                 units: call.frame.units,
                 start: bound(&call.frame.start)?,
                 end: bound(&call.frame.end)?,
+                exclude: call.frame.exclude,
+                aggregate,
                 data_type: call.data_type,
             });
         }
@@ -999,4 +1022,20 @@ fn zone_predicates(scan: &Scan) -> Vec<ZonePredicate> {
         predicates.push(predicate);
     }
     predicates
+}
+
+/// Whether a window aggregate is computed with a grouping state rather than the window
+/// operator's prefix sums and segment trees: DISTINCT, ORDER BY inside the call, and the
+/// aggregates (or argument types) those do not cover.
+fn needs_aggregate_state(call: &apiary_sql::window::WindowCall, func: AggregateFunction) -> bool {
+    use AggregateFunction as F;
+    let numeric = call.args.first().is_some_and(|a| a.data_type().is_numeric());
+    call.distinct
+        || !call.aggregate_order.is_empty()
+        || match func {
+            F::CountStar | F::Count | F::Min | F::Max | F::BoolAnd | F::BoolOr | F::AnyValue => false,
+            F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop => call.args.first().is_none_or(|a| a.data_type() != DataType::Double),
+            F::Sum | F::Avg => !numeric,
+            _ => true,
+        }
 }

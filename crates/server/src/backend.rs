@@ -256,8 +256,8 @@ impl BackendBuffer {
         self.put(&RowDescription::new(fields));
     }
 
-    /// DataRow messages for rows `start..end` of a chunk.
-    pub fn data_rows(&mut self, chunk: &DataChunk, start: usize, end: usize, formats: &[Format]) {
+    /// DataRow messages for rows `start..end` of a chunk (TIMESTAMPTZ text in `zone`).
+    pub fn data_rows(&mut self, chunk: &DataChunk, start: usize, end: usize, formats: &[Format], zone: &apiary_types::TimeZone) {
         let columns = chunk.column_count();
         for row in start..end {
             let message_at = self.bytes.len();
@@ -265,7 +265,7 @@ impl BackendBuffer {
             self.bytes.put_i32(0);
             self.bytes.put_i16(columns as i16);
             for (idx, vector) in chunk.columns.iter().enumerate() {
-                put_field(&mut self.bytes, vector, row, formats.get(idx).copied().unwrap_or(Format::Text));
+                put_field(&mut self.bytes, vector, row, formats.get(idx).copied().unwrap_or(Format::Text), zone);
             }
             let len = (self.bytes.len() - message_at - 1) as i32;
             self.bytes[message_at + 1..message_at + 5].copy_from_slice(&len.to_be_bytes());

@@ -270,8 +270,15 @@ fn push_csv_field(out: &mut Vec<u8>, value: &[u8], delimiter: u8, quote: u8) {
     }
 }
 
-/// Appends one row of `columns` in `format`, with its line end.
-pub fn put_row(out: &mut BytesMut, columns: &[Vector], row: usize, format: &CopyFormat, scratch: &mut BytesMut) {
+/// Appends one row of `columns` in `format`, with its line end (TIMESTAMPTZ in `zone`).
+pub fn put_row(
+    out: &mut BytesMut,
+    columns: &[Vector],
+    row: usize,
+    format: &CopyFormat,
+    scratch: &mut BytesMut,
+    zone: &apiary_types::TimeZone,
+) {
     let (delimiter, null) = match format {
         CopyFormat::Text { delimiter, null } | CopyFormat::Csv { delimiter, null, .. } => (*delimiter, null),
     };
@@ -284,7 +291,7 @@ pub fn put_row(out: &mut BytesMut, columns: &[Vector], row: usize, format: &Copy
             continue;
         }
         scratch.clear();
-        put_text(scratch, column, row);
+        put_text(scratch, column, row, zone);
         match format {
             CopyFormat::Text { .. } => {
                 for &b in scratch.iter() {
@@ -386,11 +393,18 @@ mod tests {
         let columns = vec![strings, null, empty];
         let mut out = BytesMut::new();
         let mut scratch = BytesMut::new();
-        put_row(&mut out, &columns, 0, &CopyFormat::Text { delimiter: b'\t', null: "\\N".into() }, &mut scratch);
+        put_row(
+            &mut out,
+            &columns,
+            0,
+            &CopyFormat::Text { delimiter: b'\t', null: "\\N".into() },
+            &mut scratch,
+            &apiary_types::TimeZone::UTC,
+        );
         assert_eq!(&out[..], b"a\\tb,c\t\\N\t\n");
         out.clear();
         let csv = CopyFormat::Csv { delimiter: b',', quote: b'"', escape: b'"', null: String::new(), header: false };
-        put_row(&mut out, &columns, 0, &csv, &mut scratch);
+        put_row(&mut out, &columns, 0, &csv, &mut scratch, &apiary_types::TimeZone::UTC);
         assert_eq!(&out[..], b"\"a\tb,c\",,\"\"\n");
     }
 }

@@ -172,15 +172,21 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(conn: Connection, sender: mpsc::Sender<Output>, startup: &[(String, String)]) -> Session {
+    pub fn new(mut conn: Connection, sender: mpsc::Sender<Output>, startup: &[(String, String)]) -> Session {
         let mut parameters: BTreeMap<String, String> = PG_PARAMETERS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         for (name, value) in startup {
             let name = name.to_ascii_lowercase();
+            // The session's time zone is the engine's (a name it does not know leaves UTC).
+            if name == "timezone" {
+                let _ = conn.set_time_zone(value);
+                continue;
+            }
             // client_encoding stays UTF8 (what the server sends); the others are kept.
             if parameters.contains_key(&name) && name != "client_encoding" {
                 parameters.insert(name, value.clone());
             }
         }
+        parameters.insert("timezone".to_string(), conn.settings().time_zone_name.clone());
         Session {
             conn,
             out: BackendBuffer::new(),
@@ -519,14 +525,27 @@ impl Session {
             self.conn.execute_with_parameters(statement, parameters)
         }
         .map_err(StatementError::Engine)?;
+        if matches!(statement, ast::Statement::Set(_) | ast::Statement::Reset(_)) {
+            self.report_time_zone();
+        }
         Ok(match result.kind {
             ResultKind::Rows => Started::Rows(result, rows_tag(statement)),
             ResultKind::Statement { rows_affected } => Started::Tag(command_tag(statement, rows_affected)),
         })
     }
 
-    /// `SET` of a PostgreSQL session parameter (kept here), or of an Apiary setting.
+    /// `SET` of a PostgreSQL session parameter (kept here), or of an Apiary setting. The
+    /// time zone is the engine's (it shows and reads TIMESTAMPTZ values in it), reported
+    /// to the client as PostgreSQL does.
     fn set_parameter(&mut self, set: &ast::Set, statement: &ast::Statement) -> Result<Started, StatementError> {
+        let is_time_zone = match set {
+            ast::Set::SetTimeZone { .. } => true,
+            ast::Set::SingleAssignment { variable, .. } => variable.to_string().eq_ignore_ascii_case("timezone"),
+            _ => false,
+        };
+        if is_time_zone {
+            return self.engine(statement, &[]);
+        }
         let (name, value) = match set {
             ast::Set::SingleAssignment { variable, values, .. } => {
                 let name = variable.to_string().to_ascii_lowercase();
@@ -536,7 +555,6 @@ impl Session {
                 let value = values.iter().map(parameter_text).collect::<Vec<_>>().join(", ");
                 (name, value)
             }
-            ast::Set::SetTimeZone { value, .. } => ("timezone".to_string(), parameter_text(value)),
             ast::Set::SetNames { charset_name, .. } => ("client_encoding".to_string(), charset_name.value.clone()),
             _ => return self.engine(statement, &[]),
         };
@@ -557,6 +575,15 @@ impl Session {
         }
         self.parameters.insert(name, value);
         Ok(Started::Tag("SET".into()))
+    }
+
+    /// Reports the engine's time zone with ParameterStatus when it changed (SET, RESET).
+    fn report_time_zone(&mut self) {
+        let current = self.conn.settings().time_zone_name.clone();
+        if self.parameters.get("timezone") != Some(&current) {
+            self.out.parameter_status(reported_name("timezone"), &current);
+            self.parameters.insert("timezone".to_string(), current);
+        }
     }
 
     // ---- cursors (DECLARE / FETCH / CLOSE) ----------------------------------------
@@ -614,7 +641,7 @@ impl Session {
                 *row = 0;
             }
         }
-        let fetched = QueryResult::rows_result(result.columns.clone(), result.types.clone(), chunks);
+        let fetched = QueryResult::rows_result(result.columns.clone(), result.types.clone(), chunks).in_time_zone(result.time_zone);
         Ok(Started::Rows(fetched, "FETCH"))
     }
 
@@ -756,7 +783,7 @@ impl Session {
         for chunk in &result.chunks {
             for row in 0..chunk.row_count() {
                 line.clear();
-                put_row(&mut line, &chunk.columns, row, &format, &mut scratch);
+                put_row(&mut line, &chunk.columns, row, &format, &mut scratch, &result.time_zone);
                 self.out.copy_data(&line);
                 rows += 1;
                 if rows.is_multiple_of(ROWS_PER_STEP as u64) {
@@ -902,7 +929,7 @@ impl Session {
         let mut values = Vec::with_capacity(parameters.len());
         for (idx, (value, data_type)) in parameters.iter().zip(&prepared.parameter_types).enumerate() {
             let format = Format::for_column(parameter_formats, idx).map_err(|m| ErrorInfo::error(PROTOCOL_VIOLATION, m))?;
-            let value = parameter_value(value.as_deref(), format, *data_type)
+            let value = parameter_value(value.as_deref(), format, *data_type, &self.conn.settings().execution.time_zone)
                 .map_err(|e| ErrorInfo::error(e.code, e.message).with_detail(format!("in parameter ${}", idx + 1)))?;
             values.push(value);
         }
@@ -986,7 +1013,7 @@ impl Session {
                 if limit > 0 {
                     end = end.min(cursor.row + (limit - sent));
                 }
-                self.out.data_rows(chunk, cursor.row, end, formats);
+                self.out.data_rows(chunk, cursor.row, end, formats, &result.time_zone);
                 sent += end - cursor.row;
                 cursor.row = end;
                 self.maybe_flush();

@@ -6,14 +6,21 @@
 //! floats with an exponent outside 1e-4 .. 1e15 (1e6 for REAL), `1.50` for NUMERIC(p,2),
 //! `0001-12-31 BC`. Binary follows PostgreSQL's `*send` functions: big-endian integers
 //! and IEEE floats, NUMERIC as base-10000 digits, DATE as days and TIMESTAMP as
-//! microseconds since 2000-01-01, INTERVAL as (microseconds, days, months).
+//! microseconds since 2000-01-01 (TIMESTAMPTZ: since 2000-01-01 UTC), TIME as
+//! microseconds since midnight, INTERVAL as (microseconds, days, months). TIMESTAMPTZ
+//! text is in the session's time zone (`2024-01-31 10:00:00+01`), and text parameters
+//! without a zone are read in it.
 //!
 //! Encoding works from the typed vectors straight into the output buffer (no
 //! `ScalarValue` per cell): streaming millions of rows is this module's hot path.
 
 use apiary::{DataType, ScalarValue};
-use apiary_types::datetime::{civil_from_days, days_from_civil, Interval, MICROS_PER_DAY, MICROS_PER_SECOND};
+use apiary_types::datetime::{
+    civil_from_days, days_from_civil, format_time, format_timestamptz, parse_time, parse_timestamptz, Interval, MAX_TIME, MICROS_PER_DAY,
+    MICROS_PER_SECOND,
+};
 use apiary_types::decimal::{format_decimal, parse_decimal_literal};
+use apiary_types::TimeZone;
 use apiary_types::Vector;
 use bytes::{BufMut, BytesMut};
 
@@ -64,8 +71,9 @@ const INVALID_BINARY_REPRESENTATION: &str = "22P03";
 const NUMERIC_VALUE_OUT_OF_RANGE: &str = "22003";
 const DATETIME_FIELD_OVERFLOW: &str = "22008";
 
-/// Appends a DataRow field (length word and bytes, or -1 for NULL).
-pub fn put_field(out: &mut BytesMut, vector: &Vector, row: usize, format: Format) {
+/// Appends a DataRow field (length word and bytes, or -1 for NULL); TIMESTAMPTZ text is
+/// shown in `zone`.
+pub fn put_field(out: &mut BytesMut, vector: &Vector, row: usize, format: Format, zone: &TimeZone) {
     if vector.is_null(row) {
         out.put_i32(-1);
         return;
@@ -73,7 +81,7 @@ pub fn put_field(out: &mut BytesMut, vector: &Vector, row: usize, format: Format
     let len_at = out.len();
     out.put_i32(0);
     match format {
-        Format::Text => put_text(out, vector, row),
+        Format::Text => put_text(out, vector, row, zone),
         Format::Binary => put_binary(out, vector, row),
     }
     let len = (out.len() - len_at - 4) as i32;
@@ -81,7 +89,7 @@ pub fn put_field(out: &mut BytesMut, vector: &Vector, row: usize, format: Format
 }
 
 /// Appends the text form of a non-NULL value (no length word: COPY uses it too).
-pub fn put_text(out: &mut BytesMut, vector: &Vector, row: usize) {
+pub fn put_text(out: &mut BytesMut, vector: &Vector, row: usize, zone: &TimeZone) {
     match vector.data_type {
         DataType::Null => {}
         DataType::Boolean => out.put_u8(if vector.values::<bool>()[row] { b't' } else { b'f' }),
@@ -101,6 +109,8 @@ pub fn put_text(out: &mut BytesMut, vector: &Vector, row: usize) {
         DataType::Char(_) | DataType::Varchar(_) => out.put_slice(vector.strings().get_bytes(row)),
         DataType::Date => put_date(out, vector.values::<i32>()[row]),
         DataType::Timestamp => put_timestamp(out, vector.values::<i64>()[row]),
+        DataType::TimestampTz => out.put_slice(format_timestamptz(vector.values::<i64>()[row], zone).as_bytes()),
+        DataType::Time => out.put_slice(format_time(vector.values::<i64>()[row]).as_bytes()),
         DataType::Interval => out.put_slice(vector.values::<Interval>()[row].to_string().as_bytes()),
     }
 }
@@ -216,7 +226,8 @@ fn put_binary(out: &mut BytesMut, vector: &Vector, row: usize) {
         DataType::Decimal { scale, .. } => put_numeric_binary(out, decimal_value(vector, row), scale),
         DataType::Char(_) | DataType::Varchar(_) => out.put_slice(vector.strings().get_bytes(row)),
         DataType::Date => out.put_i32(vector.values::<i32>()[row].wrapping_sub(PG_EPOCH_DAYS)),
-        DataType::Timestamp => out.put_i64(vector.values::<i64>()[row].wrapping_sub(PG_EPOCH_MICROS)),
+        DataType::Timestamp | DataType::TimestampTz => out.put_i64(vector.values::<i64>()[row].wrapping_sub(PG_EPOCH_MICROS)),
+        DataType::Time => out.put_i64(vector.values::<i64>()[row]),
         DataType::Interval => {
             let interval = vector.values::<Interval>()[row];
             out.put_i64(interval.micros);
@@ -329,13 +340,14 @@ fn numeric_binary_to_text(bytes: &[u8]) -> Result<String, ValueError> {
 }
 
 /// A parameter value from Bind, decoded for the type the statement's description gave
-/// `$n` (declared by the client or inferred; TEXT when nothing fixed it).
-pub fn parameter_value(value: Option<&[u8]>, format: Format, data_type: DataType) -> Result<ScalarValue, ValueError> {
+/// `$n` (declared by the client or inferred; TEXT when nothing fixed it). TIMESTAMPTZ
+/// text without a zone is read in `zone`, the session's.
+pub fn parameter_value(value: Option<&[u8]>, format: Format, data_type: DataType, zone: &TimeZone) -> Result<ScalarValue, ValueError> {
     let Some(bytes) = value else {
         return Ok(ScalarValue::Null);
     };
     match format {
-        Format::Text => text_parameter(utf8(bytes)?, data_type),
+        Format::Text => text_parameter(utf8(bytes)?, data_type, zone),
         Format::Binary => binary_parameter(bytes, data_type),
     }
 }
@@ -363,7 +375,7 @@ fn nan_numeric() -> ValueError {
     ValueError { code: "0A000", message: "NaN is not a valid NUMERIC value in Apiary".to_string() }
 }
 
-fn text_parameter(text: &str, data_type: DataType) -> Result<ScalarValue, ValueError> {
+fn text_parameter(text: &str, data_type: DataType, zone: &TimeZone) -> Result<ScalarValue, ValueError> {
     let trimmed = text.trim();
     let out_of_range = || ValueError {
         code: NUMERIC_VALUE_OUT_OF_RANGE,
@@ -416,6 +428,10 @@ fn text_parameter(text: &str, data_type: DataType) -> Result<ScalarValue, ValueE
         DataType::Char(_) | DataType::Varchar(_) | DataType::Null => Ok(ScalarValue::Utf8(text.to_string())),
         DataType::Date => Ok(ScalarValue::Date(parse_date_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?)),
         DataType::Timestamp => Ok(ScalarValue::Timestamp(parse_timestamp_text(trimmed).ok_or_else(|| invalid_text(data_type, text))?)),
+        DataType::TimestampTz => {
+            Ok(ScalarValue::TimestampTz(parse_timestamptz(trimmed, zone).ok_or_else(|| invalid_text(data_type, text))?))
+        }
+        DataType::Time => Ok(ScalarValue::Time(parse_time(trimmed).ok_or_else(|| invalid_text(data_type, text))?)),
         DataType::Interval => Ok(ScalarValue::Interval(Interval::parse(trimmed, None).ok_or_else(|| invalid_text(data_type, text))?)),
     }
 }
@@ -491,6 +507,17 @@ fn binary_parameter(bytes: &[u8], data_type: DataType) -> Result<ScalarValue, Va
             let micros = i64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?);
             Ok(ScalarValue::Timestamp(micros.checked_add(PG_EPOCH_MICROS).ok_or_else(date_out_of_range)?))
         }
+        DataType::TimestampTz => {
+            let micros = i64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?);
+            Ok(ScalarValue::TimestampTz(micros.checked_add(PG_EPOCH_MICROS).ok_or_else(date_out_of_range)?))
+        }
+        DataType::Time => {
+            let micros = i64::from_be_bytes(array(bytes).ok_or_else(|| wrong_length(8))?);
+            if !(0..=MAX_TIME).contains(&micros) {
+                return Err(date_out_of_range());
+            }
+            Ok(ScalarValue::Time(micros))
+        }
         DataType::Interval => {
             let b: [u8; 16] = array(bytes).ok_or_else(|| wrong_length(16))?;
             let [m0, m1, m2, m3, m4, m5, m6, m7, d0, d1, d2, d3, n0, n1, n2, n3] = b;
@@ -506,14 +533,15 @@ fn date_out_of_range() -> ValueError {
     ValueError { code: DATETIME_FIELD_OVERFLOW, message: "date/time parameter out of range".to_string() }
 }
 
-/// A value as text the way [`put_text`] writes it (for results built row by row).
+/// A value as text the way [`put_text`] writes it (for results built row by row;
+/// TIMESTAMPTZ in UTC).
 pub fn scalar_text(value: &ScalarValue) -> Option<String> {
     if value.is_null() {
         return None;
     }
     let vector = Vector::from_scalar(value, value.data_type(), 1);
     let mut out = BytesMut::new();
-    put_text(&mut out, &vector, 0);
+    put_text(&mut out, &vector, 0, &TimeZone::UTC);
     Some(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -561,6 +589,18 @@ mod tests {
         assert_eq!(text_of(ScalarValue::Interval(Interval::new(0, 1, -3_600_000_000))), "1 day -01:00:00");
         assert_eq!(text_of(ScalarValue::Decimal(150, 10, 2)), "1.50");
         assert_eq!(text_of(ScalarValue::Boolean(true)), "t");
+        assert_eq!(text_of(ScalarValue::Time(parse_time("10:30:00.5").unwrap())), "10:30:00.5");
+        let instant = ScalarValue::TimestampTz(micros);
+        assert_eq!(text_of(instant.clone()), "2020-01-01 10:00:00.12+00");
+        let (vienna, _) = TimeZone::from_setting("Europe/Vienna").unwrap();
+        let vector = Vector::from_scalar(&instant, DataType::TimestampTz, 1);
+        let mut out = BytesMut::new();
+        put_text(&mut out, &vector, 0, &vienna);
+        assert_eq!(&out[..], b"2020-01-01 11:00:00.12+01");
+        // Binary: microseconds since 2000-01-01 UTC, whatever the session's zone.
+        out.clear();
+        put_binary(&mut out, &vector, 0);
+        assert_eq!(&out[..], &(micros - PG_EPOCH_MICROS).to_be_bytes());
     }
 
     fn numeric_round_trip(value: i128, scale: u8) -> String {
@@ -587,7 +627,7 @@ mod tests {
 
     #[test]
     fn parameters_decode_to_values() {
-        let value = |bytes: Option<&[u8]>, format, t| parameter_value(bytes, format, t);
+        let value = |bytes: Option<&[u8]>, format, t| parameter_value(bytes, format, t, &TimeZone::UTC);
         assert_eq!(value(Some(b" 42 "), Format::Text, DataType::Integer).unwrap(), ScalarValue::Int32(42));
         assert_eq!(value(Some(b"it's"), Format::Text, DataType::Varchar(None)).unwrap(), ScalarValue::Utf8("it's".into()));
         assert_eq!(value(Some(&7i64.to_be_bytes()), Format::Binary, DataType::BigInt).unwrap(), ScalarValue::Int64(7));
@@ -603,5 +643,18 @@ mod tests {
         assert!(value(Some(b"0001-02-30 BC"), Format::Text, DataType::Date).is_err());
         assert_eq!(value(Some(&[0xff; 3]), Format::Text, DataType::Varchar(None)).unwrap_err().code, "22021");
         assert_eq!(value(Some(b"NaN"), Format::Text, DataType::decimal(10, 2)).unwrap_err().code, "0A000");
+        // TIMESTAMPTZ text without a zone is read in the session's zone.
+        let (vienna, _) = TimeZone::from_setting("Europe/Vienna").unwrap();
+        let utc_ten = apiary_types::datetime::parse_timestamp("2024-01-31 10:00:00").unwrap();
+        let local = parameter_value(Some(b"2024-01-31 11:00:00"), Format::Text, DataType::TimestampTz, &vienna).unwrap();
+        assert_eq!(local, ScalarValue::TimestampTz(utc_ten));
+        assert_eq!(value(Some(b"2024-01-31 10:00:00+00"), Format::Text, DataType::TimestampTz).unwrap(), ScalarValue::TimestampTz(utc_ten));
+        assert_eq!(
+            value(Some(&(utc_ten - PG_EPOCH_MICROS).to_be_bytes()), Format::Binary, DataType::TimestampTz).unwrap(),
+            ScalarValue::TimestampTz(utc_ten)
+        );
+        assert_eq!(value(Some(b"25:00"), Format::Text, DataType::Time).unwrap_err().code, "22P02");
+        assert_eq!(value(Some(&3_600_000_000i64.to_be_bytes()), Format::Binary, DataType::Time).unwrap(), ScalarValue::Time(3_600_000_000));
+        assert_eq!(value(Some(&(-1i64).to_be_bytes()), Format::Binary, DataType::Time).unwrap_err().code, "22008");
     }
 }

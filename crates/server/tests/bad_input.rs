@@ -268,12 +268,15 @@ fn decoder_fuzz_fixed_seed() {
             apiary::DataType::Varchar(None),
             apiary::DataType::Date,
             apiary::DataType::Timestamp,
+            apiary::DataType::TimestampTz,
+            apiary::DataType::Time,
             apiary::DataType::Interval,
         ];
         let value = &stream[..stream.len().min(20)];
         let data_type = types[rng.below(types.len())];
-        let _ = parameter_value(Some(value), Format::Binary, data_type);
-        let _ = parameter_value(Some(value), Format::Text, data_type);
+        let zone = apiary_types::TimeZone::from_setting("Europe/Vienna").expect("a zone").0;
+        let _ = parameter_value(Some(value), Format::Binary, data_type, &zone);
+        let _ = parameter_value(Some(value), Format::Text, data_type, &zone);
     }
     assert!(decoded > 10_000, "the mutations leave enough messages whole to exercise the decoders ({decoded})");
 }

@@ -109,6 +109,47 @@ fn types_in_text_and_binary_with_their_oids() {
     });
 }
 
+/// TIMESTAMPTZ (OID 1184) and TIME (OID 1083): text in the session's zone, binary as
+/// microseconds since 2000-01-01 UTC and since midnight, parameters both ways, and the
+/// zone following SET TimeZone.
+#[test]
+fn time_zones_in_text_and_binary() {
+    let server = start(Database::open_in_memory().unwrap(), ServerConfig::default());
+    runtime().block_on(async {
+        let client = connect(server.addr).await;
+        let query = "SELECT TIMESTAMPTZ '2024-07-31 10:00:00.5+00', TIME '10:30:00.25', TIME '24:00:00'";
+        let text = simple_rows(client.simple_query(query).await.unwrap());
+        assert_eq!(text, vec![vec![Some("2024-07-31 10:00:00.5+00".to_string()), Some("10:30:00.25".into()), Some("24:00:00".into())]]);
+        client.simple_query("SET TimeZone = 'America/New_York'").await.unwrap();
+        let text = simple_rows(client.simple_query(query).await.unwrap());
+        assert_eq!(text[0][0].as_deref(), Some("2024-07-31 06:00:00.5-04"));
+        let shown = simple_rows(client.simple_query("SHOW TimeZone").await.unwrap());
+        assert_eq!(shown, vec![vec![Some("America/New_York".to_string())]]);
+        let statement = client.prepare(query).await.unwrap();
+        let types: Vec<Type> = statement.columns().iter().map(|c| c.type_().clone()).collect();
+        assert_eq!(types, vec![Type::TIMESTAMPTZ, Type::TIME, Type::TIME]);
+        let row = client.query_one(&statement, &[]).await.unwrap();
+        // 2024-07-31 10:00:00.5 UTC is 775_735_200.5 seconds after 2000-01-01 UTC, whatever
+        // the session's zone.
+        assert_eq!(row.get::<_, Raw>(0), Raw(775_735_200_500_000i64.to_be_bytes().to_vec()));
+        assert_eq!(row.get::<_, Raw>(1), Raw(37_800_250_000i64.to_be_bytes().to_vec()));
+        assert_eq!(row.get::<_, Raw>(2), Raw(86_400_000_000i64.to_be_bytes().to_vec()));
+        let instant = std::time::UNIX_EPOCH + Duration::from_secs(1_722_420_000);
+        assert_eq!(row.get::<_, std::time::SystemTime>(0), instant + Duration::from_millis(500));
+        // A binary TIMESTAMPTZ parameter is an instant; text without a zone is read in the
+        // session's zone.
+        let shifted = client.query_one("SELECT $1::TIMESTAMPTZ + INTERVAL '1 day'", &[&instant]).await.unwrap();
+        assert_eq!(shifted.get::<_, std::time::SystemTime>(0), instant + Duration::from_secs(86_400));
+        let typed =
+            client.prepare_typed("SELECT $1::TEXT::TIMESTAMPTZ = TIMESTAMPTZ '2024-07-31 10:00:00+00'", &[Type::TEXT]).await.unwrap();
+        let same: bool = client.query_one(&typed, &[&"2024-07-31 06:00:00"]).await.unwrap().get(0);
+        assert!(same, "text is read in America/New_York");
+        let bad = client.simple_query("SET TimeZone = 'Mars/Phobos'").await.unwrap_err();
+        let message = bad.as_db_error().map(|e| e.message().to_string()).unwrap_or_default();
+        assert!(message.contains("TimeZone") || message.contains("time zone"), "{bad:?}");
+    });
+}
+
 #[test]
 fn parameters_prepared_statements_and_portals() {
     let server = start(tpch_database(0.01), ServerConfig::default());

@@ -55,6 +55,10 @@ pub fn common_type(a: &DataType, b: &DataType) -> Option<DataType> {
             Some(DataType::decimal(precision, scale))
         }
         (Date, Timestamp) | (Timestamp, Date) => Some(Timestamp),
+        // TIMESTAMPTZ is the preferred date-time type (PostgreSQL): DATE and TIMESTAMP
+        // meet it as instants in the session's zone.
+        (Date | Timestamp, TimestampTz) | (TimestampTz, Date | Timestamp) => Some(TimestampTz),
+        (Time, Interval) | (Interval, Time) => Some(Interval),
         _ => None,
     }
 }
@@ -92,6 +96,20 @@ pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType) -> Resu
         }
         (BinaryOp::Add, Interval, Timestamp) => return Ok(ArithmeticTypes { result: Timestamp, left: Interval, right: Timestamp }),
         (BinaryOp::Sub, Timestamp, Timestamp) => return Ok(ArithmeticTypes { result: Interval, left: Timestamp, right: Timestamp }),
+        (BinaryOp::Add | BinaryOp::Sub, TimestampTz, Interval) => {
+            return Ok(ArithmeticTypes { result: TimestampTz, left: TimestampTz, right: Interval })
+        }
+        (BinaryOp::Add, Interval, TimestampTz) => return Ok(ArithmeticTypes { result: TimestampTz, left: Interval, right: TimestampTz }),
+        (BinaryOp::Sub, TimestampTz, Date | Timestamp | TimestampTz) | (BinaryOp::Sub, Date | Timestamp, TimestampTz) => {
+            return Ok(ArithmeticTypes { result: Interval, left: TimestampTz, right: TimestampTz })
+        }
+        // TIME: around the clock with an interval; two times differ by an interval; a
+        // date and a time make a timestamp.
+        (BinaryOp::Add | BinaryOp::Sub, Time, Interval) => return Ok(ArithmeticTypes { result: Time, left: Time, right: Interval }),
+        (BinaryOp::Add, Interval, Time) => return Ok(ArithmeticTypes { result: Time, left: Interval, right: Time }),
+        (BinaryOp::Sub, Time, Time) => return Ok(ArithmeticTypes { result: Interval, left: Time, right: Time }),
+        (BinaryOp::Add | BinaryOp::Sub, Date, Time) => return Ok(ArithmeticTypes { result: Timestamp, left: Date, right: Time }),
+        (BinaryOp::Add, Time, Date) => return Ok(ArithmeticTypes { result: Timestamp, left: Time, right: Date }),
         (BinaryOp::Add | BinaryOp::Sub, Interval, Interval) => return Ok(same(Interval)),
         (BinaryOp::Mul, Interval, t) if t.is_integer() => return Ok(ArithmeticTypes { result: Interval, left: Interval, right: BigInt }),
         (BinaryOp::Mul, t, Interval) if t.is_integer() => return Ok(ArithmeticTypes { result: Interval, left: BigInt, right: Interval }),
@@ -144,14 +162,17 @@ pub fn arithmetic_types(op: BinaryOp, left: &DataType, right: &DataType) -> Resu
 }
 
 /// Whether a value of type `from` may be implicitly converted (assigned) to `to`, as in
-/// INSERT: numeric to numeric, string to string, date to timestamp, NULL to anything.
+/// INSERT: numeric to numeric, string to string, between dates and timestamps (with and
+/// without zone), timestamps to times, times and intervals, NULL to anything.
 pub fn can_assign(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
     from == to
-        || *from == DataType::Null
+        || *from == Null
         || (from.is_numeric() && to.is_numeric())
         || to.is_string()
         || (from.is_string() && !to.is_string())
-        || matches!((from, to), (DataType::Date, DataType::Timestamp) | (DataType::Timestamp, DataType::Date))
+        || (from.is_datetime() && to.is_datetime())
+        || matches!((from, to), (Timestamp | TimestampTz, Time) | (Time, Interval) | (Interval, Time))
 }
 
 #[cfg(test)]
@@ -179,5 +200,12 @@ mod tests {
         let t = arithmetic_types(BinaryOp::Sub, &DataType::Date, &DataType::Date).unwrap();
         assert_eq!(t.result, DataType::Integer);
         assert!(arithmetic_types(BinaryOp::Add, &DataType::Date, &DataType::Date).is_err());
+        let t = arithmetic_types(BinaryOp::Sub, &DataType::Timestamp, &DataType::TimestampTz).unwrap();
+        assert_eq!((t.result, t.left, t.right), (DataType::Interval, DataType::TimestampTz, DataType::TimestampTz));
+        let t = arithmetic_types(BinaryOp::Add, &DataType::Date, &DataType::Time).unwrap();
+        assert_eq!(t.result, DataType::Timestamp);
+        assert_eq!(arithmetic_types(BinaryOp::Sub, &DataType::Time, &DataType::Interval).unwrap().result, DataType::Time);
+        assert!(arithmetic_types(BinaryOp::Add, &DataType::Time, &DataType::Time).is_err());
+        assert_eq!(common_type(&DataType::Timestamp, &DataType::TimestampTz), Some(DataType::TimestampTz));
     }
 }

@@ -241,6 +241,15 @@ pub enum ScalarFunction {
     MonthName,
     /// `age(a, b)`: the symbolic INTERVAL from b to a (years, months, days, time).
     Age,
+    /// `make_time(hour, minute, seconds)` -> TIME.
+    MakeTime,
+    /// `make_timestamptz(year, month, day, hour, minute, seconds [, zone])`: the local
+    /// time in `zone` (default: the session's) as an instant.
+    MakeTimestampTz,
+    /// `value AT TIME ZONE zone` / `timezone(zone, value)`, args `(value, zone)`: a
+    /// TIMESTAMP read as local time in `zone` becomes a TIMESTAMPTZ; a TIMESTAMPTZ
+    /// becomes the TIMESTAMP of its local time in `zone`. `zone` is text or an INTERVAL.
+    AtTimeZone,
 }
 
 impl ScalarFunction {
@@ -304,6 +313,9 @@ impl ScalarFunction {
             DayName => "dayname".into(),
             MonthName => "monthname".into(),
             Age => "age".into(),
+            MakeTime => "make_time".into(),
+            MakeTimestampTz => "make_timestamptz".into(),
+            AtTimeZone => "timezone".into(),
         }
     }
 }
@@ -541,14 +553,15 @@ pub enum Expr {
 }
 
 /// The literal for parameter `index` (0-based) of type `data_type`.
-fn parameter_literal(index: usize, data_type: DataType, values: &[ScalarValue]) -> Result<Expr> {
+fn parameter_literal(index: usize, data_type: DataType, values: &[ScalarValue], zone: &apiary_types::TimeZone) -> Result<Expr> {
     let Some(value) = values.get(index) else {
         return Err(bind_err!("there is no parameter ${}: the statement was given {} values", index + 1, values.len()));
     };
     if value.is_null() || value.data_type() == data_type {
         return Ok(Expr::Literal(value.clone(), data_type));
     }
-    let cast = value.cast_to(&data_type).map_err(|err| bind_err!("parameter ${} ({value}) is not a {data_type}: {err}", index + 1))?;
+    let cast =
+        value.cast_to_in(&data_type, zone).map_err(|err| bind_err!("parameter ${} ({value}) is not a {data_type}: {err}", index + 1))?;
     Ok(Expr::Literal(cast, data_type))
 }
 
@@ -744,12 +757,12 @@ impl Expr {
     }
 
     /// Replaces each `$n` parameter by the literal `values[n - 1]`, cast to the
-    /// parameter's type (a NULL takes it as is). Errors when a value is missing or does
-    /// not convert.
-    pub fn bind_parameters(self, values: &[ScalarValue]) -> Result<Expr> {
+    /// parameter's type (a NULL takes it as is; text read as a TIMESTAMPTZ in `zone`).
+    /// Errors when a value is missing or does not convert.
+    pub fn bind_parameters(self, values: &[ScalarValue], zone: &apiary_types::TimeZone) -> Result<Expr> {
         let mut failure = None;
         let bound = self.transform_up(&mut |e| match e {
-            Expr::Parameter { index, data_type } => match parameter_literal(index, data_type, values) {
+            Expr::Parameter { index, data_type } => match parameter_literal(index, data_type, values, zone) {
                 Ok(literal) => literal,
                 Err(err) => {
                     failure.get_or_insert(err);
@@ -849,6 +862,8 @@ impl fmt::Display for Expr {
                 (ScalarValue::Utf8(s), _) => write!(f, "'{}'", s.replace('\'', "''")),
                 (ScalarValue::Date(_), _) => write!(f, "DATE '{v}'"),
                 (ScalarValue::Timestamp(_), _) => write!(f, "TIMESTAMP '{v}'"),
+                (ScalarValue::TimestampTz(_), _) => write!(f, "TIMESTAMPTZ '{v}'"),
+                (ScalarValue::Time(_), _) => write!(f, "TIME '{v}'"),
                 (ScalarValue::Interval(_), _) => write!(f, "INTERVAL '{v}'"),
                 _ => write!(f, "{v}"),
             },

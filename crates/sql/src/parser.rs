@@ -22,7 +22,9 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
     let dialect = ApiaryDialect(PostgreSqlDialect {});
     let parse = || -> std::result::Result<Vec<Statement>, ParserError> {
         let tokens = Tokenizer::new(&dialect, sql).with_unescape(true).tokenize_with_location()?;
-        let mut parser = Parser::new(&dialect).with_recursion_limit(256).with_tokens_with_locations(select_star_before_from_first(tokens));
+        let mut parser = Parser::new(&dialect)
+            .with_recursion_limit(256)
+            .with_tokens_with_locations(frame_exclusions_as_markers(select_star_before_from_first(tokens)));
         let mut statements = Vec::new();
         loop {
             while parser.consume_token(&Token::SemiColon) {}
@@ -145,6 +147,113 @@ fn select_star_before_from_first(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWit
         let space = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space);
         let inserted = [Token::make_keyword("SELECT"), space.clone(), Token::Mul, space];
         tokens.splice(at..at, inserted.into_iter().map(|token| TokenWithSpan { token, span }));
+    }
+    tokens
+}
+
+/// The name of the marker that carries a window frame's `EXCLUDE` clause through
+/// sqlparser, which does not parse it: `OVER (PARTITION BY p ORDER BY o ROWS ... EXCLUDE
+/// TIES)` is read as `OVER (PARTITION BY __apiary_frame_exclude(3), p ORDER BY o ROWS
+/// ...)`, and the binder takes the marker out of the PARTITION BY list again
+/// ([`frame_exclude_marker`]).
+pub const FRAME_EXCLUDE_MARKER: &str = "__apiary_frame_exclude";
+
+/// Rewrites each `EXCLUDE CURRENT ROW | GROUP | TIES | NO OTHERS` that ends a window
+/// specification (after a frame bound, before the `)` of an `OVER (...)` or a WINDOW
+/// clause's `AS (...)`) into a [`FRAME_EXCLUDE_MARKER`] call at the start of that
+/// specification's PARTITION BY list (after a base window's name). Any other EXCLUDE is
+/// left for sqlparser (`SELECT * EXCLUDE (...)`, constraints).
+fn frame_exclusions_as_markers(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let word_is =
+        |token: &Token, text: &str| matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(text));
+    let mut index = 0;
+    while index < tokens.len() {
+        if !word_is(&tokens[index].token, "exclude") {
+            index += 1;
+            continue;
+        }
+        // The meaningful tokens after and before EXCLUDE.
+        let significant: Vec<usize> =
+            (index + 1..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_))).take(3).collect();
+        let before = (0..index).rev().find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
+        let after_bound = before.is_some_and(|b| ["row", "preceding", "following"].iter().any(|w| word_is(&tokens[b].token, w)));
+        let at = |k: usize| significant.get(k).map(|&i| &tokens[i].token);
+        let (code, words) = match (at(0), at(1), at(2)) {
+            (Some(a), Some(b), Some(Token::RParen)) if word_is(a, "current") && word_is(b, "row") => (1, 2),
+            (Some(a), Some(b), Some(Token::RParen)) if word_is(a, "no") && word_is(b, "others") => (0, 2),
+            (Some(a), Some(Token::RParen), _) if word_is(a, "group") => (2, 1),
+            (Some(a), Some(Token::RParen), _) if word_is(a, "ties") => (3, 1),
+            _ => {
+                index += 1;
+                continue;
+            }
+        };
+        let close = significant[words];
+        // The `(` that opens this specification.
+        let mut depth = 0usize;
+        let mut open = None;
+        for i in (0..index).rev() {
+            match tokens[i].token {
+                Token::RParen => depth += 1,
+                Token::LParen if depth == 0 => {
+                    open = Some(i);
+                    break;
+                }
+                Token::LParen => depth -= 1,
+                _ => {}
+            }
+        }
+        let Some(open) = open else {
+            index += 1;
+            continue;
+        };
+        let opener = (0..open).rev().find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
+        if !after_bound || !opener.is_some_and(|o| word_is(&tokens[o].token, "over") || word_is(&tokens[o].token, "as")) {
+            index += 1;
+            continue;
+        }
+        let span = tokens[index].span;
+        // Drop `EXCLUDE ...` (up to the closing parenthesis).
+        tokens.drain(index..close);
+        // Where the marker goes: after `PARTITION BY`, else in front of the first clause
+        // (after a base window's name).
+        let mut next = (open + 1..tokens.len()).filter(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
+        let first = next.next();
+        let second = next.next();
+        let is_clause = |i: usize| {
+            ["order", "rows", "range", "groups"].iter().any(|w| word_is(&tokens[i].token, w)) || tokens[i].token == Token::RParen
+        };
+        let after_by = |partition: usize| {
+            let by = (partition + 1..tokens.len()).find(|&i| !matches!(tokens[i].token, Token::Whitespace(_)));
+            by.map_or(partition + 1, |by| by + 1)
+        };
+        let (insert_at, partition_by) = match (first, second) {
+            (Some(f), _) if word_is(&tokens[f].token, "partition") => (after_by(f), true),
+            (Some(f), _) if is_clause(f) => (open + 1, false),
+            // `OVER (base_window ...)`.
+            (Some(_), Some(s)) if word_is(&tokens[s].token, "partition") => (after_by(s), true),
+            (Some(f), _) => (f + 1, false),
+            (None, _) => (open + 1, false),
+        };
+        let space = Token::Whitespace(sqlparser::tokenizer::Whitespace::Space);
+        let mut inserted = Vec::new();
+        if !partition_by {
+            inserted.extend([space.clone(), Token::make_keyword("PARTITION"), space.clone(), Token::make_keyword("BY")]);
+        }
+        inserted.extend([
+            space.clone(),
+            Token::make_word(FRAME_EXCLUDE_MARKER, None),
+            Token::LParen,
+            Token::Number(code.to_string(), false),
+            Token::RParen,
+        ]);
+        if partition_by {
+            inserted.push(Token::Comma);
+        }
+        inserted.push(space);
+        let added = inserted.len();
+        tokens.splice(insert_at..insert_at, inserted.into_iter().map(|token| TokenWithSpan { token, span }));
+        index += added + 1;
     }
     tokens
 }

@@ -6,7 +6,7 @@ use std::fmt;
 
 use apiary_types::DataType;
 
-use crate::expr::{AggregateFunction, Expr, SortKey};
+use crate::expr::{AggregateFunction, AggregateOrder, Expr, SortKey};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WindowFunction {
@@ -123,7 +123,13 @@ impl WindowFrame {
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowCall {
     pub func: WindowFunction,
+    /// The arguments, then (for an aggregate with ORDER BY inside its parentheses) its
+    /// ORDER BY keys, as in [`crate::expr::AggregateCall`].
     pub args: Vec<Expr>,
+    /// `count(DISTINCT x) OVER (...)`.
+    pub distinct: bool,
+    /// The directions of an aggregate's ORDER BY keys at the end of `args`.
+    pub aggregate_order: Vec<AggregateOrder>,
     /// `FILTER (WHERE ...)` of an aggregate.
     pub filter: Option<Box<Expr>>,
     /// `IGNORE NULLS` (lag, lead, first_value, last_value, nth_value).
@@ -161,6 +167,8 @@ impl WindowCall {
         WindowCall {
             func: self.func,
             args: self.args.iter().map(|a| f(a.clone())).collect(),
+            distinct: self.distinct,
+            aggregate_order: self.aggregate_order.clone(),
             filter: self.filter.as_ref().map(|e| Box::new(f((**e).clone()))),
             ignore_nulls: self.ignore_nulls,
             partition_by: self.partition_by.iter().map(|e| f(e.clone())).collect(),
@@ -186,7 +194,17 @@ impl fmt::Display for FrameBound {
 impl fmt::Display for WindowCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let list = |exprs: Vec<String>| exprs.join(", ");
-        write!(f, "{}({})", self.func.name(), list(self.args.iter().map(|a| a.to_string()).collect()))?;
+        let values = self.args.len() - self.aggregate_order.len();
+        let distinct = if self.distinct { "DISTINCT " } else { "" };
+        write!(f, "{}({distinct}{}", self.func.name(), list(self.args[..values].iter().map(|a| a.to_string()).collect()))?;
+        if !self.aggregate_order.is_empty() {
+            let keys = self.args[values..]
+                .iter()
+                .zip(&self.aggregate_order)
+                .map(|(key, order)| format!("{key}{}", if order.ascending { "" } else { " DESC" }));
+            write!(f, " ORDER BY {}", list(keys.collect()))?;
+        }
+        write!(f, ")")?;
         if self.ignore_nulls {
             write!(f, " IGNORE NULLS")?;
         }

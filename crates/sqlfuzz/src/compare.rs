@@ -51,7 +51,8 @@ impl Cell {
             ScalarValue::Decimal(v, _, scale) => exact(*v, *scale),
             ScalarValue::Utf8(s) => Cell::Text(s.clone()),
             ScalarValue::Date(d) => Cell::Timestamp(*d as i64 * MICROS_PER_DAY),
-            ScalarValue::Timestamp(t) => Cell::Timestamp(*t),
+            // Instants as UTC microseconds; times of day as microseconds since midnight.
+            ScalarValue::Timestamp(t) | ScalarValue::TimestampTz(t) | ScalarValue::Time(t) => Cell::Timestamp(*t),
             ScalarValue::Interval(i) => Cell::Interval(i.normalized()),
         }
     }

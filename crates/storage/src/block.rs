@@ -88,6 +88,8 @@ fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
         (VectorData::I32(_), DataType::Date) => native_min_max::<i32>(vector, ScalarValue::Date),
         (VectorData::I32(_), _) => native_min_max::<i32>(vector, ScalarValue::Int32),
         (VectorData::I64(_), DataType::Timestamp) => native_min_max::<i64>(vector, ScalarValue::Timestamp),
+        (VectorData::I64(_), DataType::TimestampTz) => native_min_max::<i64>(vector, ScalarValue::TimestampTz),
+        (VectorData::I64(_), DataType::Time) => native_min_max::<i64>(vector, ScalarValue::Time),
         (VectorData::I64(_), DataType::Decimal { precision, scale }) => {
             native_min_max::<i64>(vector, |v| ScalarValue::Decimal(v as i128, precision, scale))
         }

@@ -78,6 +78,8 @@ impl Writer {
             DataType::Date => self.u8(10),
             DataType::Timestamp => self.u8(11),
             DataType::Interval => self.u8(12),
+            DataType::TimestampTz => self.u8(13),
+            DataType::Time => self.u8(14),
         }
     }
 
@@ -133,6 +135,14 @@ impl Writer {
             }
             ScalarValue::Timestamp(x) => {
                 self.u8(10);
+                self.u64(*x as u64);
+            }
+            ScalarValue::TimestampTz(x) => {
+                self.u8(12);
+                self.u64(*x as u64);
+            }
+            ScalarValue::Time(x) => {
+                self.u8(13);
                 self.u64(*x as u64);
             }
             ScalarValue::Interval(i) => {
@@ -266,6 +276,8 @@ impl<'a> Reader<'a> {
             10 => DataType::Date,
             11 => DataType::Timestamp,
             12 => DataType::Interval,
+            13 => DataType::TimestampTz,
+            14 => DataType::Time,
             other => return Err(self.corrupt(&format!("unknown type tag {other}"))),
         })
     }
@@ -303,6 +315,8 @@ impl<'a> Reader<'a> {
                 let days = self.u32()? as i32;
                 ScalarValue::Interval(Interval { months, days, micros: self.u64()? as i64 })
             }
+            12 => ScalarValue::TimestampTz(self.u64()? as i64),
+            13 => ScalarValue::Time(self.u64()? as i64),
             other => return Err(self.corrupt(&format!("unknown value tag {other}"))),
         })
     }

@@ -28,14 +28,17 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
-/// views).
+/// views, format 3 no TIMESTAMPTZ or TIME columns).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// The format that added views: a file of an older format gets this version in its
 /// header before a view is written into it, so older builds refuse it instead of
 /// misreading it.
 pub const VIEWS_FORMAT_VERSION: u32 = 3;
+/// The format that added TIMESTAMPTZ and TIME columns (type codes older builds do not
+/// know), raised the same way before a table with such a column is written.
+pub const TIME_ZONE_TYPES_FORMAT_VERSION: u32 = 4;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;
@@ -165,7 +168,7 @@ impl DatabaseFile {
         let length = file.metadata().map_err(|e| io_error(path, "cannot read", e))?.len();
         let database = DatabaseFile { path: path.to_path_buf(), file, pool, space: Mutex::default(), format: FORMAT_VERSION.into() };
         let root = if length == 0 {
-            database.write_header()?;
+            database.write_header(FORMAT_VERSION)?;
             sync_parent_directory(path)?;
             None
         } else {
@@ -177,10 +180,10 @@ impl DatabaseFile {
         Ok((Arc::new(database), root))
     }
 
-    fn write_header(&self) -> Result<()> {
+    fn write_header(&self, version: u32) -> Result<()> {
         let mut writer = Writer::new();
         writer.bytes.extend_from_slice(MAGIC);
-        writer.u32(FORMAT_VERSION);
+        writer.u32(version);
         let sum = checksum(&writer.bytes);
         writer.u64(sum);
         writer.bytes.resize(DATA_START as usize, 0);
@@ -188,14 +191,15 @@ impl DatabaseFile {
         self.sync()
     }
 
-    /// Writes this build's format version into the header of a file of an older format
-    /// (before something only `version` and later can read goes into it).
+    /// Raises the header of a file of an older format to `version` (before something
+    /// only `version` and later can read goes into it), so older builds refuse the file
+    /// instead of misreading it; newer builds still see the oldest format that reads it.
     pub fn require_format(&self, version: u32) -> Result<()> {
         if self.format.load(std::sync::atomic::Ordering::Relaxed) >= version {
             return Ok(());
         }
-        self.write_header()?;
-        self.format.store(FORMAT_VERSION, std::sync::atomic::Ordering::Relaxed);
+        self.write_header(version)?;
+        self.format.store(version, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -267,6 +267,9 @@ impl CommitGuard<'_> {
         if entries.iter().any(|e| matches!(e, LogEntry::CreateView(_) | LogEntry::DropView(_))) {
             self.store.file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
         }
+        if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_time_zone_types(table))) {
+            self.store.file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
+        }
         let mut writer = Writer::new();
         writer.u32(entries.len() as u32);
         for entry in entries {
@@ -320,6 +323,9 @@ impl CommitGuard<'_> {
         let file = &self.store.file;
         if !views.is_empty() {
             file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
+        }
+        if tables.iter().any(|(table, _)| has_time_zone_types(table)) {
+            file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
         }
         // 1. Stripes not yet in the file, encoded and written in parallel.
         let mut pending = Vec::new();
@@ -628,4 +634,9 @@ fn apply_record(record: &[u8], catalog: &mut Entries) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether `table` has a column of a type that file formats before 4 cannot name.
+fn has_time_zone_types(table: &Table) -> bool {
+    table.schema.fields.iter().any(|f| matches!(f.data_type, DataType::TimestampTz | DataType::Time))
 }

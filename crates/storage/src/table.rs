@@ -57,6 +57,11 @@ pub trait DeferredRows: Send + Sync + std::fmt::Debug {
     fn row_count(&self) -> usize;
     /// A table of `columns` (positions in the deferred table's schema), in that order.
     fn materialize(&self, columns: &[usize]) -> Result<Arc<Table>>;
+    /// A table with as many rows, whose values nobody reads (a scan of no column:
+    /// `count(*)`). Sources that know their row count without reading override this.
+    fn materialize_row_count(&self) -> Result<Arc<Table>> {
+        self.materialize(&[0])
+    }
 }
 
 /// The position of a table's running scans (shared circular scans, DataPath): a scan that
@@ -361,7 +366,10 @@ impl<'a> TableAppender<'a> {
         let fields = &self.table.schema.fields;
         let builders = std::mem::replace(
             &mut self.builders,
-            fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, self.table.block_rows.min(1 << 16))).collect(),
+            // Empty until rows come (they grow by doubling): the last seal of an append
+            // must not reserve a whole block per column (2000 columns of one row took a
+            // gigabyte).
+            fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect(),
         );
         let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
         let block = Arc::new(Block::new(columns.clone()));

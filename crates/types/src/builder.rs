@@ -108,7 +108,7 @@ impl VectorBuilder {
                 v.push(*x);
                 true
             }
-            (Values::I64(v), S::Int64(x) | S::Timestamp(x)) => {
+            (Values::I64(v), S::Int64(x) | S::Timestamp(x) | S::TimestampTz(x) | S::Time(x)) => {
                 v.push(*x);
                 true
             }

@@ -34,6 +34,11 @@ pub enum DataType {
     Date,
     /// Date and time without time zone, microseconds since 1970-01-01 00:00:00.
     Timestamp,
+    /// TIMESTAMP WITH TIME ZONE: an instant, microseconds since 1970-01-01 00:00:00 UTC,
+    /// shown and split into fields in the session's time zone.
+    TimestampTz,
+    /// TIME (without time zone): microseconds since midnight, 00:00:00 to 24:00:00.
+    Time,
     /// A span of months, days and microseconds.
     Interval,
 }
@@ -71,7 +76,7 @@ impl DataType {
             DataType::Null | DataType::Boolean => PhysicalType::Bool,
             DataType::SmallInt => PhysicalType::I16,
             DataType::Integer | DataType::Date => PhysicalType::I32,
-            DataType::BigInt | DataType::Timestamp => PhysicalType::I64,
+            DataType::BigInt | DataType::Timestamp | DataType::TimestampTz | DataType::Time => PhysicalType::I64,
             DataType::Real => PhysicalType::F32,
             DataType::Double => PhysicalType::F64,
             DataType::Decimal { precision, .. } => {
@@ -115,7 +120,12 @@ impl DataType {
     }
 
     pub fn is_temporal(&self) -> bool {
-        matches!(self, DataType::Date | DataType::Timestamp)
+        matches!(self, DataType::Date | DataType::Timestamp | DataType::TimestampTz | DataType::Time)
+    }
+
+    /// DATE, TIMESTAMP or TIMESTAMPTZ: a point on the calendar.
+    pub fn is_datetime(&self) -> bool {
+        matches!(self, DataType::Date | DataType::Timestamp | DataType::TimestampTz)
     }
 
     /// Precision and scale when this numeric type is viewed as a decimal
@@ -156,6 +166,8 @@ impl fmt::Display for DataType {
             DataType::Varchar(None) => write!(f, "VARCHAR"),
             DataType::Date => write!(f, "DATE"),
             DataType::Timestamp => write!(f, "TIMESTAMP"),
+            DataType::TimestampTz => write!(f, "TIMESTAMP WITH TIME ZONE"),
+            DataType::Time => write!(f, "TIME"),
             DataType::Interval => write!(f, "INTERVAL"),
         }
     }

@@ -1,14 +1,21 @@
-//! DATE, TIMESTAMP and INTERVAL.
+//! DATE, TIMESTAMP, TIMESTAMPTZ, TIME and INTERVAL.
 //!
 //! A DATE is an `i32` count of days since 1970-01-01 (proleptic Gregorian calendar), a
-//! TIMESTAMP an `i64` count of microseconds since 1970-01-01 00:00:00. Conversions use
-//! Howard Hinnant's civil-calendar algorithms (no tables, no branches on month lengths
-//! except when adding months).
+//! TIMESTAMP an `i64` count of microseconds since 1970-01-01 00:00:00, a TIMESTAMPTZ the
+//! same count since 1970-01-01 00:00:00 UTC (an instant; see `timezone.rs` for the
+//! session zone it is shown in), a TIME an `i64` count of microseconds since midnight
+//! (0 ..= 24:00:00). Conversions use Howard Hinnant's civil-calendar algorithms (no
+//! tables, no branches on month lengths except when adding months).
 
 use std::fmt;
 
+use crate::timezone::{format_offset, TimeZone};
+
 pub const MICROS_PER_SECOND: i64 = 1_000_000;
 pub const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
+pub const MICROS_PER_HOUR: i64 = 3600 * MICROS_PER_SECOND;
+/// The largest TIME, 24:00:00 (PostgreSQL admits it).
+pub const MAX_TIME: i64 = MICROS_PER_DAY;
 
 /// A span of time: months and days are kept apart from microseconds because their
 /// length depends on the date they are added to.
@@ -344,6 +351,180 @@ pub fn format_timestamp(micros: i64) -> String {
     text
 }
 
+/// A TIMESTAMPTZ as PostgreSQL shows it in `zone`: the local time, then the offset
+/// (`2024-01-31 10:00:00+01`, `+05:30`, `+01:05:21`), then ` BC` for years before 1.
+pub fn format_timestamptz(utc_micros: i64, zone: &TimeZone) -> String {
+    let offset = zone.offset_at(utc_micros);
+    let local = utc_micros.saturating_add(offset as i64 * MICROS_PER_SECOND);
+    let mut text = format_timestamp(local);
+    let offset = format_offset(offset);
+    match text.strip_suffix(" BC") {
+        Some(without) => {
+            text = format!("{without}{offset} BC");
+        }
+        None => text.push_str(&offset),
+    }
+    text
+}
+
+/// Parses TIMESTAMPTZ input: a timestamp (as [`parse_timestamp`]) optionally followed
+/// by a zone (`+01`, `-05:30`, `Z`, ` UTC`, ` CET`, ` America/New_York`); without one,
+/// the time is read in `session` (the session's zone).
+pub fn parse_timestamptz(text: &str, session: &TimeZone) -> Option<i64> {
+    let text = text.trim();
+    let (timestamp, zone) = split_zone(text);
+    let local = parse_timestamp(timestamp)?;
+    match zone {
+        Some(zone) => {
+            let zone = TimeZone::for_input(zone)?;
+            zone.to_utc(local)
+        }
+        None => session.to_utc(local),
+    }
+}
+
+/// Whether timestamp text ends in a zone (`+01`, `Z`, ` UTC`, ...).
+pub fn timestamp_has_zone(text: &str) -> bool {
+    split_zone(text.trim()).1.is_some()
+}
+
+/// Splits `2024-01-31 10:00:00+01` into the timestamp and its zone text, if any.
+fn split_zone(text: &str) -> (&str, Option<&str>) {
+    // The zone follows the clock: find where the time of day starts (after the date and
+    // its separator), then the first character that cannot be part of a clock.
+    let Some(separator) = text.find([' ', 'T', 't']) else {
+        return (text, None);
+    };
+    let time = &text[separator + 1..];
+    let clock = time.trim_start();
+    let clock_start = text.len() - clock.len();
+    let clock_len = clock.bytes().take_while(|b| b.is_ascii_digit() || *b == b':' || *b == b'.').count();
+    if clock_len == 0 {
+        // A date and a zone without a time (`2024-01-31 UTC`).
+        return (&text[..separator], Some(time.trim()));
+    }
+    let rest = clock[clock_len..].trim();
+    if rest.is_empty() {
+        (text, None)
+    } else {
+        (text[..clock_start + clock_len].trim_end(), Some(rest))
+    }
+}
+
+/// A TIME as PostgreSQL shows it: `HH:MM:SS` and a fraction without trailing zeros.
+pub fn format_time(micros: i64) -> String {
+    let seconds = micros / MICROS_PER_SECOND;
+    let fraction = micros % MICROS_PER_SECOND;
+    let mut text = format!("{:02}:{:02}:{:02}", seconds / 3600, (seconds / 60) % 60, seconds % 60);
+    if fraction != 0 {
+        text.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+    }
+    text
+}
+
+/// Parses TIME input as PostgreSQL does: `HH:MM`, `HH:MM:SS[.ffffff]` (fractions past
+/// microseconds rounded), an optional `AM`/`PM`; a date before the time and a zone after
+/// it are ignored; `allballs` is midnight. 24:00:00 is the largest time.
+pub fn parse_time(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("allballs") {
+        return Some(0);
+    }
+    // A date in front (`2024-01-31 10:00:00`) is ignored.
+    let clock = match text.find([' ', 'T']) {
+        Some(pos) if parse_date(&text[..pos]).is_some() => text[pos + 1..].trim_start(),
+        _ => text,
+    };
+    let clock_len = clock.bytes().take_while(|b| b.is_ascii_digit() || *b == b':' || *b == b'.').count();
+    let (digits, mut rest) = (&clock[..clock_len], clock[clock_len..].trim());
+    let mut parts = digits.splitn(3, ':');
+    let mut hours: i64 = parse_digits(parts.next()?)?;
+    let minutes: i64 = parse_digits(parts.next()?)?;
+    let (seconds, fraction) = match parts.next() {
+        Some(seconds) => match seconds.split_once('.') {
+            Some((whole, fraction)) => (parse_digits(whole)?, parse_fraction(fraction)?),
+            None => (parse_digits(seconds)?, 0),
+        },
+        None => (0, 0),
+    };
+    let meridiem = rest.get(..2).filter(|m| m.eq_ignore_ascii_case("am") || m.eq_ignore_ascii_case("pm"));
+    if let Some(meridiem) = meridiem {
+        if !(1..=12).contains(&hours) {
+            return None;
+        }
+        let pm = meridiem.eq_ignore_ascii_case("pm");
+        hours = match (hours, pm) {
+            (12, false) => 0,
+            (12, true) => 12,
+            (h, true) => h + 12,
+            (h, false) => h,
+        };
+        rest = rest[2..].trim();
+    }
+    // A zone after the time (`10:00:00+02`) is accepted and ignored, as PostgreSQL does
+    // for TIME WITHOUT TIME ZONE.
+    if !rest.is_empty() && TimeZone::for_input(rest).is_none() {
+        return None;
+    }
+    if hours > 24 || minutes > 59 || seconds > 60 {
+        return None;
+    }
+    let micros = (hours * 3600 + minutes * 60 + seconds) * MICROS_PER_SECOND + fraction;
+    (micros <= MAX_TIME).then_some(micros)
+}
+
+/// One to a few ASCII digits as a number.
+fn parse_digits(text: &str) -> Option<i64> {
+    if text.is_empty() || text.len() > 9 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The digits after a decimal point as microseconds, rounded to the nearest.
+fn parse_fraction(digits: &str) -> Option<i64> {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut micros = 0i64;
+    for (i, b) in digits.bytes().take(6).enumerate() {
+        micros += (b - b'0') as i64 * 10i64.pow(5 - i as u32);
+    }
+    if digits.len() > 6 && digits.as_bytes()[6] >= b'5' {
+        micros += 1;
+    }
+    Some(micros)
+}
+
+/// `time + interval`: the interval's time part added around the clock (its months and
+/// days are ignored), as PostgreSQL does.
+pub fn add_interval_to_time(time: i64, interval: Interval) -> i64 {
+    (time + interval.micros.rem_euclid(MICROS_PER_DAY)).rem_euclid(MICROS_PER_DAY)
+}
+
+/// `time - time`: an INTERVAL of microseconds.
+pub fn time_difference(a: i64, b: i64) -> Interval {
+    Interval::new(0, 0, a - b)
+}
+
+/// The time of day of a timestamp (local microseconds).
+pub fn time_of_timestamp(micros: i64) -> i64 {
+    micros.rem_euclid(MICROS_PER_DAY)
+}
+
+/// `timestamptz + interval` in `zone`: months and days move the local calendar date
+/// (keeping the local time of day across a daylight-saving change), the time part is
+/// added to the instant, as PostgreSQL does.
+pub fn add_interval_to_timestamptz(utc_micros: i64, interval: Interval, zone: &TimeZone) -> Option<i64> {
+    let mut instant = utc_micros;
+    if interval.months != 0 || interval.days != 0 {
+        let local = zone.to_local(instant)?;
+        let calendar_part = Interval::new(interval.months, interval.days, 0);
+        instant = zone.to_utc(add_interval_to_timestamp(local, calendar_part)?)?;
+    }
+    instant.checked_add(interval.micros)
+}
+
 /// Adds whole months to a date, clamping the day to the target month's length
 /// (2024-01-31 + 1 month = 2024-02-29), as PostgreSQL does.
 pub fn add_months_to_date(days: i32, months: i32) -> Option<i32> {
@@ -405,9 +586,55 @@ pub enum DateField {
     /// 2000 is in the 20th century, 2001 in the 21st.
     Century,
     Millennium,
+    /// The zone's offset from UTC in seconds (TIMESTAMPTZ only).
+    Timezone,
+    /// The hours of the offset (TIMESTAMPTZ only).
+    TimezoneHour,
+    /// The minutes of the offset, signed like it (TIMESTAMPTZ only).
+    TimezoneMinute,
 }
 
 impl DateField {
+    /// Whether the field is part of a time of day (the fields TIME has).
+    pub fn is_time_of_day(self) -> bool {
+        matches!(
+            self,
+            DateField::Hour | DateField::Minute | DateField::Second | DateField::Millisecond | DateField::Microsecond | DateField::Epoch
+        )
+    }
+
+    /// Whether the field is about the time zone (TIMESTAMPTZ only).
+    pub fn is_zone(self) -> bool {
+        matches!(self, DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute)
+    }
+
+    /// The field's name as PostgreSQL's error messages spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DateField::Year => "year",
+            DateField::Quarter => "quarter",
+            DateField::Month => "month",
+            DateField::Week => "week",
+            DateField::Day => "day",
+            DateField::DayOfWeek => "dow",
+            DateField::DayOfYear => "doy",
+            DateField::Hour => "hour",
+            DateField::Minute => "minute",
+            DateField::Second => "second",
+            DateField::Epoch => "epoch",
+            DateField::IsoDayOfWeek => "isodow",
+            DateField::IsoYear => "isoyear",
+            DateField::Millisecond => "milliseconds",
+            DateField::Microsecond => "microseconds",
+            DateField::Decade => "decade",
+            DateField::Century => "century",
+            DateField::Millennium => "millennium",
+            DateField::Timezone => "timezone",
+            DateField::TimezoneHour => "timezone_hour",
+            DateField::TimezoneMinute => "timezone_minute",
+        }
+    }
+
     pub fn parse(name: &str) -> Option<DateField> {
         Some(match name.to_ascii_lowercase().as_str() {
             "year" | "years" | "y" | "yr" | "yrs" | "yy" | "yyy" | "yyyy" => DateField::Year,
@@ -428,6 +655,9 @@ impl DateField {
             "decade" | "decades" => DateField::Decade,
             "century" | "centuries" => DateField::Century,
             "millennium" | "millennia" | "millenium" => DateField::Millennium,
+            "timezone" => DateField::Timezone,
+            "timezone_h" | "timezone_hour" => DateField::TimezoneHour,
+            "timezone_m" | "timezone_minute" => DateField::TimezoneMinute,
             _ => return None,
         })
     }
@@ -466,6 +696,33 @@ pub fn extract_from_date(field: DateField, days: i32) -> i64 {
         DateField::Century => -((100 - y as i64) / 100),
         DateField::Millennium if y > 0 => (y as i64 + 999) / 1000,
         DateField::Millennium => -((1000 - y as i64) / 1000),
+        // Dates and timestamps have no zone (the binder refuses these fields for them).
+        DateField::Timezone | DateField::TimezoneHour | DateField::TimezoneMinute => 0,
+    }
+}
+
+/// Extracts a field from a time of day; `None` for fields a TIME does not have.
+pub fn extract_from_time(field: DateField, micros: i64) -> Option<i64> {
+    if !field.is_time_of_day() {
+        return None;
+    }
+    // 24:00:00 is hour 24, as PostgreSQL reports it.
+    Some(match field {
+        DateField::Hour => micros / MICROS_PER_HOUR,
+        DateField::Epoch => micros / MICROS_PER_SECOND,
+        _ => extract_from_timestamp(field, micros),
+    })
+}
+
+/// Extracts a field from a TIMESTAMPTZ seen in `zone`.
+pub fn extract_from_timestamptz(field: DateField, utc_micros: i64, zone: &TimeZone) -> i64 {
+    let offset = zone.offset_at(utc_micros) as i64;
+    match field {
+        DateField::Epoch => utc_micros.div_euclid(MICROS_PER_SECOND),
+        DateField::Timezone => offset,
+        DateField::TimezoneHour => offset / 3600,
+        DateField::TimezoneMinute => offset / 60 % 60,
+        _ => extract_from_timestamp(field, utc_micros.saturating_add(offset * MICROS_PER_SECOND)),
     }
 }
 
@@ -528,6 +785,54 @@ mod tests {
         assert_eq!(extract_from_date(DateField::Quarter, d), 1);
         assert_eq!(extract_from_date(DateField::DayOfWeek, d), 3); // a Wednesday
         assert_eq!(extract_from_date(DateField::DayOfYear, d), 74);
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time("10:30").map(format_time).as_deref(), Some("10:30:00"));
+        assert_eq!(parse_time("10:30:00.5").map(format_time).as_deref(), Some("10:30:00.5"));
+        assert_eq!(parse_time("24:00:00"), Some(MAX_TIME));
+        assert_eq!(parse_time("2024-01-01 10:00:00").map(format_time).as_deref(), Some("10:00:00"));
+        assert_eq!(parse_time("10:00:00+02").map(format_time).as_deref(), Some("10:00:00"));
+        assert_eq!(parse_time("10:30 PM").map(format_time).as_deref(), Some("22:30:00"));
+        assert_eq!(parse_time("12:15 am").map(format_time).as_deref(), Some("00:15:00"));
+        assert_eq!(parse_time("allballs"), Some(0));
+        assert_eq!(parse_time("00:00:00.0000005"), Some(1));
+        for bad in ["25:00:00", "10:61:00", "24:00:01", "10", "", "10:00 XM", "13:00 PM", "1a:00"] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+        let ten = parse_time("10:00").unwrap();
+        assert_eq!(format_time(add_interval_to_time(ten, Interval::new(0, 0, -25 * MICROS_PER_HOUR))), "09:00:00");
+        assert_eq!(format_time(add_interval_to_time(parse_time("23:30").unwrap(), Interval::new(1, 1, MICROS_PER_HOUR))), "00:30:00");
+        assert_eq!(extract_from_time(DateField::Hour, MAX_TIME), Some(24));
+        assert_eq!(extract_from_time(DateField::Day, ten), None);
+    }
+
+    #[test]
+    fn timestamps_with_time_zones() {
+        let (vienna, _) = TimeZone::from_setting("Europe/Vienna").unwrap();
+        let utc = TimeZone::UTC;
+        let t = parse_timestamptz("2024-01-31 10:00:00", &vienna).unwrap();
+        assert_eq!(format_timestamptz(t, &utc), "2024-01-31 09:00:00+00");
+        assert_eq!(format_timestamptz(t, &vienna), "2024-01-31 10:00:00+01");
+        for (text, expected) in [
+            ("2024-07-31 10:00:00+05:30", "2024-07-31 04:30:00+00"),
+            ("2024-07-31T10:00:00Z", "2024-07-31 10:00:00+00"),
+            ("2024-07-31 10:00:00.25 -0800", "2024-07-31 18:00:00.25+00"),
+            ("2024-07-31 10:00 America/New_York", "2024-07-31 14:00:00+00"),
+            ("2024-07-31 10:00:00 UTC", "2024-07-31 10:00:00+00"),
+            ("2024-07-31", "2024-07-30 22:00:00+00"),
+        ] {
+            assert_eq!(parse_timestamptz(text, &vienna).map(|t| format_timestamptz(t, &utc)).as_deref(), Some(expected), "{text}");
+        }
+        assert_eq!(parse_timestamptz("2024-07-31 10:00:00 Nowhere", &utc), None);
+        let summer = parse_timestamptz("2024-03-30 12:00:00", &vienna).unwrap();
+        let next_day = add_interval_to_timestamptz(summer, Interval::new(0, 1, 0), &vienna).unwrap();
+        assert_eq!(format_timestamptz(next_day, &vienna), "2024-03-31 12:00:00+02");
+        let hours = add_interval_to_timestamptz(summer, Interval::new(0, 0, 24 * MICROS_PER_HOUR), &vienna).unwrap();
+        assert_eq!(format_timestamptz(hours, &vienna), "2024-03-31 13:00:00+02");
+        assert_eq!(extract_from_timestamptz(DateField::Timezone, next_day, &vienna), 7200);
+        assert_eq!(extract_from_timestamptz(DateField::Hour, next_day, &vienna), 12);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! ```text
 //! datatype   DataType (logical SQL type) -> PhysicalType (how values are stored)
 //! decimal    exact fixed-point helpers: scaled i64/i128, parsing, rescaling, formatting
-//! datetime   DATE (days since 1970-01-01), TIMESTAMP (microseconds), INTERVAL
+//! datetime   DATE (days since 1970-01-01), TIMESTAMP/TIMESTAMPTZ (microseconds), TIME
+//!            (microseconds since midnight), INTERVAL
+//! timezone   TimeZone: fixed offsets and IANA zones (session zone, AT TIME ZONE)
 //! scalar     ScalarValue: one value, for constants and the row-at-a-time API
 //! buffer     Buffer<T>: a shared, sliceable, immutable array (zero-copy scans)
 //! string     StrView: 16-byte string views (inline <= 12 bytes, else prefix + heap offset)
@@ -27,6 +29,7 @@ pub mod decimal;
 pub mod pg;
 pub mod scalar;
 pub mod string;
+pub mod timezone;
 pub mod vector;
 
 pub use buffer::Buffer;
@@ -36,4 +39,5 @@ pub use datatype::{DataType, Field, PhysicalType, Schema};
 pub use datetime::Interval;
 pub use scalar::ScalarValue;
 pub use string::{StrColumn, StrColumnBuilder, StrView};
+pub use timezone::TimeZone;
 pub use vector::{Vector, VectorData};

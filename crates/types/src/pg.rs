@@ -31,13 +31,15 @@ pub const UNKNOWN: PgType = PgType { oid: 705, name: "unknown", len: -2, sql_nam
 pub const BPCHAR: PgType = PgType { oid: 1042, name: "bpchar", len: -1, sql_name: "character", category: 'S' };
 pub const VARCHAR: PgType = PgType { oid: 1043, name: "varchar", len: -1, sql_name: "character varying", category: 'S' };
 pub const DATE: PgType = PgType { oid: 1082, name: "date", len: 4, sql_name: "date", category: 'D' };
+pub const TIME: PgType = PgType { oid: 1083, name: "time", len: 8, sql_name: "time without time zone", category: 'D' };
 pub const TIMESTAMP: PgType = PgType { oid: 1114, name: "timestamp", len: 8, sql_name: "timestamp without time zone", category: 'D' };
+pub const TIMESTAMPTZ: PgType = PgType { oid: 1184, name: "timestamptz", len: 8, sql_name: "timestamp with time zone", category: 'D' };
 pub const INTERVAL: PgType = PgType { oid: 1186, name: "interval", len: 16, sql_name: "interval", category: 'T' };
 pub const NUMERIC: PgType = PgType { oid: 1700, name: "numeric", len: -1, sql_name: "numeric", category: 'N' };
 
 /// Every type Apiary's values can have, in OID order (the rows of `pg_type`).
-pub const ALL_TYPES: [PgType; 15] =
-    [BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, BPCHAR, VARCHAR, DATE, TIMESTAMP, INTERVAL, NUMERIC];
+pub const ALL_TYPES: [PgType; 17] =
+    [BOOL, INT8, INT2, INT4, TEXT, OID, FLOAT4, FLOAT8, UNKNOWN, BPCHAR, VARCHAR, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, NUMERIC];
 
 /// The PostgreSQL type of values of `data_type`. `VARCHAR` without a length is
 /// `varchar` (PostgreSQL's `text` behaves the same; Apiary does not tell them apart);
@@ -56,6 +58,8 @@ pub fn pg_type(data_type: DataType) -> PgType {
         DataType::Varchar(_) => VARCHAR,
         DataType::Date => DATE,
         DataType::Timestamp => TIMESTAMP,
+        DataType::TimestampTz => TIMESTAMPTZ,
+        DataType::Time => TIME,
         DataType::Interval => INTERVAL,
     }
 }
@@ -84,7 +88,9 @@ pub fn data_type_for_oid(oid: u32) -> Option<DataType> {
         700 => DataType::Real,
         701 => DataType::Double,
         1082 => DataType::Date,
+        1083 => DataType::Time,
         1114 => DataType::Timestamp,
+        1184 => DataType::TimestampTz,
         1186 => DataType::Interval,
         1700 => DataType::Decimal { precision: 38, scale: 10 },
         _ => return None,

@@ -11,6 +11,7 @@ use apiary_common::{exec_err, Result};
 use crate::datatype::DataType;
 use crate::datetime::{self, Interval};
 use crate::decimal::{self, format_decimal};
+use crate::timezone::TimeZone;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScalarValue {
@@ -26,6 +27,10 @@ pub enum ScalarValue {
     Utf8(String),
     Date(i32),
     Timestamp(i64),
+    /// An instant: microseconds since 1970-01-01 00:00:00 UTC.
+    TimestampTz(i64),
+    /// Microseconds since midnight.
+    Time(i64),
     Interval(Interval),
 }
 
@@ -48,17 +53,20 @@ impl ScalarValue {
             ScalarValue::Utf8(_) => DataType::Varchar(None),
             ScalarValue::Date(_) => DataType::Date,
             ScalarValue::Timestamp(_) => DataType::Timestamp,
+            ScalarValue::TimestampTz(_) => DataType::TimestampTz,
+            ScalarValue::Time(_) => DataType::Time,
             ScalarValue::Interval(_) => DataType::Interval,
         }
     }
 
-    /// The value as an `i128` if it is an integer, decimal (scaled), date or timestamp.
+    /// The value as an `i128` if it is an integer, decimal (scaled), date, timestamp or
+    /// time.
     pub fn as_i128(&self) -> Option<i128> {
         match self {
             ScalarValue::Boolean(b) => Some(*b as i128),
             ScalarValue::Int16(v) => Some(*v as i128),
             ScalarValue::Int32(v) | ScalarValue::Date(v) => Some(*v as i128),
-            ScalarValue::Int64(v) | ScalarValue::Timestamp(v) => Some(*v as i128),
+            ScalarValue::Int64(v) | ScalarValue::Timestamp(v) | ScalarValue::TimestampTz(v) | ScalarValue::Time(v) => Some(*v as i128),
             ScalarValue::Decimal(v, _, _) => Some(*v),
             _ => None,
         }
@@ -74,7 +82,7 @@ impl ScalarValue {
             ScalarValue::Float64(v) => Some(*v),
             ScalarValue::Decimal(v, _, s) => Some(decimal::decimal_to_f64(*v, *s)),
             ScalarValue::Date(v) => Some(*v as f64),
-            ScalarValue::Timestamp(v) => Some(*v as f64),
+            ScalarValue::Timestamp(v) | ScalarValue::TimestampTz(v) | ScalarValue::Time(v) => Some(*v as f64),
             _ => None,
         }
     }
@@ -133,8 +141,14 @@ impl ScalarValue {
     }
 
     /// Converts this value to `target`, with SQL cast semantics (errors on overflow or
-    /// unparsable text).
+    /// unparsable text); conversions that need a time zone use UTC.
     pub fn cast_to(&self, target: &DataType) -> Result<ScalarValue> {
+        self.cast_to_in(target, &TimeZone::UTC)
+    }
+
+    /// [`ScalarValue::cast_to`] with the session's time zone, which conversions between
+    /// TIMESTAMPTZ and text, DATE, TIMESTAMP and TIME use.
+    pub fn cast_to_in(&self, target: &DataType, zone: &TimeZone) -> Result<ScalarValue> {
         use ScalarValue as S;
         if self.is_null() {
             return Ok(S::Null);
@@ -220,7 +234,7 @@ impl ScalarValue {
                 S::Decimal(value, *precision, *scale)
             }
             DataType::Char(n) | DataType::Varchar(Some(n)) => {
-                let mut text = self.to_string();
+                let mut text = self.to_text(zone);
                 if let DataType::Char(_) = target {
                     text.truncate(text.trim_end_matches(' ').len());
                 }
@@ -230,22 +244,51 @@ impl ScalarValue {
                 }
                 S::Utf8(text)
             }
-            DataType::Varchar(None) => S::Utf8(self.to_string()),
+            DataType::Varchar(None) => S::Utf8(self.to_text(zone)),
             DataType::Date => match self {
                 S::Utf8(s) => S::Date(datetime::parse_date(s).ok_or_else(|| exec_err!("invalid input for DATE: '{s}'"))?),
                 S::Timestamp(t) => S::Date(t.div_euclid(datetime::MICROS_PER_DAY) as i32),
+                S::TimestampTz(t) => {
+                    let local = zone.to_local(*t).ok_or_else(out_of_range)?;
+                    S::Date(local.div_euclid(datetime::MICROS_PER_DAY) as i32)
+                }
                 _ => return Err(self.cannot_cast(target)),
             },
             DataType::Timestamp => match self {
                 S::Utf8(s) => S::Timestamp(datetime::parse_timestamp(s).ok_or_else(|| exec_err!("invalid input for TIMESTAMP: '{s}'"))?),
                 S::Date(d) => S::Timestamp(*d as i64 * datetime::MICROS_PER_DAY),
+                S::TimestampTz(t) => S::Timestamp(zone.to_local(*t).ok_or_else(out_of_range)?),
+                _ => return Err(self.cannot_cast(target)),
+            },
+            DataType::TimestampTz => match self {
+                S::Utf8(s) => S::TimestampTz(
+                    datetime::parse_timestamptz(s, zone).ok_or_else(|| exec_err!("invalid input for TIMESTAMP WITH TIME ZONE: '{s}'"))?,
+                ),
+                S::Date(d) => S::TimestampTz(zone.to_utc(*d as i64 * datetime::MICROS_PER_DAY).ok_or_else(out_of_range)?),
+                S::Timestamp(t) => S::TimestampTz(zone.to_utc(*t).ok_or_else(out_of_range)?),
+                _ => return Err(self.cannot_cast(target)),
+            },
+            DataType::Time => match self {
+                S::Utf8(s) => S::Time(datetime::parse_time(s).ok_or_else(|| exec_err!("invalid input for TIME: '{s}'"))?),
+                S::Timestamp(t) => S::Time(datetime::time_of_timestamp(*t)),
+                S::TimestampTz(t) => S::Time(datetime::time_of_timestamp(zone.to_local(*t).ok_or_else(out_of_range)?)),
+                S::Interval(i) => S::Time(i.micros.rem_euclid(datetime::MICROS_PER_DAY)),
                 _ => return Err(self.cannot_cast(target)),
             },
             DataType::Interval => match self {
                 S::Utf8(s) => S::Interval(Interval::parse(s, None).ok_or_else(|| exec_err!("invalid input for INTERVAL: '{s}'"))?),
+                S::Time(t) => S::Interval(Interval::new(0, 0, *t)),
                 _ => return Err(self.cannot_cast(target)),
             },
         })
+    }
+
+    /// The value as text, TIMESTAMPTZ shown in `zone` (`Display` shows it in UTC).
+    pub fn to_text(&self, zone: &TimeZone) -> String {
+        match self {
+            ScalarValue::TimestampTz(t) => datetime::format_timestamptz(*t, zone),
+            other => other.to_string(),
+        }
     }
 
     fn cannot_cast(&self, target: &DataType) -> apiary_common::ApiaryError {
@@ -267,6 +310,8 @@ impl fmt::Display for ScalarValue {
             ScalarValue::Utf8(s) => write!(f, "{s}"),
             ScalarValue::Date(d) => write!(f, "{}", datetime::format_date(*d)),
             ScalarValue::Timestamp(t) => write!(f, "{}", datetime::format_timestamp(*t)),
+            ScalarValue::TimestampTz(t) => write!(f, "{}", datetime::format_timestamptz(*t, &TimeZone::UTC)),
+            ScalarValue::Time(t) => write!(f, "{}", datetime::format_time(*t)),
             ScalarValue::Interval(i) => write!(f, "{i}"),
         }
     }

@@ -290,6 +290,8 @@ impl Vector {
             (VectorData::I32(b), DataType::Date) => ScalarValue::Date(b[idx]),
             (VectorData::I32(b), _) => ScalarValue::Int32(b[idx]),
             (VectorData::I64(b), DataType::Timestamp) => ScalarValue::Timestamp(b[idx]),
+            (VectorData::I64(b), DataType::TimestampTz) => ScalarValue::TimestampTz(b[idx]),
+            (VectorData::I64(b), DataType::Time) => ScalarValue::Time(b[idx]),
             (VectorData::I64(b), DataType::Decimal { precision, scale }) => ScalarValue::Decimal(b[idx] as i128, precision, scale),
             (VectorData::I64(b), _) => ScalarValue::Int64(b[idx]),
             (VectorData::I128(b), DataType::Decimal { precision, scale }) => ScalarValue::Decimal(b[idx], precision, scale),

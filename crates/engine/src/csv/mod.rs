@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use apiary_common::{ApiaryError, Bitmap, Result};
 use apiary_execution::expr::datetime_format::{strptime, Item};
-use apiary_types::datetime::{parse_date_bytes, parse_timestamp, Interval, MICROS_PER_DAY};
+use apiary_types::datetime::{parse_date_bytes, parse_time, parse_timestamp, parse_timestamptz, Interval, MICROS_PER_DAY};
 use apiary_types::decimal::{parse_decimal, parse_decimal_bytes_i64};
 use apiary_types::vector::NativeType;
-use apiary_types::{DataType, Field, StrColumnBuilder, Vector, VectorData};
+use apiary_types::{DataType, Field, StrColumnBuilder, TimeZone, Vector, VectorData};
 
 pub mod sniff;
 
@@ -43,6 +43,8 @@ pub struct CsvOptions {
     /// Lines skipped at the start of the file, before the header.
     pub skip_lines: usize,
     pub compression: Compression,
+    /// The session's time zone: TIMESTAMPTZ text without a zone is read in it.
+    pub time_zone: TimeZone,
 }
 
 /// The default [`CsvOptions::max_line_size`].
@@ -61,6 +63,7 @@ impl Default for CsvOptions {
             ignore_errors: false,
             skip_lines: 0,
             compression: Compression::Auto,
+            time_zone: TimeZone::UTC,
         }
     }
 }
@@ -81,7 +84,8 @@ pub struct ColumnFormat {
 #[derive(Debug, Clone)]
 pub struct TemporalFormat {
     pub text: String,
-    alternatives: Arc<[Vec<Item>]>,
+    /// Each alternative, and whether it reads a zone (`%z`: its values are instants).
+    alternatives: Arc<[(Vec<Item>, bool)]>,
 }
 
 impl TemporalFormat {
@@ -95,17 +99,33 @@ impl TemporalFormat {
         let alternatives = formats
             .iter()
             .map(|format| {
-                apiary_execution::expr::datetime_format::compile_strftime(format)
-                    .map_err(|e| apiary_common::bind_err!("invalid date format '{format}': {e}"))
+                let items = apiary_execution::expr::datetime_format::compile_strftime(format)
+                    .map_err(|e| apiary_common::bind_err!("invalid date format '{format}': {e}"))?;
+                let zoned = items.iter().any(|item| matches!(item, Item::Code { code: 'z', .. }));
+                Ok((items, zoned))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(TemporalFormat { text: text.to_string(), alternatives: alternatives.into() })
     }
 
-    /// The timestamp `text` denotes in this format.
+    /// The timestamp `text` denotes in this format (a zone in it converts to UTC).
     pub fn timestamp(&self, text: &str) -> Option<i64> {
         let text = text.trim();
-        self.alternatives.iter().find_map(|items| strptime(items, text))
+        self.alternatives.iter().find_map(|(items, _)| strptime(items, text))
+    }
+
+    /// The instant `text` denotes in this format: with a zone in the text, that zone's;
+    /// without one, the time is read in `zone`.
+    pub fn instant(&self, text: &str, zone: &TimeZone) -> Option<i64> {
+        let text = text.trim();
+        self.alternatives.iter().find_map(|(items, zoned)| {
+            let parsed = strptime(items, text)?;
+            if *zoned {
+                Some(parsed)
+            } else {
+                zone.to_utc(parsed)
+            }
+        })
     }
 
     /// The date `text` denotes in this format (a time of day other than midnight does not
@@ -213,6 +233,8 @@ struct ColumnParser {
     data_type: DataType,
     /// The `strptime` format of a DATE or TIMESTAMP column (`None`: ISO 8601).
     format: Option<TemporalFormat>,
+    /// The zone TIMESTAMPTZ text without one is read in.
+    zone: TimeZone,
     values: Values,
     validity: Option<Bitmap>,
     len: usize,
@@ -231,12 +253,12 @@ enum Values {
 }
 
 impl ColumnParser {
-    fn new(data_type: DataType, format: Option<TemporalFormat>, capacity: usize) -> Self {
+    fn new(data_type: DataType, format: Option<TemporalFormat>, zone: TimeZone, capacity: usize) -> Self {
         let values = match data_type {
             DataType::Boolean | DataType::Null => Values::Bool(Vec::with_capacity(capacity)),
             DataType::SmallInt => Values::I16(Vec::with_capacity(capacity)),
             DataType::Integer | DataType::Date => Values::I32(Vec::with_capacity(capacity)),
-            DataType::BigInt | DataType::Timestamp => Values::I64(Vec::with_capacity(capacity)),
+            DataType::BigInt | DataType::Timestamp | DataType::TimestampTz | DataType::Time => Values::I64(Vec::with_capacity(capacity)),
             DataType::Decimal { precision, .. } if precision <= 18 => Values::I64(Vec::with_capacity(capacity)),
             DataType::Decimal { .. } => Values::I128(Vec::with_capacity(capacity)),
             DataType::Real => Values::F32(Vec::with_capacity(capacity)),
@@ -244,7 +266,7 @@ impl ColumnParser {
             DataType::Char(_) | DataType::Varchar(_) => Values::Str(StrColumnBuilder::with_capacity(capacity)),
             DataType::Interval => Values::Interval(Vec::with_capacity(capacity)),
         };
-        ColumnParser { data_type, format, values, validity: None, len: 0 }
+        ColumnParser { data_type, format, zone, values, validity: None, len: 0 }
     }
 
     /// Drops the values from row `len` on (a record that failed in a later column).
@@ -308,6 +330,11 @@ impl ColumnParser {
                 None => parse_timestamp(text()?).ok_or_else(invalid)?,
                 Some(format) => format.timestamp(text()?).ok_or_else(invalid)?,
             }),
+            (Values::I64(v), DataType::TimestampTz) => v.push(match &self.format {
+                None => parse_timestamptz(text()?, &self.zone).ok_or_else(invalid)?,
+                Some(format) => format.instant(text()?, &self.zone).ok_or_else(invalid)?,
+            }),
+            (Values::I64(v), DataType::Time) => v.push(parse_time(text()?).ok_or_else(invalid)?),
             (Values::I64(v), DataType::Decimal { precision, scale }) => {
                 let parsed = match parse_decimal_bytes_i64(trim(field), scale) {
                     Some(x) if (x as i128).unsigned_abs() < 10u128.pow(precision as u32) => x,
@@ -525,8 +552,11 @@ fn parse_piece(data: &[u8], first_line: u64, fields: &[Field], options: &CsvOpti
     let estimated_rows = data.len() / (4 * fields.len()).max(64) + 1;
     let default_format = ColumnFormat::default();
     let formats: Vec<&ColumnFormat> = (0..fields.len()).map(|i| options.columns.get(i).unwrap_or(&default_format)).collect();
-    let mut parsers: Vec<ColumnParser> =
-        fields.iter().zip(&formats).map(|(f, format)| ColumnParser::new(f.data_type, format.format.clone(), estimated_rows)).collect();
+    let mut parsers: Vec<ColumnParser> = fields
+        .iter()
+        .zip(&formats)
+        .map(|(f, format)| ColumnParser::new(f.data_type, format.format.clone(), options.time_zone, estimated_rows))
+        .collect();
     let column_nulls: Vec<Vec<&[u8]>> = formats.iter().map(|f| f.null_tokens.iter().map(|t| t.as_bytes()).collect()).collect();
     let unquoted_nulls: Vec<Vec<&[u8]>> = formats.iter().map(|f| f.unquoted_null_tokens.iter().map(|t| t.as_bytes()).collect()).collect();
     let null_texts: Vec<&[u8]> = options.null.iter().map(|t| t.as_bytes()).collect();

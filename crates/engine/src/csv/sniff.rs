@@ -1,10 +1,13 @@
 //! Sniffing a CSV file, as DuckDB's `read_csv` does: from a sample of its first records,
 //! the delimiter (`,` `|` `;` or tab: the one that splits the records into the same number
 //! of fields), whether the first line is a header (its values do not fit the types the
-//! other lines have), and each column's type: BIGINT, DOUBLE, DATE, TIMESTAMP, BOOLEAN or
-//! VARCHAR, the first that every sampled value fits. Dates and timestamps are tried in the
-//! common formats (`2012-01-31`, `2012/01/31`, `01/31/2012`, `31.01.2012`, ISO 8601 with
-//! `T` and a zone, ...), and the format found is used to read the whole column.
+//! other lines have), and each column's type: BIGINT, DOUBLE, DATE, TIMESTAMP,
+//! TIMESTAMPTZ, TIME, BOOLEAN or VARCHAR, the first that every sampled value fits. Dates
+//! and timestamps are tried in the common formats (`2012-01-31`, `2012/01/31`,
+//! `01/31/2012`, `31.01.2012`, ISO 8601 with `T`, ...), and the format found is used to
+//! read the whole column. ISO 8601 values with a zone (`2012-01-31T10:00:00+01:00`,
+//! `...Z`) make a TIMESTAMPTZ column (values without one are read in the session's
+//! zone); `10:30:00` and `10:30` make a TIME column.
 //!
 //! NULL tokens (`NA`, `NULL`, `\N`, `N/A`, empty, ...) are set aside while a column's type
 //! is decided, so a numeric column with `NA` in it stays numeric and reads them as NULL. A
@@ -14,7 +17,7 @@
 //! Anything the user states (`delim`, `header`, `columns`, `types`, `dateformat`, ...) is
 //! taken as given and not detected.
 
-use apiary_types::datetime::parse_date;
+use apiary_types::datetime::{parse_date, parse_time, parse_timestamptz, timestamp_has_zone};
 
 use super::*;
 
@@ -67,7 +70,7 @@ const DATE_FORMATS_WITH_ALTERNATIVES: &[(&str, &[&str])] = &[
 
 /// Timestamp formats tried after ISO 8601 without a zone (`2012-01-31 10:00:00.5`,
 /// `2012-01-31T10:00`): each entry is one format, with or without seconds or their
-/// fraction. With a zone, the value is converted to UTC.
+/// fraction. (ISO 8601 values with zones are TIMESTAMPTZ columns, detected before.)
 const TIMESTAMP_FORMATS: &[(&str, &[&str])] = &[
     (
         "ISO 8601 with a time zone",
@@ -96,6 +99,9 @@ const DELIMITERS: &[u8] = b",|;\t";
 
 /// Detects what the hints leave open, sets it in `options` (delimiter, header, each
 /// column's NULL tokens and date format) and returns the columns.
+/// The most columns a sniffed file may have.
+pub const MAX_COLUMNS: usize = 10_000;
+
 pub fn sniff(path: &Path, options: &mut CsvOptions, hints: &SniffHints) -> Result<Vec<Field>> {
     let file = path.display().to_string();
     let sample = read_sample(path, options)?;
@@ -159,6 +165,17 @@ pub fn sniff(path: &Path, options: &mut CsvOptions, hints: &SniffHints) -> Resul
     }
     if width == 0 {
         return Err(ApiaryError::Load { file, line: 1, message: "the file has no columns".to_string() });
+    }
+    if width > MAX_COLUMNS {
+        // Per-column parsers and table columns for each would take gigabytes (a fuzzed
+        // file of 673,181 commas did).
+        return Err(ApiaryError::Load {
+            file,
+            line: 1,
+            message: format!(
+                "the file has {width} columns; read_csv reads at most {MAX_COLUMNS} (is the delimiter right? pass delim = '...')"
+            ),
+        });
     }
     let column_values = |rows: &[Vec<Option<String>>], column: usize| -> Vec<String> {
         rows.iter().filter_map(|r| r.get(column)).filter(|v| !is_null(v)).filter_map(|v| v.as_ref().map(|v| v.trim().to_string())).collect()
@@ -396,8 +413,18 @@ impl Detected {
         if let Some(format) = temporal_format(DataType::Date, values, hints) {
             return Detected { data_type: DataType::Date, format, all_null: false };
         }
+        // Instants: ISO 8601 timestamps of which some carry a zone.
+        if hints.timestamp_format.is_none()
+            && values.iter().any(|v| timestamp_has_zone(v))
+            && all(&|v| parse_timestamptz(v, &TimeZone::UTC).is_some())
+        {
+            return Detected { data_type: DataType::TimestampTz, format: None, all_null: false };
+        }
         if let Some(format) = temporal_format(DataType::Timestamp, values, hints) {
             return Detected { data_type: DataType::Timestamp, format, all_null: false };
+        }
+        if all(&|v| looks_like_time(v)) {
+            return Detected { data_type: DataType::Time, format: None, all_null: false };
         }
         if all(&|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "false" | "t" | "f" | "yes" | "no")) {
             return Detected { data_type: DataType::Boolean, format: None, all_null: false };
@@ -412,6 +439,15 @@ impl Detected {
                 DataType::Date => hints.date_format.clone(),
                 _ => hints.timestamp_format.clone(),
             }),
+            // ISO 8601 (with or without zones) unless the user gave a format.
+            DataType::TimestampTz => {
+                let iso = values.iter().all(|v| parse_timestamptz(v, &TimeZone::UTC).is_some());
+                if iso {
+                    None
+                } else {
+                    hints.timestamp_format.clone().or_else(|| temporal_format(DataType::Timestamp, values, hints).flatten())
+                }
+            }
             _ => None,
         };
         Detected { data_type, format, all_null: values.is_empty() }
@@ -426,10 +462,23 @@ impl Detected {
             (DataType::Date, Some(format)) => format.date(value).is_some(),
             (DataType::Timestamp, None) => parse_timestamp(value).is_some(),
             (DataType::Timestamp, Some(format)) => format.timestamp(value).is_some(),
+            (DataType::TimestampTz, None) => parse_timestamptz(value, &TimeZone::UTC).is_some(),
+            (DataType::TimestampTz, Some(format)) => format.instant(value, &TimeZone::UTC).is_some(),
+            (DataType::Time, _) => looks_like_time(value),
             (DataType::Boolean, _) => matches!(value.to_ascii_lowercase().as_str(), "true" | "false" | "t" | "f" | "yes" | "no"),
             _ => true,
         }
     }
+}
+
+/// A time of day as files write it: `10:30`, `10:30:00`, `10:30:00.5`, `10:30 PM`
+/// (digits first; a date in front would make it a timestamp).
+fn looks_like_time(value: &str) -> bool {
+    value.len() <= 20
+        && value.starts_with(|c: char| c.is_ascii_digit())
+        && value.contains(':')
+        && !value.contains('-')
+        && parse_time(value).is_some()
 }
 
 /// The format every value of a DATE or TIMESTAMP column is written in: `Some(None)` for

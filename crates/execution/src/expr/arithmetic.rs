@@ -17,7 +17,7 @@ use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION, MAX_DECIMAL_
 use apiary_types::datetime::{self, Interval, MICROS_PER_DAY};
 use apiary_types::decimal::{div_round, POW10};
 use apiary_types::vector::NativeType;
-use apiary_types::{DataChunk, DataType, ScalarValue, Vector};
+use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone, Vector};
 
 use super::compare::FromScalar;
 use super::{combined_validity, rows_of, wrap, ExprRef, PhysicalExpr};
@@ -452,9 +452,13 @@ pub fn arithmetic(
     data_type: DataType,
     literals: (Option<&ScalarValue>, Option<&ScalarValue>),
     result_digits: Option<u32>,
+    zone: TimeZone,
 ) -> Result<ExprRef> {
     let (lt, rt) = (left.data_type(), right.data_type());
     use DataType as D;
+    if let Some(compiled) = time_arithmetic(op, left.clone(), right.clone(), zone) {
+        return Ok(compiled);
+    }
     // Date and time arithmetic.
     match (op, lt, rt, data_type) {
         (BinaryOp::Add, D::Date, D::Integer, _) => {
@@ -560,6 +564,59 @@ pub fn arithmetic(
         BinaryOp::Mod => numeric::<Rem>(left, right, data_type, literals, true),
         other => Err(internal_err!("{other:?} is not arithmetic")),
     }
+}
+
+/// TIMESTAMPTZ and TIME arithmetic: `timestamptz ± interval` (days and months on the
+/// local calendar of the session's zone), `timestamptz - timestamptz`, `time ± interval`
+/// (around the clock), `time - time`, `date ± time`. `None` for other operands.
+fn time_arithmetic(op: BinaryOp, left: ExprRef, right: ExprRef, zone: TimeZone) -> Option<ExprRef> {
+    use DataType as D;
+    let (lt, rt) = (left.data_type(), right.data_type());
+    let negate_if = |sub: bool, i: Interval| if sub { i.checked_neg() } else { Some(i) };
+    let sub = op == BinaryOp::Sub;
+    Some(match (op, lt, rt) {
+        (BinaryOp::Add | BinaryOp::Sub, D::TimestampTz, D::Interval) => {
+            binary::<i64, Interval, i64>(left, right, D::TimestampTz, "timestamptz + interval", move |t, i| {
+                datetime::add_interval_to_timestamptz(t, negate_if(sub, i)?, &zone)
+            })
+        }
+        (BinaryOp::Add, D::Interval, D::TimestampTz) => {
+            binary::<Interval, i64, i64>(left, right, D::TimestampTz, "interval + timestamptz", move |i, t| {
+                datetime::add_interval_to_timestamptz(t, i, &zone)
+            })
+        }
+        (BinaryOp::Sub, D::TimestampTz, D::TimestampTz) => {
+            binary::<i64, i64, Interval>(left, right, D::Interval, "timestamptz - timestamptz", |a, b| {
+                let micros = a.checked_sub(b)?;
+                Some(Interval::new(0, (micros / MICROS_PER_DAY) as i32, micros % MICROS_PER_DAY))
+            })
+        }
+        (BinaryOp::Add | BinaryOp::Sub, D::Time, D::Interval) => {
+            binary::<i64, Interval, i64>(left, right, D::Time, "time + interval", move |t, i| {
+                Some(datetime::add_interval_to_time(t, negate_if(sub, Interval::new(0, 0, i.micros))?))
+            })
+        }
+        (BinaryOp::Add, D::Interval, D::Time) => {
+            binary::<Interval, i64, i64>(left, right, D::Time, "interval + time", |i, t| Some(datetime::add_interval_to_time(t, i)))
+        }
+        (BinaryOp::Sub, D::Time, D::Time) => {
+            binary::<i64, i64, Interval>(left, right, D::Interval, "time - time", |a, b| Some(datetime::time_difference(a, b)))
+        }
+        (BinaryOp::Add | BinaryOp::Sub, D::Date, D::Time) => {
+            binary::<i32, i64, i64>(left, right, D::Timestamp, "date + time", move |d, t| {
+                let midnight = (d as i64).checked_mul(MICROS_PER_DAY)?;
+                if sub {
+                    midnight.checked_sub(t)
+                } else {
+                    midnight.checked_add(t)
+                }
+            })
+        }
+        (BinaryOp::Add, D::Time, D::Date) => {
+            binary::<i64, i32, i64>(left, right, D::Timestamp, "time + date", |t, d| (d as i64).checked_mul(MICROS_PER_DAY)?.checked_add(t))
+        }
+        _ => return None,
+    })
 }
 
 fn datetime_add_interval_date_swapped(i: Interval, d: i32) -> Option<i32> {

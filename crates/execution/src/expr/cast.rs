@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use apiary_common::{exec_err, Result};
 use apiary_types::datatype::PhysicalType;
-use apiary_types::datetime::{self, MICROS_PER_DAY};
+use apiary_types::datetime::{self, Interval, MICROS_PER_DAY};
 use apiary_types::decimal::{self, div_round, POW10};
 use apiary_types::scalar::{format_float, format_float32};
 use apiary_types::vector::NativeType;
-use apiary_types::{DataChunk, DataType, StrColumnBuilder, Vector, VectorBuilder, VectorData};
+use apiary_types::{DataChunk, DataType, StrColumnBuilder, TimeZone, Vector, VectorBuilder, VectorData};
 
 use super::{rows_of, ExprRef, PhysicalExpr};
 
@@ -20,10 +20,12 @@ use super::{rows_of, ExprRef, PhysicalExpr};
 struct Cast {
     child: ExprRef,
     to: DataType,
+    /// The session's time zone (conversions between TIMESTAMPTZ and local times, text).
+    zone: TimeZone,
 }
 
-pub fn cast_expr(child: ExprRef, to: DataType) -> ExprRef {
-    Arc::new(Cast { child, to })
+pub fn cast_expr(child: ExprRef, to: DataType, zone: TimeZone) -> ExprRef {
+    Arc::new(Cast { child, to, zone })
 }
 
 impl PhysicalExpr for Cast {
@@ -33,7 +35,7 @@ impl PhysicalExpr for Cast {
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
-        cast_vector(&v, self.to, rows_of(chunk))
+        cast_vector_in(&v, self.to, rows_of(chunk), &self.zone)
     }
 }
 
@@ -42,10 +44,11 @@ impl PhysicalExpr for Cast {
 struct TryCast {
     child: ExprRef,
     to: DataType,
+    zone: TimeZone,
 }
 
-pub fn try_cast_expr(child: ExprRef, to: DataType) -> ExprRef {
-    Arc::new(TryCast { child, to })
+pub fn try_cast_expr(child: ExprRef, to: DataType, zone: TimeZone) -> ExprRef {
+    Arc::new(TryCast { child, to, zone })
 }
 
 impl PhysicalExpr for TryCast {
@@ -56,7 +59,7 @@ impl PhysicalExpr for TryCast {
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
         let rows = rows_of(chunk);
-        if let Ok(cast) = cast_vector(&v, self.to, rows) {
+        if let Ok(cast) = cast_vector_in(&v, self.to, rows, &self.zone) {
             return Ok(cast);
         }
         // Some value does not convert: row by row, NULL where it fails (rare: the
@@ -71,7 +74,7 @@ impl PhysicalExpr for TryCast {
                 builder.push_null();
                 continue;
             }
-            match cast_vector(&v.slice(i, 1), self.to, None) {
+            match cast_vector_in(&v.slice(i, 1), self.to, None, &self.zone) {
                 Ok(one) => builder.push_scalar(&one.get_scalar(0)),
                 Err(_) => builder.push_null(),
             }
@@ -151,8 +154,15 @@ fn display_scaled(value: i128, data_type: DataType) -> String {
     }
 }
 
-/// Casts a vector to `to` (SQL explicit-cast semantics).
+/// Casts a vector to `to` (SQL explicit-cast semantics); conversions that need a time
+/// zone use UTC.
 pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vector> {
+    cast_vector_in(v, to, rows, &TimeZone::UTC)
+}
+
+/// [`cast_vector`] in the session's time zone `zone`: TIMESTAMPTZ values are shown,
+/// read and converted to and from local dates, times and timestamps in it.
+pub fn cast_vector_in(v: &Vector, to: DataType, rows: Option<&[u32]>, zone: &TimeZone) -> Result<Vector> {
     let from = v.data_type;
     if from == to {
         return Ok(v.clone());
@@ -166,10 +176,10 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
         return cast_string_to_string(v, to, rows);
     }
     if to.is_string() {
-        return cast_to_string(v, to, rows);
+        return cast_to_string(v, to, rows, zone);
     }
     if from.is_string() {
-        return cast_from_string(v, to, rows);
+        return cast_from_string(v, to, rows, zone);
     }
     if let Some(vector) = lossless_decimal_widening(v, to) {
         return Ok(vector);
@@ -245,6 +255,15 @@ pub fn cast_vector(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vec
         }
         (D::Date, D::Timestamp) => convert::<i32, i64>(v, to, rows, |d| (d as i64).checked_mul(MICROS_PER_DAY)),
         (D::Timestamp, D::Date) => convert::<i64, i32>(v, to, rows, |t| i32::try_from(t.div_euclid(MICROS_PER_DAY)).ok()),
+        // TIMESTAMPTZ meets local dates and times in the session's zone.
+        (D::Date, D::TimestampTz) => convert::<i32, i64>(v, to, rows, |d| zone.to_utc((d as i64).checked_mul(MICROS_PER_DAY)?)),
+        (D::Timestamp, D::TimestampTz) => convert::<i64, i64>(v, to, rows, |t| zone.to_utc(t)),
+        (D::TimestampTz, D::Timestamp) => convert::<i64, i64>(v, to, rows, |t| zone.to_local(t)),
+        (D::TimestampTz, D::Date) => convert::<i64, i32>(v, to, rows, |t| i32::try_from(zone.to_local(t)?.div_euclid(MICROS_PER_DAY)).ok()),
+        (D::TimestampTz, D::Time) => convert::<i64, i64>(v, to, rows, |t| Some(datetime::time_of_timestamp(zone.to_local(t)?))),
+        (D::Timestamp, D::Time) => convert::<i64, i64>(v, to, rows, |t| Some(datetime::time_of_timestamp(t))),
+        (D::Time, D::Interval) => convert::<i64, Interval>(v, to, rows, |t| Some(Interval::new(0, 0, t))),
+        (D::Interval, D::Time) => convert::<Interval, i64>(v, to, rows, |i| Some(i.micros.rem_euclid(MICROS_PER_DAY))),
         _ => Err(exec_err!("cannot cast {from} to {to}")),
     }
 }
@@ -320,7 +339,7 @@ fn selected_mask(len: usize, rows: Option<&[u32]>) -> Vec<bool> {
     }
 }
 
-fn cast_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vector> {
+fn cast_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>, zone: &TimeZone) -> Result<Vector> {
     let mut builder = StrColumnBuilder::with_capacity(v.len());
     let selected = selected_mask(v.len(), rows);
     let limit = to.max_length();
@@ -331,7 +350,7 @@ fn cast_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vect
             continue;
         }
         text.clear();
-        format_value(v, i, &mut text);
+        format_value_in(v, i, &mut text, zone);
         match limit.and_then(|n| text.char_indices().nth(n as usize)) {
             Some((cut, _)) => builder.push(&text[..cut]),
             None => builder.push(&text),
@@ -340,8 +359,14 @@ fn cast_to_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vect
     Ok(Vector::new(to, VectorData::Str(builder.finish()), v.validity.clone()))
 }
 
-/// Appends the text form of row `i` (not NULL) to `out`, as the result printers show it.
+/// Appends the text form of row `i` (not NULL) to `out`, as the result printers show it
+/// (TIMESTAMPTZ in UTC).
 pub fn format_value(v: &Vector, i: usize, out: &mut String) {
+    format_value_in(v, i, out, &TimeZone::UTC)
+}
+
+/// [`format_value`] with TIMESTAMPTZ values shown in `zone`.
+pub fn format_value_in(v: &Vector, i: usize, out: &mut String, zone: &TimeZone) {
     use std::fmt::Write;
     let _ = match (&v.data, v.data_type) {
         (VectorData::Bool(b), _) => write!(out, "{}", b[i]),
@@ -349,6 +374,8 @@ pub fn format_value(v: &Vector, i: usize, out: &mut String) {
         (VectorData::I32(b), DataType::Date) => write!(out, "{}", datetime::format_date(b[i])),
         (VectorData::I32(b), _) => write!(out, "{}", b[i]),
         (VectorData::I64(b), DataType::Timestamp) => write!(out, "{}", datetime::format_timestamp(b[i])),
+        (VectorData::I64(b), DataType::TimestampTz) => write!(out, "{}", datetime::format_timestamptz(b[i], zone)),
+        (VectorData::I64(b), DataType::Time) => write!(out, "{}", datetime::format_time(b[i])),
         (VectorData::I64(b), DataType::Decimal { scale, .. }) => write!(out, "{}", decimal::format_decimal(b[i] as i128, scale)),
         (VectorData::I64(b), _) => write!(out, "{}", b[i]),
         (VectorData::I128(b), DataType::Decimal { scale, .. }) => write!(out, "{}", decimal::format_decimal(b[i], scale)),
@@ -360,7 +387,7 @@ pub fn format_value(v: &Vector, i: usize, out: &mut String) {
     };
 }
 
-fn cast_from_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Vector> {
+fn cast_from_string(v: &Vector, to: DataType, rows: Option<&[u32]>, zone: &TimeZone) -> Result<Vector> {
     let strings = v.strings();
     let mut builder = VectorBuilder::with_capacity(to, v.len());
     let selected = selected_mask(v.len(), rows);
@@ -369,7 +396,7 @@ fn cast_from_string(v: &Vector, to: DataType, rows: Option<&[u32]>) -> Result<Ve
             builder.push_null();
             continue;
         }
-        let value = apiary_types::ScalarValue::Utf8(strings.get(i).to_string()).cast_to(&to)?;
+        let value = apiary_types::ScalarValue::Utf8(strings.get(i).to_string()).cast_to_in(&to, zone)?;
         builder.push_scalar(&value);
     }
     let out = builder.finish();

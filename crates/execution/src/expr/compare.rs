@@ -425,7 +425,12 @@ macro_rules! from_scalar {
 from_scalar!(bool, ScalarValue::Boolean(b) => *b);
 from_scalar!(i16, ScalarValue::Int16(v) => *v);
 from_scalar!(i32, ScalarValue::Int32(v) => *v, ScalarValue::Date(v) => *v);
-from_scalar!(i64, ScalarValue::Int64(v) => *v, ScalarValue::Timestamp(v) => *v, ScalarValue::Decimal(v, _, _) => *v as i64);
+from_scalar!(
+    i64,
+    ScalarValue::Int64(v) => *v,
+    ScalarValue::Timestamp(v) | ScalarValue::TimestampTz(v) | ScalarValue::Time(v) => *v,
+    ScalarValue::Decimal(v, _, _) => *v as i64
+);
 from_scalar!(i128, ScalarValue::Decimal(v, _, _) => *v);
 from_scalar!(f32, ScalarValue::Float32(v) => *v);
 from_scalar!(f64, ScalarValue::Float64(v) => *v);

@@ -8,6 +8,11 @@ use std::fmt::Write;
 
 use apiary_common::{exec_err, Result};
 use apiary_types::datetime::{self, MICROS_PER_DAY, MICROS_PER_SECOND};
+use apiary_types::timezone::{format_offset, TimeZone};
+
+/// The zone a TIMESTAMPTZ is formatted in and the instant (for `%z`, `TZ`, `OF`):
+/// `None` for values without a zone.
+pub type ZoneAt = Option<(TimeZone, i64)>;
 
 pub const DAY_NAMES: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 pub const MONTH_NAMES: [&str; 12] =
@@ -142,14 +147,46 @@ fn week_of_year(parts: &Parts, first_weekday: usize) -> u32 {
     ((doy + 7 - weekday) / 7) as u32
 }
 
-/// Formats a timestamp with compiled `strftime` items.
-pub fn strftime(items: &[Item], micros: i64, out: &mut String) {
+/// The `strftime` codes a TIME has (its time of day).
+const TIME_CODES: &str = "HIpMSfgn";
+
+/// Refuses a format with date codes for a TIME value.
+pub fn check_strftime_for_time(items: &[Item], format: &str) -> Result<()> {
+    for item in items {
+        if let Item::Code { code, .. } = item {
+            if !TIME_CODES.contains(*code) {
+                return Err(exec_err!("format code %{code} in '{format}' needs a date, and a TIME has none"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Formats a local timestamp with compiled `strftime` items (`zone`: see [`ZoneAt`]).
+pub fn strftime(items: &[Item], micros: i64, zone: ZoneAt, out: &mut String) {
     let parts = Parts::of_timestamp(micros);
     for item in items {
         match item {
             Item::Literal(text) => out.push_str(text),
+            Item::Code { code: 'z', .. } => {
+                // A TIMESTAMPTZ's offset in its zone; other values have none (UTC).
+                out.push_str(&format_offset(zone.map_or(0, |(zone, instant)| zone.offset_at(instant))));
+            }
+            Item::Code { code: 'Z', .. } => {
+                if let Some((zone, instant)) = zone {
+                    out.push_str(&zone_name(&zone, instant));
+                }
+            }
             Item::Code { code, no_pad } => strftime_code(*code, *no_pad, &parts, out),
         }
+    }
+}
+
+/// `%Z`: the IANA name of a named zone (as DuckDB prints it), else the abbreviation.
+fn zone_name(zone: &TimeZone, instant: i64) -> String {
+    match zone {
+        TimeZone::Named(tz) => tz.name().to_string(),
+        TimeZone::Fixed(_) => zone.abbreviation_at(instant),
     }
 }
 
@@ -174,9 +211,6 @@ fn strftime_code(code: char, no_pad: bool, p: &Parts, out: &mut String) {
         'f' => number(out, p.micros as i64, 6, false),
         'g' => number(out, (p.micros / 1000) as i64, 3, false),
         'n' => number(out, p.micros as i64 * 1000, 9, false),
-        // Timestamps have no time zone: UTC.
-        'z' => out.push_str("+00"),
-        'Z' => {}
         'j' => number(out, p.day_of_year() as i64, 3, no_pad),
         'U' => number(out, week_of_year(p, 0) as i64, 2, false),
         'W' => number(out, week_of_year(p, 1) as i64, 2, false),
@@ -389,8 +423,24 @@ const KEYWORDS: &[&str] = &[
     "IYYY", "IYY", "IY", "I", "J", "MI", "MM", "MONTH", "MON", "MS", "Month", "Mon", "P.M.", "PM", "Q", "RM", "SSSSS", "SSSS", "SS", "US",
     "WW", "W", "Y,YYY", "YYYY", "YYY", "YY", "Y", "a.d.", "a.m.", "ad", "am", "b.c.", "bc", "cc", "day", "ddd", "dd", "dy", "d", "hh24",
     "hh12", "hh", "iddd", "id", "iw", "iyyy", "iyy", "iy", "i", "j", "mi", "mm", "month", "mon", "ms", "p.m.", "pm", "q", "rm", "sssss",
-    "ssss", "ss", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y",
+    "ssss", "ss", "us", "ww", "w", "y,yyy", "yyyy", "yyy", "yy", "y", "TZH", "TZM", "TZ", "tz", "OF",
 ];
+
+/// The `to_char` keywords a TIME has (its time of day).
+const TIME_KEYWORDS: &[&str] = &["HH", "HH12", "HH24", "MI", "SS", "MS", "US", "SSSS", "SSSSS", "AM", "PM", "A.M.", "P.M."];
+
+/// Refuses a template with date (or zone) patterns for a TIME value (PostgreSQL formats a
+/// TIME as an interval and refuses most of them too).
+pub fn check_to_char_for_time(patterns: &[Pattern]) -> Result<()> {
+    for pattern in patterns {
+        if let Pattern::Field { keyword, .. } = pattern {
+            if !TIME_KEYWORDS.contains(&keyword.to_ascii_uppercase().as_str()) {
+                return Err(exec_err!("invalid format specification for a TIME value: {keyword} needs a date"));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Compiles a `to_char` template.
 pub fn compile_to_char(template: &str) -> Vec<Pattern> {
@@ -515,8 +565,9 @@ fn cased_name(out: &mut String, name: &str, keyword: &str, pad: bool) {
 
 const ROMAN_MONTHS: [&str; 12] = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"];
 
-/// Formats a timestamp with a compiled `to_char` template.
-pub fn to_char(patterns: &[Pattern], micros: i64, out: &mut String) {
+/// Formats a local timestamp with a compiled `to_char` template (`zone`: see [`ZoneAt`];
+/// `TZ` is empty and `OF` `+00` without one, as PostgreSQL prints a TIMESTAMP).
+pub fn to_char(patterns: &[Pattern], micros: i64, zone: ZoneAt, out: &mut String) {
     let p = Parts::of_timestamp(micros);
     // PostgreSQL shows BC years as positive numbers (year 0 is 1 BC).
     let year = if p.year > 0 { p.year as i64 } else { 1 - p.year as i64 };
@@ -530,6 +581,25 @@ pub fn to_char(patterns: &[Pattern], micros: i64, out: &mut String) {
             Pattern::Field { keyword, fill_mode, ordinal } => (*keyword, *fill_mode, *ordinal),
         };
         let upper_keyword = keyword.to_ascii_uppercase();
+        if matches!(upper_keyword.as_str(), "TZ" | "OF" | "TZH" | "TZM") {
+            let offset = zone.map_or(0, |(zone, instant)| zone.offset_at(instant));
+            match upper_keyword.as_str() {
+                "TZ" => {
+                    if let Some((zone, instant)) = zone {
+                        let name = zone.abbreviation_at(instant);
+                        out.push_str(&if keyword == "tz" { name.to_lowercase() } else { name });
+                    }
+                }
+                "OF" => out.push_str(&format_offset(offset)),
+                "TZH" => {
+                    let _ = write!(out, "{}{:02}", if offset < 0 { '-' } else { '+' }, offset.unsigned_abs() / 3600);
+                }
+                _ => {
+                    let _ = write!(out, "{:02}", offset.unsigned_abs() / 60 % 60);
+                }
+            }
+            continue;
+        }
         let numeric: Option<(i64, usize)> = match upper_keyword.as_str() {
             "HH" | "HH12" => Some((p.hour12() as i64, 2)),
             "HH24" => Some((p.hour as i64, 2)),
@@ -616,7 +686,7 @@ mod tests {
     fn strftime_codes() {
         let items = compile_strftime("%Y-%m-%d %H:%M:%S.%f %a %A %b %B %j %p %I %y %-d %-m %w %U %W %g %%").unwrap();
         let mut out = String::new();
-        strftime(&items, ts("2024-05-06 07:08:09.5"), &mut out);
+        strftime(&items, ts("2024-05-06 07:08:09.5"), None, &mut out);
         assert_eq!(out, "2024-05-06 07:08:09.500000 Mon Monday May May 127 AM 07 24 6 5 1 18 19 500 %");
         assert!(compile_strftime("%Q").is_err());
     }
@@ -639,8 +709,20 @@ mod tests {
         to_char(
             &compile_to_char("YYYY-MM-DD HH24:MI:SS Mon Month| Dy Day| FMMonth FMDDth \"at\" HH12 AM Q"),
             ts("2024-05-06 19:08:09"),
+            None,
             &mut out,
         );
         assert_eq!(out, "2024-05-06 19:08:09 May May      | Mon Monday   | May 6th at 07 PM 2");
+        // A TIMESTAMPTZ in Kolkata: its local time and zone (PostgreSQL 15's output).
+        let (kolkata, _) = TimeZone::from_setting("Asia/Kolkata").unwrap();
+        let instant = ts("2024-07-31 10:00:00");
+        out.clear();
+        to_char(&compile_to_char("HH24:MI [TZ][tz][OF][TZH][TZM]"), kolkata.to_local(instant).unwrap(), Some((kolkata, instant)), &mut out);
+        assert_eq!(out, "15:30 [IST][ist][+05:30][+05][30]");
+        out.clear();
+        to_char(&compile_to_char("[TZ][OF]"), instant, None, &mut out);
+        assert_eq!(out, "[][+00]");
+        assert!(check_to_char_for_time(&compile_to_char("HH24:MI:SS.US AM")).is_ok());
+        assert!(check_to_char_for_time(&compile_to_char("YYYY")).is_err());
     }
 }

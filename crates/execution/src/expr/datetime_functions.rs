@@ -1,17 +1,19 @@
 //! Date and time functions: `date_diff` (DuckDB), `make_date`, `make_timestamp`,
-//! `strftime`, `strptime`, `try_strptime`, `to_char` (PostgreSQL), `dayname`,
-//! `monthname` and `age` (PostgreSQL).
+//! `make_timestamptz`, `make_time`, `strftime`, `strptime`, `try_strptime`, `to_char`
+//! (PostgreSQL), `dayname`, `monthname`, `age` (PostgreSQL) and `AT TIME ZONE`.
 //!
 //! DATE arguments are days (`i32`), TIMESTAMP arguments microseconds (`i64`); a kernel
-//! reads either as microseconds when it needs a time of day. Formats that are constants
-//! are compiled once per query (`datetime_format.rs`).
+//! reads either as microseconds when it needs a time of day. A TIMESTAMPTZ is formatted
+//! as its local time in the session's zone (captured when the kernel is compiled), a
+//! TIME as microseconds since midnight. Formats and zones that are constants are
+//! compiled once per query (`datetime_format.rs`).
 
 use std::sync::Arc;
 
 use apiary_common::{exec_err, internal_err, Result};
 use apiary_sql::expr::ScalarFunction;
 use apiary_types::datetime::{self, DateField, Interval, MICROS_PER_DAY, MICROS_PER_SECOND};
-use apiary_types::{DataChunk, DataType, ScalarValue, StrColumnBuilder, Vector, VectorData};
+use apiary_types::{DataChunk, DataType, ScalarValue, StrColumnBuilder, TimeZone, Vector, VectorData};
 
 use super::datetime_format::{self as format, Item, Parts, Pattern};
 use super::{combined_validity, map_rows, rows_of, wrap, ExprRef, PhysicalExpr};
@@ -37,6 +39,10 @@ struct DateTimeFunction {
     args: Vec<ExprRef>,
     strftime: Compiled<Vec<Item>>,
     to_char: Compiled<Vec<Pattern>>,
+    /// The zone of `AT TIME ZONE` and `make_timestamptz` when given as a constant.
+    zone_argument: Compiled<TimeZone>,
+    /// The session's zone.
+    zone: TimeZone,
     data_type: DataType,
 }
 
@@ -45,22 +51,93 @@ pub fn datetime_function(
     args: Vec<ExprRef>,
     literals: &[Option<&ScalarValue>],
     data_type: DataType,
+    zone: TimeZone,
 ) -> Result<ExprRef> {
     let format_literal = match literals.get(1) {
         Some(Some(ScalarValue::Utf8(text))) => Some(text.as_str()),
         _ => None,
     };
+    let value_type = args.first().map(|a| a.data_type());
     let strftime = match (func, format_literal) {
         (ScalarFunction::Strftime | ScalarFunction::Strptime | ScalarFunction::TryStrptime, Some(text)) => {
-            Compiled::Constant(format::compile_strftime(text)?)
+            let items = format::compile_strftime(text)?;
+            if func == ScalarFunction::Strftime && value_type == Some(DataType::Time) {
+                format::check_strftime_for_time(&items, text)?;
+            }
+            Compiled::Constant(items)
         }
         _ => Compiled::PerRow,
     };
     let to_char = match (func, format_literal) {
-        (ScalarFunction::ToChar, Some(text)) => Compiled::Constant(format::compile_to_char(text)),
+        (ScalarFunction::ToChar, Some(text)) => {
+            let patterns = format::compile_to_char(text);
+            if value_type == Some(DataType::Time) {
+                format::check_to_char_for_time(&patterns)?;
+            }
+            Compiled::Constant(patterns)
+        }
         _ => Compiled::PerRow,
     };
-    Ok(Arc::new(DateTimeFunction { func, args, strftime, to_char, data_type }))
+    let zone_argument = match (func, literals.get(zone_argument_position(func))) {
+        (ScalarFunction::AtTimeZone, Some(Some(value))) if !value.is_null() => Compiled::Constant(zone_for_at_time_zone(value)?),
+        (ScalarFunction::MakeTimestampTz, Some(Some(value))) if !value.is_null() => Compiled::Constant(zone_for_input(value)?),
+        // make_timestamptz without a zone: the session's.
+        (ScalarFunction::MakeTimestampTz, None) => Compiled::Constant(zone),
+        _ => Compiled::PerRow,
+    };
+    Ok(Arc::new(DateTimeFunction { func, args, strftime, to_char, zone_argument, zone, data_type }))
+}
+
+/// Which argument is the zone of a function that takes one.
+fn zone_argument_position(func: ScalarFunction) -> usize {
+    match func {
+        ScalarFunction::MakeTimestampTz => 6,
+        _ => 1,
+    }
+}
+
+/// The zone of `AT TIME ZONE`: a name (PostgreSQL's rules: abbreviations, IANA names,
+/// POSIX offsets) or an INTERVAL (hours east of UTC).
+fn zone_for_at_time_zone(value: &ScalarValue) -> Result<TimeZone> {
+    match value {
+        ScalarValue::Utf8(name) => TimeZone::for_at_time_zone(name).ok_or_else(|| exec_err!("time zone \"{name}\" not recognized")),
+        ScalarValue::Interval(interval) => {
+            if interval.months != 0 || interval.days != 0 {
+                return Err(exec_err!("interval time zone \"{interval}\" must not include months or days"));
+            }
+            let seconds = interval.micros / MICROS_PER_SECOND;
+            let seconds = i32::try_from(seconds).map_err(|_| exec_err!("interval time zone \"{interval}\" is out of range"))?;
+            Ok(TimeZone::Fixed(seconds))
+        }
+        other => Err(internal_err!("time zone of type {}", other.data_type())),
+    }
+}
+
+/// The zone argument of `make_timestamptz` (and of a timestamp's text): ISO offsets,
+/// abbreviations, IANA names.
+fn zone_for_input(value: &ScalarValue) -> Result<TimeZone> {
+    match value {
+        ScalarValue::Utf8(name) => TimeZone::for_input(name).ok_or_else(|| exec_err!("time zone \"{name}\" not recognized")),
+        other => Err(internal_err!("time zone of type {}", other.data_type())),
+    }
+}
+
+/// A local timestamp from its fields, as `make_timestamp` checks them (24:00:00 is the
+/// next midnight, as PostgreSQL accepts).
+fn make_local_timestamp(year: i64, month: i64, day: i64, hour: i64, minute: i64, seconds: f64) -> Result<i64> {
+    let days = make_date(year, month, day)?;
+    let time = make_time(hour, minute, seconds)?;
+    Ok(days as i64 * MICROS_PER_DAY + time)
+}
+
+/// PostgreSQL's `make_time`: 0:00:00 to 24:00:00.
+fn make_time(hour: i64, minute: i64, seconds: f64) -> Result<i64> {
+    let midnight = hour == 24 && minute == 0 && seconds == 0.0;
+    if !midnight && (!(0..24).contains(&hour) || !(0..60).contains(&minute) || !(0.0..60.0).contains(&seconds)) {
+        return Err(exec_err!("time field value out of range: {hour}:{minute:02}:{seconds:02}"));
+    }
+    let micros = (seconds * MICROS_PER_SECOND as f64).round() as i64;
+    Ok((hour * 60 + minute) * 60 * MICROS_PER_SECOND + micros)
 }
 
 /// Builds a string column from `f(row, out)` at the valid selected rows.
@@ -164,6 +241,20 @@ fn make_date(year: i64, month: i64, day: i64) -> Result<i32> {
 }
 
 impl DateTimeFunction {
+    /// The local time (microseconds) of row `i` of a DATE, TIMESTAMP, TIMESTAMPTZ or TIME
+    /// vector, and for a TIMESTAMPTZ the zone and instant it is seen in (for the zone's
+    /// offset and name).
+    fn local_time(&self, v: &Vector, i: usize) -> Result<(i64, Option<(TimeZone, i64)>)> {
+        Ok(match v.data_type {
+            DataType::TimestampTz => {
+                let instant = v.values::<i64>()[i];
+                let local = self.zone.to_local(instant).ok_or_else(|| exec_err!("timestamp out of range"))?;
+                (local, Some((self.zone, instant)))
+            }
+            _ => (micros_at(v, i), None),
+        })
+    }
+
     fn evaluate_values(&self, values: &[Vector], chunk: &DataChunk) -> Result<Vector> {
         use ScalarFunction as F;
         let len = chunk.physical_len();
@@ -196,21 +287,49 @@ impl DateTimeFunction {
                     0
                 })
             })),
-            F::MakeTimestamp => wrap(map_rows(len, rows, |i| {
+            F::MakeTimestamp | F::MakeTimestampTz => wrap(map_rows(len, rows, |i| {
                 if !valid(i) {
                     return 0;
                 }
-                let (hour, minute, seconds) = (integer(3, i), integer(4, i), values[5].values::<f64>()[i]);
-                let made = make_date(integer(0, i), integer(1, i), integer(2, i)).and_then(|days| {
-                    // PostgreSQL accepts 24:00:00 (the next midnight).
-                    let midnight = hour == 24 && minute == 0 && seconds == 0.0;
-                    if !midnight && (!(0..24).contains(&hour) || !(0..60).contains(&minute) || !(0.0..60.0).contains(&seconds)) {
-                        return Err(exec_err!("time field value out of range: {hour}:{minute:02}:{seconds}"));
-                    }
-                    let micros = (seconds * MICROS_PER_SECOND as f64).round() as i64;
-                    Ok(days as i64 * MICROS_PER_DAY + (hour * 60 + minute) * 60 * MICROS_PER_SECOND + micros)
-                });
+                let seconds = values[5].values::<f64>()[i];
+                let mut made = make_local_timestamp(integer(0, i), integer(1, i), integer(2, i), integer(3, i), integer(4, i), seconds);
+                if self.func == F::MakeTimestampTz {
+                    made = made.and_then(|local| {
+                        let zone = match &self.zone_argument {
+                            Compiled::Constant(zone) => *zone,
+                            Compiled::PerRow => zone_for_input(&ScalarValue::Utf8(text(6, i).to_string()))?,
+                        };
+                        zone.to_utc(local).ok_or_else(|| exec_err!("timestamp out of range"))
+                    });
+                }
                 made.unwrap_or_else(|err| {
+                    failure.get_or_insert(err);
+                    0
+                })
+            })),
+            F::MakeTime => wrap(map_rows(len, rows, |i| {
+                if !valid(i) {
+                    return 0;
+                }
+                make_time(integer(0, i), integer(1, i), values[2].values::<f64>()[i]).unwrap_or_else(|err| {
+                    failure.get_or_insert(err);
+                    0
+                })
+            })),
+            F::AtTimeZone => wrap(map_rows(len, rows, |i| {
+                if !valid(i) {
+                    return 0;
+                }
+                let zone = match &self.zone_argument {
+                    Compiled::Constant(zone) => Ok(*zone),
+                    Compiled::PerRow => zone_for_at_time_zone(&values[1].get_scalar(i)),
+                };
+                let value = values[0].values::<i64>()[i];
+                let converted = zone.and_then(|zone| {
+                    let converted = if values[0].data_type == DataType::Timestamp { zone.to_utc(value) } else { zone.to_local(value) };
+                    converted.ok_or_else(|| exec_err!("timestamp out of range"))
+                });
+                converted.unwrap_or_else(|err| {
                     failure.get_or_insert(err);
                     0
                 })
@@ -234,18 +353,30 @@ impl DateTimeFunction {
                 Ok(())
             })?,
             F::Strftime => strings(len, rows, valid, |i, out| {
-                let micros = micros_at(&values[0], i);
+                let (micros, zone) = self.local_time(&values[0], i)?;
                 match &self.strftime {
-                    Compiled::Constant(items) => format::strftime(items, micros, out),
-                    Compiled::PerRow => format::strftime(&format::compile_strftime(text(1, i))?, micros, out),
+                    Compiled::Constant(items) => format::strftime(items, micros, zone, out),
+                    Compiled::PerRow => {
+                        let items = format::compile_strftime(text(1, i))?;
+                        if values[0].data_type == DataType::Time {
+                            format::check_strftime_for_time(&items, text(1, i))?;
+                        }
+                        format::strftime(&items, micros, zone, out)
+                    }
                 }
                 Ok(())
             })?,
             F::ToChar => strings(len, rows, valid, |i, out| {
-                let micros = micros_at(&values[0], i);
+                let (micros, zone) = self.local_time(&values[0], i)?;
                 match &self.to_char {
-                    Compiled::Constant(patterns) => format::to_char(patterns, micros, out),
-                    Compiled::PerRow => format::to_char(&format::compile_to_char(text(1, i)), micros, out),
+                    Compiled::Constant(patterns) => format::to_char(patterns, micros, zone, out),
+                    Compiled::PerRow => {
+                        let patterns = format::compile_to_char(text(1, i));
+                        if values[0].data_type == DataType::Time {
+                            format::check_to_char_for_time(&patterns)?;
+                        }
+                        format::to_char(&patterns, micros, zone, out)
+                    }
                 }
                 Ok(())
             })?,

@@ -7,7 +7,7 @@ use apiary_sql::expr::ScalarFunction;
 use apiary_types::datatype::PhysicalType;
 use apiary_types::datetime::{self, DateField};
 use apiary_types::decimal::{div_round, POW10};
-use apiary_types::{DataChunk, DataType, ScalarValue, Vector};
+use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone, Vector};
 
 use super::logic::Scatter;
 use super::{combined_validity, map_rows, rows_of, wrap, ExprRef, PhysicalExpr};
@@ -17,10 +17,16 @@ struct Extract {
     field: DateField,
     child: ExprRef,
     data_type: DataType,
+    /// The session's zone, in which a TIMESTAMPTZ's fields are read.
+    zone: TimeZone,
 }
 
-pub fn extract(field: DateField, child: ExprRef, data_type: DataType) -> ExprRef {
-    Arc::new(Extract { field, child, data_type })
+pub fn extract(field: DateField, child: ExprRef, data_type: DataType, zone: TimeZone) -> Result<ExprRef> {
+    // The binder refuses fields a type does not have; a TIME field is checked once here.
+    if child.data_type() == DataType::Time && !field.is_time_of_day() {
+        return Err(internal_err!("extract {field:?} from TIME"));
+    }
+    Ok(Arc::new(Extract { field, child, data_type, zone }))
 }
 
 impl PhysicalExpr for Extract {
@@ -46,6 +52,14 @@ impl PhysicalExpr for Extract {
                 let micros = v.values::<i64>();
                 map_rows(len, rows_of(chunk), |i| datetime::extract_from_timestamp(field, micros[i]))
             }
+            DataType::TimestampTz => {
+                let micros = v.values::<i64>();
+                map_rows(len, rows_of(chunk), |i| datetime::extract_from_timestamptz(field, micros[i], &self.zone))
+            }
+            DataType::Time => {
+                let micros = v.values::<i64>();
+                map_rows(len, rows_of(chunk), |i| datetime::extract_from_time(field, micros[i]).unwrap_or_default())
+            }
             other => return Err(internal_err!("extract from {other}")),
         };
         if self.data_type == DataType::Integer {
@@ -61,15 +75,40 @@ impl PhysicalExpr for Extract {
 struct DateTrunc {
     unit: String,
     child: ExprRef,
+    /// The zone a TIMESTAMPTZ is truncated in: the session's, or the third argument.
+    zone: TimeZone,
 }
 
-pub fn date_trunc(args: Vec<ExprRef>, literals: &[Option<&ScalarValue>]) -> Result<ExprRef> {
+pub fn date_trunc(args: Vec<ExprRef>, literals: &[Option<&ScalarValue>], session_zone: TimeZone) -> Result<ExprRef> {
     let unit = match literals.first() {
         Some(Some(ScalarValue::Utf8(s))) => s.to_lowercase(),
         _ => return Err(internal_err!("date_trunc unit must be a constant")),
     };
+    let zone = match literals.get(2) {
+        Some(Some(ScalarValue::Utf8(name))) => TimeZone::for_input(name).ok_or_else(|| exec_err!("time zone \"{name}\" not recognized"))?,
+        Some(_) => return Err(internal_err!("date_trunc time zone must be a constant")),
+        None => session_zone,
+    };
     let child = args.into_iter().nth(1).ok_or_else(|| internal_err!("date_trunc needs two arguments"))?;
-    Ok(Arc::new(DateTrunc { unit, child }))
+    Ok(Arc::new(DateTrunc { unit, child, zone }))
+}
+
+/// A local timestamp (microseconds) truncated to `unit`.
+fn trunc_timestamp(unit: &str, t: i64) -> i64 {
+    use datetime::MICROS_PER_DAY;
+    let step: i64 = match unit {
+        "hour" => 3_600_000_000,
+        "minute" => 60_000_000,
+        "second" => 1_000_000,
+        "milliseconds" | "millisecond" => 1_000,
+        "microseconds" | "microsecond" => 1,
+        _ => 0,
+    };
+    if step > 0 {
+        t - t.rem_euclid(step)
+    } else {
+        trunc_day(unit, t.div_euclid(MICROS_PER_DAY) as i32) as i64 * MICROS_PER_DAY
+    }
 }
 
 /// The first day of the period `unit` (a day or longer) that contains day `d`.
@@ -98,24 +137,25 @@ impl PhysicalExpr for DateTrunc {
         let v = self.child.evaluate(chunk)?;
         let unit = self.unit.as_str();
         let data = if v.data_type == DataType::Timestamp {
-            use datetime::MICROS_PER_DAY;
-            let step: i64 = match unit {
-                "hour" => 3_600_000_000,
-                "minute" => 60_000_000,
-                "second" => 1_000_000,
-                "milliseconds" | "millisecond" => 1_000,
-                "microseconds" | "microsecond" => 1,
-                _ => 0,
-            };
             let micros = v.values::<i64>();
-            wrap(map_rows(chunk.physical_len(), rows_of(chunk), |i| {
-                let t = micros[i];
-                if step > 0 {
-                    t - t.rem_euclid(step)
-                } else {
-                    trunc_day(unit, t.div_euclid(MICROS_PER_DAY) as i32) as i64 * MICROS_PER_DAY
-                }
-            }))
+            wrap(map_rows(chunk.physical_len(), rows_of(chunk), |i| trunc_timestamp(unit, micros[i])))
+        } else if v.data_type == DataType::TimestampTz {
+            // Truncated on the local clock, then read back as an instant in the same zone
+            // (a day that starts at 01:00 after a change keeps its real start).
+            let micros = v.values::<i64>();
+            let zone = &self.zone;
+            let mut out_of_range = false;
+            let data = map_rows(chunk.physical_len(), rows_of(chunk), |i| {
+                let truncated = zone.to_local(micros[i]).and_then(|local| zone.to_utc(trunc_timestamp(unit, local)));
+                truncated.unwrap_or_else(|| {
+                    out_of_range |= v.is_valid(i);
+                    0
+                })
+            });
+            if out_of_range {
+                return Err(exec_err!("timestamp out of range in date_trunc"));
+            }
+            wrap(data)
         } else {
             let days = v.values::<i32>();
             wrap(map_rows(chunk.physical_len(), rows_of(chunk), |i| trunc_day(unit, days[i])))

@@ -44,9 +44,9 @@ use std::sync::Arc;
 
 use apiary_common::{internal_err, Result};
 use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
-use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorData};
+use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone, Vector, VectorData};
 
-pub use cast::{cast_vector, format_value as cast_vector_value_to_string};
+pub use cast::{cast_vector, cast_vector_in, format_value as cast_vector_value_to_string, format_value_in};
 pub use string::LikePattern;
 
 pub type ExprRef = Arc<dyn PhysicalExpr>;
@@ -153,11 +153,14 @@ impl Layout for Vec<ColumnId> {
 pub struct CompileOptions {
     /// Instruction set for selection kernels (`Scalar` when `SET simd = off`).
     pub simd: simd::SimdLevel,
+    /// The session's time zone, captured by the kernels that need one (TIMESTAMPTZ
+    /// casts, fields, truncation, interval arithmetic).
+    pub time_zone: TimeZone,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { simd: simd::detected_level() }
+        CompileOptions { simd: simd::detected_level(), time_zone: TimeZone::UTC }
     }
 }
 
@@ -208,11 +211,19 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             } else if *op == BinaryOp::Concat {
                 string::concat(vec![l, r], true)
             } else {
-                arithmetic::arithmetic(*op, l, r, *data_type, (literal_of(left), literal_of(right)), decimal_digits(expr))?
+                arithmetic::arithmetic(
+                    *op,
+                    l,
+                    r,
+                    *data_type,
+                    (literal_of(left), literal_of(right)),
+                    decimal_digits(expr),
+                    options.time_zone,
+                )?
             }
         }
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
-        Expr::Cast { expr, to } => cast::cast_expr(compile(expr, layout)?, *to),
+        Expr::Cast { expr, to } => cast::cast_expr(compile(expr, layout)?, *to, options.time_zone),
         Expr::Case { whens, otherwise, data_type } => {
             let whens = whens.iter().map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?))).collect::<Result<Vec<_>>>()?;
             let otherwise = otherwise.as_ref().map(|e| compile(e, layout)).transpose()?;
@@ -250,7 +261,7 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
         Expr::Function { func, args, data_type } => {
             let compiled = args.iter().map(|a| compile(a, layout)).collect::<Result<Vec<_>>>()?;
             let literals: Vec<Option<&ScalarValue>> = args.iter().map(literal_of).collect();
-            compile_function(*func, compiled, &literals, *data_type)?
+            compile_function(*func, compiled, &literals, *data_type, options.time_zone)?
         }
         Expr::Subquery(_) => return Err(internal_err!("subquery reached execution (it should have been unnested)")),
         Expr::Parameter { index, .. } => return Err(internal_err!("parameter ${} reached execution without a value", index + 1)),
@@ -311,7 +322,13 @@ fn literal_of(expr: &Expr) -> Option<&ScalarValue> {
     }
 }
 
-fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option<&ScalarValue>], data_type: DataType) -> Result<ExprRef> {
+fn compile_function(
+    func: ScalarFunction,
+    args: Vec<ExprRef>,
+    literals: &[Option<&ScalarValue>],
+    data_type: DataType,
+    zone: TimeZone,
+) -> Result<ExprRef> {
     use ScalarFunction as F;
     Ok(match func {
         F::Substring | F::Upper | F::Lower | F::Length | F::Trim(_) | F::Replace | F::Position | F::StartsWith => {
@@ -322,16 +339,18 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         F::NullIf => logic::null_if(args, data_type)?,
         F::Greatest | F::Least => functions::greatest_least(func == F::Greatest, args, data_type)?,
         F::Extract(field) => {
-            functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type)
+            functions::extract(field, args.into_iter().next().ok_or_else(|| internal_err!("extract without argument"))?, data_type, zone)?
         }
         F::Abs | F::Sign | F::Round | F::Ceil | F::Floor | F::Sqrt | F::Power | F::Ln | F::Exp => {
             functions::math(func, args, literals, data_type)?
         }
-        F::DateTrunc => functions::date_trunc(args, literals)?,
+        F::DateTrunc => functions::date_trunc(args, literals, zone)?,
         F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
         F::AverageOf => functions::average_of(args, data_type)?,
         F::MaskAnd => functions::mask_and(args)?,
-        F::TryCast => cast::try_cast_expr(args.into_iter().next().ok_or_else(|| internal_err!("try_cast without argument"))?, data_type),
+        F::TryCast => {
+            cast::try_cast_expr(args.into_iter().next().ok_or_else(|| internal_err!("try_cast without argument"))?, data_type, zone)
+        }
         F::SplitPart
         | F::Left
         | F::Right
@@ -356,24 +375,38 @@ fn compile_function(func: ScalarFunction, args: Vec<ExprRef>, literals: &[Option
         | F::ToChar
         | F::DayName
         | F::MonthName
-        | F::Age => datetime_functions::datetime_function(func, args, literals, data_type)?,
+        | F::Age
+        | F::MakeTime
+        | F::MakeTimestampTz
+        | F::AtTimeZone => datetime_functions::datetime_function(func, args, literals, data_type, zone)?,
     })
 }
 
-/// Evaluates a constant expression (no column references) to a value.
+/// Evaluates a constant expression (no column references) to a value (TIMESTAMPTZ
+/// conversions in UTC).
 pub fn evaluate_constant(expr: &Expr) -> Result<ScalarValue> {
-    let compiled = compile(expr, &Vec::new())?;
+    evaluate_constant_in(expr, TimeZone::UTC)
+}
+
+/// [`evaluate_constant`] in the session's time zone.
+pub fn evaluate_constant_in(expr: &Expr, time_zone: TimeZone) -> Result<ScalarValue> {
+    let options = CompileOptions { time_zone, ..CompileOptions::default() };
+    let compiled = compile_with(expr, &Vec::new(), &options)?;
     let chunk = DataChunk::empty_columns(1);
     let vector = compiled.evaluate(&chunk)?;
     Ok(vector.get_scalar(0))
 }
 
-/// The [`apiary_optimizer::ConstantEvaluator`] backed by the execution kernels.
-pub struct KernelEvaluator;
+/// The [`apiary_optimizer::ConstantEvaluator`] backed by the execution kernels, in the
+/// session's time zone.
+#[derive(Default)]
+pub struct KernelEvaluator {
+    pub time_zone: TimeZone,
+}
 
 impl apiary_optimizer::ConstantEvaluator for KernelEvaluator {
     fn evaluate(&self, expr: &Expr) -> Result<ScalarValue> {
-        evaluate_constant(expr)
+        evaluate_constant_in(expr, self.time_zone)
     }
 }
 

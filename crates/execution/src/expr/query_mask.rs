@@ -412,7 +412,7 @@ mod tests {
             .collect();
         let layout = vec![ColumnId(0), ColumnId(1)];
         for simd in [SimdLevel::Scalar, super::super::simd::detected_level()] {
-            let mask = compile(&members, &layout, &CompileOptions { simd }).unwrap();
+            let mask = compile(&members, &layout, &CompileOptions { simd, ..CompileOptions::default() }).unwrap();
             // The second chunk reaches outside the first one's values: the tables widen.
             for (len, spread) in [(1001usize, 900i32), (777, 3000)] {
                 let dates: Vec<i32> = (0..len as i32).map(|i| 8000 + (i * 7919) % spread - 100).collect();

@@ -7,11 +7,19 @@
 //! ordered rows in O(n log n) at worst, never rescanning a frame per row:
 //! * ranking functions and `lag`/`lead` from positions in the partition;
 //! * `count` and integer or decimal `sum`/`avg` over a frame from prefix sums (exact);
-//! * double sums, `min`/`max`/`bool_and`/`bool_or`/`any_value` from segment trees (a
-//!   frame is O(log n) nodes), min and max comparing the argument's encoded sort keys so
-//!   that one tree serves every type;
+//! * double sums, `min`/`max`/`bool_and`/`bool_or`/`any_value` and the variance family
+//!   (`stddev*`, `var*`: nodes hold count, mean and squared deviations) from segment
+//!   trees (a frame is O(log n) nodes), min and max comparing the argument's encoded sort
+//!   keys so that one tree serves every type;
 //! * `first_value`/`last_value`/`nth_value` (also IGNORE NULLS) from the frame's edges and
-//!   prefix counts of non-NULL values.
+//!   prefix counts of non-NULL values;
+//! * every other aggregate (DISTINCT, ORDER BY inside, string_agg, median, corr, ...)
+//!   with the grouping states of GROUP BY: one group per partition when every frame is
+//!   the whole partition (O(n)), else one group per row fed its frame's rows (O(frame)
+//!   per row, bounded by [`MAX_FRAME_VISITS`]).
+//!
+//! `EXCLUDE CURRENT ROW | GROUP | TIES` cuts a frame into at most three runs of
+//! positions ([`Pieces`]); prefix sums and segment trees answer each run.
 //!
 //! Results are written back in the input's row order and gathered from the argument
 //! columns where they are values of the input (lag, min, first_value, ...), so no row goes
@@ -25,12 +33,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use apiary_common::{exec_err, Bitmap, Result};
-use apiary_sql::window::{FrameUnits, WindowFunction};
+use apiary_sql::window::{FrameExclude, FrameUnits, WindowFunction};
 use apiary_sql::AggregateFunction;
 use apiary_types::datatype::PhysicalType;
 use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::{ChunkBuilder, DataChunk, DataType, ScalarValue, Vector, VectorData};
 
+use super::aggregate_functions::AggregateSpec;
 use super::sort::{emit_result_chunk, encode_sort_keys, CollectedRows, SortOrder};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::ExprRef;
@@ -41,6 +50,12 @@ use crate::hash::keys::KeyPacker;
 const PARALLEL_WINDOW_MIN_ROWS: usize = 1 << 16;
 /// Buckets of a split input: enough for every worker to take several.
 const WINDOW_BUCKETS: usize = 32;
+/// The most frame rows the per-row fallback for aggregates without a sliding
+/// implementation visits in one bucket, beyond which the query fails instead of running
+/// for hours (a running `median` over a million-row partition would visit 5 * 10^11).
+const MAX_FRAME_VISITS: u64 = 1 << 30;
+/// Rows handed to an aggregate state per update call in the fallback.
+const UPDATE_BATCH: usize = 1 << 16;
 
 /// A frame edge with its offset evaluated.
 #[derive(Debug, Clone)]
@@ -65,6 +80,10 @@ pub struct WindowCallPlan {
     pub units: FrameUnits,
     pub start: Bound,
     pub end: Bound,
+    pub exclude: FrameExclude,
+    /// An aggregate's spec, for the aggregates computed with their grouping states
+    /// (DISTINCT, ORDER BY inside, and those without a sliding implementation here).
+    pub aggregate: Option<AggregateSpec>,
     pub data_type: DataType,
 }
 
@@ -704,6 +723,130 @@ impl RangeKeys {
     }
 }
 
+/// A frame with its EXCLUDE clause applied: up to three runs of positions `[start, end)`,
+/// in position order (what precedes the current row's peers, the current row itself for
+/// EXCLUDE TIES, what follows its peers).
+#[derive(Clone, Copy, Debug)]
+struct Pieces {
+    runs: [(u32, u32); 3],
+    len: u8,
+}
+
+impl Pieces {
+    fn new((start, end): (u32, u32), pos: usize, exclude: FrameExclude, ordered: &Ordered) -> Pieces {
+        let mut pieces = Pieces { runs: [(0, 0); 3], len: 0 };
+        let p = pos as u32;
+        match exclude {
+            FrameExclude::NoOthers => pieces.push(start, end),
+            FrameExclude::CurrentRow => {
+                pieces.push(start, end.min(p));
+                pieces.push(start.max(p + 1), end);
+            }
+            FrameExclude::Group | FrameExclude::Ties => {
+                let (peers_start, peers_end) = (ordered.peer_start[pos], ordered.peer_end[pos]);
+                pieces.push(start, end.min(peers_start));
+                if exclude == FrameExclude::Ties && start <= p && p < end {
+                    pieces.push(p, p + 1);
+                }
+                pieces.push(start.max(peers_end), end);
+            }
+        }
+        pieces
+    }
+
+    fn push(&mut self, start: u32, end: u32) {
+        if start < end {
+            self.runs[self.len as usize] = (start, end);
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.runs[..self.len as usize].iter().copied()
+    }
+}
+
+/// An aggregate computed with the grouping state of GROUP BY: one group per partition
+/// when every frame is its whole partition, else one group per row, fed the rows of its
+/// frame in frame order (so order-sensitive aggregates such as string_agg see them in
+/// the window's order).
+fn state_aggregate(
+    call: &WindowCallPlan,
+    spec: &AggregateSpec,
+    columns: &[Vector],
+    ordered: &Ordered,
+    frames: &[(u32, u32)],
+) -> Result<Vector> {
+    let n = ordered.len();
+    let inputs: Vec<Vector> = call.args.iter().map(|&a| columns[a].clone()).collect();
+    let counted = counted(call, columns, ordered, false);
+    let mut state = spec.new_state()?;
+    let whole_partitions = call.exclude == FrameExclude::NoOthers
+        && (0..n).all(|pos| frames[pos] == (ordered.partition_start[pos], ordered.partition_end[pos]));
+    let (mut rows, mut groups) = (Vec::with_capacity(UPDATE_BATCH), Vec::with_capacity(UPDATE_BATCH));
+    let flush = |rows: &mut Vec<u32>, groups: &mut Vec<u32>, state: &mut Box<dyn super::aggregate_functions::AggregateState>| {
+        let result = if rows.is_empty() { Ok(()) } else { state.update(&inputs, rows, groups) };
+        rows.clear();
+        groups.clear();
+        result
+    };
+    if whole_partitions {
+        // Group g is the g-th partition; each row takes its partition's value.
+        let mut partition_of = vec![0u32; n];
+        let mut partitions = 0u32;
+        for pos in 0..n {
+            if pos > 0 && ordered.partition_start[pos] != ordered.partition_start[pos - 1] {
+                partitions += 1;
+            }
+            partition_of[pos] = partitions;
+        }
+        state.resize(partitions as usize + 1);
+        for pos in 0..n {
+            if counted[pos] {
+                rows.push(ordered.rows[pos]);
+                groups.push(partition_of[pos]);
+                if rows.len() == UPDATE_BATCH {
+                    flush(&mut rows, &mut groups, &mut state)?;
+                }
+            }
+        }
+        flush(&mut rows, &mut groups, &mut state)?;
+        let values = state.finalize()?;
+        let mut by_row = vec![0u32; n];
+        for pos in 0..n {
+            by_row[ordered.rows[pos] as usize] = partition_of[pos];
+        }
+        return Ok(values.gather(&by_row));
+    }
+    let pieces: Vec<Pieces> = (0..n).map(|pos| Pieces::new(frames[pos], pos, call.exclude, ordered)).collect();
+    let visits: u64 = pieces.iter().flat_map(|p| p.iter()).map(|(s, e)| (e - s) as u64).sum();
+    if visits > MAX_FRAME_VISITS {
+        return Err(apiary_common::ApiaryError::TooComplex(format!(
+            "window aggregate {} over moving frames would read {visits} frame rows (at most {MAX_FRAME_VISITS}): it is computed frame by \
+             frame; use a narrower frame, or a frame of the whole partition",
+            spec.func.name()
+        )));
+    }
+    // Group = the row (of the input) whose frame it is.
+    state.resize(n);
+    for pos in 0..n {
+        let group = ordered.rows[pos];
+        for (s, e) in pieces[pos].iter() {
+            for q in s..e {
+                if counted[q as usize] {
+                    rows.push(ordered.rows[q as usize]);
+                    groups.push(group);
+                }
+            }
+        }
+        if rows.len() >= UPDATE_BATCH {
+            flush(&mut rows, &mut groups, &mut state)?;
+        }
+    }
+    flush(&mut rows, &mut groups, &mut state)?;
+    state.finalize()
+}
+
 /// `first_value`, `last_value`, `nth_value` over the frame.
 fn frame_value(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> Result<Vector> {
     let n = ordered.len();
@@ -714,8 +857,8 @@ fn frame_value(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> 
     let mut take = vec![None; n];
     for pos in 0..n {
         let row = ordered.rows[pos] as usize;
-        let (start, end) = frames[pos];
-        let (first, available) = (prefix[start as usize] as usize, (prefix[end as usize] - prefix[start as usize]) as usize);
+        let pieces = Pieces::new(frames[pos], pos, call.exclude, ordered);
+        let available: usize = pieces.iter().map(|(s, e)| (prefix[e as usize] - prefix[s as usize]) as usize).sum();
         let k = match call.func {
             WindowFunction::FirstValue => 1,
             WindowFunction::LastValue => available.max(1),
@@ -728,7 +871,16 @@ fn frame_value(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> 
             },
         };
         if k <= available {
-            take[row] = Some(ordered.rows[counted_positions[first + k - 1] as usize]);
+            // The k-th counted position, in the run that holds it.
+            let mut k = k;
+            for (s, e) in pieces.iter() {
+                let here = (prefix[e as usize] - prefix[s as usize]) as usize;
+                if k <= here {
+                    take[row] = Some(ordered.rows[counted_positions[prefix[s as usize] as usize + k - 1] as usize]);
+                    break;
+                }
+                k -= here;
+            }
         }
     }
     Ok(gather_optional(&columns[call.args[0]], &take, call.data_type))
@@ -798,12 +950,13 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
     use AggregateFunction as F;
     let n = ordered.len();
     let frames = frames(call, columns, ordered)?;
+    if let Some(spec) = &call.aggregate {
+        return state_aggregate(call, spec, columns, ordered, &frames);
+    }
+    let pieces: Vec<Pieces> = (0..n).map(|pos| Pieces::new(frames[pos], pos, call.exclude, ordered)).collect();
     let counted = counted(call, columns, ordered, func != F::CountStar);
     let prefix = prefix_counts(&counted);
-    let count_in = |pos: usize| {
-        let (s, e) = frames[pos];
-        (prefix[e as usize] - prefix[s as usize]) as i64
-    };
+    let count_in = |pos: usize| pieces[pos].iter().map(|(s, e)| (prefix[e as usize] - prefix[s as usize]) as i64).sum::<i64>();
     match func {
         F::CountStar | F::Count => {
             let mut out = vec![0i64; n];
@@ -837,7 +990,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
                             continue;
                         }
                         valid[row] = true;
-                        let sum = tree.query(frames[pos].0 as usize, frames[pos].1 as usize, |a, b| a + b);
+                        let sum: f64 = pieces[pos].iter().map(|(s, e)| tree.query(s as usize, e as usize, |a, b| a + b)).sum();
                         out[row] = if func == F::Avg { sum / count as f64 } else { sum };
                     }
                     Ok(Vector::new(DataType::Double, VectorData::F64(out.into()), Some(Bitmap::from_bools(valid))).with_validity_checked())
@@ -866,7 +1019,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
                             continue;
                         }
                         valid[row] = true;
-                        let sum = sums[frames[pos].1 as usize] - sums[frames[pos].0 as usize];
+                        let sum: i128 = pieces[pos].iter().map(|(s, e)| sums[e as usize] - sums[s as usize]).sum();
                         match (func, out_type) {
                             (F::Sum, _) => out[row] = sum,
                             (F::Avg, DataType::Decimal { scale, .. }) => {
@@ -902,7 +1055,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
             let take: Vec<u32> = if func == F::AnyValue {
                 let first = |a: u32, b: u32| if a != NONE { a } else { b };
                 let tree = SegmentTree::new(leaves, NONE, first);
-                (0..n).map(|pos| tree.query(frames[pos].0 as usize, frames[pos].1 as usize, first)).collect()
+                (0..n).map(|pos| pieces[pos].iter().map(|(s, e)| tree.query(s as usize, e as usize, first)).fold(NONE, first)).collect()
             } else {
                 let sorted_arg = arg.gather(&ordered.rows);
                 let (keys, offsets) = encode_sort_keys(&[sorted_arg], &[SortOrder { ascending: true, nulls_first: false }], n);
@@ -921,7 +1074,7 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
                     }
                 };
                 let tree = SegmentTree::new(leaves, NONE, pick);
-                (0..n).map(|pos| tree.query(frames[pos].0 as usize, frames[pos].1 as usize, pick)).collect()
+                (0..n).map(|pos| pieces[pos].iter().map(|(s, e)| tree.query(s as usize, e as usize, pick)).fold(NONE, pick)).collect()
             };
             // Positions to rows of the input, by row.
             let mut by_row = vec![None; n];
@@ -930,7 +1083,61 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
             }
             Ok(gather_optional(arg, &by_row, call.data_type))
         }
+        F::StddevSamp | F::StddevPop | F::VarSamp | F::VarPop => {
+            // A segment tree of (count, mean, sum of squared deviations) per node,
+            // combined with Chan et al.'s formula as the grouping state merges.
+            let arg = &columns[call.args[0]];
+            let values = arg.values::<f64>();
+            let leaves: Vec<Moments> = ordered
+                .rows
+                .iter()
+                .zip(&counted)
+                .map(|(&row, &c)| if c { Moments { count: 1.0, mean: values[row as usize], m2: 0.0 } } else { Moments::EMPTY })
+                .collect();
+            let tree = SegmentTree::new(leaves, Moments::EMPTY, Moments::combine);
+            let sample = matches!(func, F::StddevSamp | F::VarSamp);
+            let root = matches!(func, F::StddevSamp | F::StddevPop);
+            let (mut out, mut valid) = (vec![0f64; n], vec![false; n]);
+            for pos in 0..n {
+                let moments = pieces[pos]
+                    .iter()
+                    .map(|(s, e)| tree.query(s as usize, e as usize, Moments::combine))
+                    .fold(Moments::EMPTY, Moments::combine);
+                let denominator = if sample { moments.count - 1.0 } else { moments.count };
+                if denominator > 0.0 {
+                    let row = ordered.rows[pos] as usize;
+                    let variance = moments.m2 / denominator;
+                    out[row] = if root { variance.sqrt() } else { variance };
+                    valid[row] = true;
+                }
+            }
+            Ok(Vector::new(DataType::Double, VectorData::F64(out.into()), Some(Bitmap::from_bools(valid))).with_validity_checked())
+        }
         other => Err(exec_err!("{} as a window function is not supported", other.name())),
+    }
+}
+
+/// The moments of a set of values, for the variance family.
+#[derive(Clone, Copy)]
+struct Moments {
+    count: f64,
+    mean: f64,
+    m2: f64,
+}
+
+impl Moments {
+    const EMPTY: Moments = Moments { count: 0.0, mean: 0.0, m2: 0.0 };
+
+    fn combine(a: Moments, b: Moments) -> Moments {
+        if a.count == 0.0 {
+            return b;
+        }
+        if b.count == 0.0 {
+            return a;
+        }
+        let count = a.count + b.count;
+        let delta = b.mean - a.mean;
+        Moments { count, mean: a.mean + delta * b.count / count, m2: a.m2 + b.m2 + delta * delta * a.count * b.count / count }
     }
 }
 

@@ -321,6 +321,8 @@ impl<'a> Dependent<'a> {
         let call = WindowCall {
             func: WindowFunction::RowNumber,
             args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
             filter: None,
             ignore_nulls: false,
             partition_by: d.iter().map(ColumnRef::expr).collect(),

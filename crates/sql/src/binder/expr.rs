@@ -255,6 +255,11 @@ impl Binder<'_> {
                 let value = self.bind_expr_hinted(expr, scope, Some(target))?;
                 self.cast(value, target)
             }
+            E::AtTimeZone { timestamp, time_zone } => {
+                let value = self.bind_expr(timestamp, scope)?;
+                let zone = self.bind_expr(time_zone, scope)?;
+                self.bind_at_time_zone(value, zone)
+            }
             E::Extract { field, expr, .. } => {
                 let field = convert_date_field(field)?;
                 let value = self.bind_expr(expr, scope)?;
@@ -664,13 +669,44 @@ impl Binder<'_> {
 
     fn bind_extract(&mut self, field: DateField, value: Expr) -> Result<Expr> {
         let value = match value.data_type() {
-            DataType::Date | DataType::Timestamp => value,
+            DataType::Date | DataType::Timestamp | DataType::TimestampTz | DataType::Time => value,
             t if t.is_string() => self.cast(value, DataType::Timestamp)?,
             DataType::Null => Expr::Literal(ScalarValue::Null, DataType::Date),
-            t => return Err(type_err!("EXTRACT needs a DATE or TIMESTAMP, not {t}")),
+            t => return Err(type_err!("EXTRACT needs a DATE, TIMESTAMP, TIMESTAMPTZ or TIME, not {t}")),
         };
-        let data_type = if field == DateField::Epoch { DataType::BigInt } else { DataType::Integer };
-        Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
+        extract_call(field, value)
+    }
+
+    /// `value AT TIME ZONE zone` (and `timezone(zone, value)`): a TIMESTAMP (or DATE)
+    /// read in `zone` becomes a TIMESTAMPTZ; a TIMESTAMPTZ (or text) becomes the
+    /// TIMESTAMP of its wall-clock time in `zone`. The zone is text or an INTERVAL.
+    pub(crate) fn bind_at_time_zone(&mut self, value: Expr, zone: Expr) -> Result<Expr> {
+        let value = match value.data_type() {
+            DataType::Timestamp | DataType::TimestampTz => value,
+            // PostgreSQL resolves text and DATE to its preferred TIMESTAMPTZ here.
+            DataType::Date | DataType::Null => self.cast(value, DataType::TimestampTz)?,
+            t if t.is_string() => self.cast(value, DataType::TimestampTz)?,
+            DataType::Time => return Err(not_impl_err!("TIME AT TIME ZONE (TIME WITH TIME ZONE is not supported)")),
+            t => return Err(type_err!("AT TIME ZONE needs a TIMESTAMP or TIMESTAMPTZ, not {t}")),
+        };
+        let zone = match zone.data_type() {
+            DataType::Interval => zone,
+            DataType::Null => Expr::Literal(ScalarValue::Null, DataType::Varchar(None)),
+            t if t.is_string() => zone,
+            t => return Err(type_err!("the time zone of AT TIME ZONE must be text or an INTERVAL, not {t}")),
+        };
+        // A constant zone is checked here, so a misspelt one is an error even without rows.
+        match &zone {
+            Expr::Literal(ScalarValue::Utf8(name), _) if apiary_types::TimeZone::for_at_time_zone(name).is_none() => {
+                return Err(ApiaryError::Execution(format!("time zone \"{name}\" not recognized")));
+            }
+            Expr::Literal(ScalarValue::Interval(i), _) if i.months != 0 || i.days != 0 => {
+                return Err(ApiaryError::Execution(format!("interval time zone \"{i}\" must not include months or days")));
+            }
+            _ => {}
+        }
+        let data_type = if value.data_type() == DataType::Timestamp { DataType::TimestampTz } else { DataType::Timestamp };
+        Ok(Expr::Function { func: ScalarFunction::AtTimeZone, args: vec![value, zone], data_type })
     }
 
     fn bind_function(&mut self, function: &ast::Function, scope: &Scope) -> Result<Expr> {
@@ -817,7 +853,7 @@ impl Binder<'_> {
         }
         check_castable(&from, &to)?;
         match expr {
-            Expr::Literal(value, _) => Ok(Expr::Literal(value.cast_to(&to)?, to)),
+            Expr::Literal(value, _) => Ok(Expr::Literal(value.cast_to_in(&to, &self.time_zone)?, to)),
             other => Ok(Expr::Cast { expr: Box::new(other), to }),
         }
     }
@@ -845,7 +881,8 @@ fn check_castable(from: &DataType, to: &DataType) -> Result<()> {
         || (from.is_numeric() && to.is_numeric())
         || (from.is_numeric() && *to == Boolean)
         || (*from == Boolean && to.is_numeric())
-        || matches!((from, to), (Date, Timestamp) | (Timestamp, Date));
+        || (from.is_datetime() && to.is_datetime())
+        || matches!((from, to), (Timestamp | TimestampTz, Time) | (Time, Interval) | (Interval, Time));
     if ok {
         Ok(())
     } else {
@@ -953,6 +990,9 @@ fn convert_date_field(field: &ast::DateTimeField) -> Result<DateField> {
         F::Decade => DateField::Decade,
         F::Century => DateField::Century,
         F::Millennium | F::Millenium => DateField::Millennium,
+        F::Timezone => DateField::Timezone,
+        F::TimezoneHour => DateField::TimezoneHour,
+        F::TimezoneMinute => DateField::TimezoneMinute,
         F::Custom(ident) => DateField::parse(&ident.value).ok_or_else(|| bind_err!("unknown date field {}", ident.value))?,
         other => return Err(not_impl_err!("date field {other}")),
     })
@@ -1016,4 +1056,22 @@ pub(crate) fn function_arguments(function: &ast::Function, name: &str) -> Result
         }
         ast::FunctionArguments::Subquery(_) => return Err(not_impl_err!("subquery as function argument")),
     })
+}
+
+/// `EXTRACT(field FROM value)` of a DATE, TIMESTAMP, TIMESTAMPTZ or TIME: fields the
+/// type does not have are refused as PostgreSQL does (`timezone` of a TIMESTAMP, `day`
+/// of a TIME).
+pub(crate) fn extract_call(field: DateField, value: Expr) -> Result<Expr> {
+    let t = value.data_type();
+    let refused = match t {
+        DataType::Time => !field.is_time_of_day(),
+        DataType::TimestampTz => false,
+        _ => field.is_zone(),
+    };
+    if refused {
+        let type_name = apiary_types::pg::pg_type(t).sql_name;
+        return Err(not_impl_err!("unit \"{}\" not supported for type {type_name}", field.name()));
+    }
+    let data_type = if field == DateField::Epoch { DataType::BigInt } else { DataType::Integer };
+    Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
 }

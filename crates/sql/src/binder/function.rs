@@ -48,18 +48,7 @@ pub fn is_aggregate_function(name: &str) -> bool {
 }
 
 impl Binder<'_> {
-    pub(crate) fn aggregate_call(
-        &mut self,
-        name: &str,
-        args: Vec<Expr>,
-        star: bool,
-        distinct: bool,
-        filter: Option<Expr>,
-    ) -> Result<AggregateCall> {
-        self.aggregate_call_ordered(name, args, star, distinct, filter, Vec::new(), Vec::new())
-    }
-
-    /// [`Binder::aggregate_call`] with the keys of an ORDER BY inside the call and of
+    /// An aggregate call, with the keys of an ORDER BY inside the call and of
     /// `WITHIN GROUP (ORDER BY ...)`.
     pub(crate) fn aggregate_call_ordered(
         &mut self,
@@ -327,7 +316,7 @@ impl Binder<'_> {
                 self.date_field_function(field, args.into_iter().next().expect("arity"))
             }
             "date_trunc" => {
-                arity(2, 2)?;
+                arity(2, 3)?;
                 let mut it = args.into_iter();
                 let unit = it.next().expect("arity");
                 const DAY_UNITS: &[&str] = &["millennium", "century", "decade", "year", "quarter", "month", "week", "day"];
@@ -337,19 +326,36 @@ impl Binder<'_> {
                     _ => return Err(bind_err!("date_trunc unit must be a constant string")),
                 };
                 let value = it.next().expect("arity");
-                // DATE stays DATE (for units of a day or longer); TIMESTAMP stays TIMESTAMP.
+                let zone = it.next();
+                // DATE stays DATE (for units of a day or longer); TIMESTAMP stays
+                // TIMESTAMP; TIMESTAMPTZ is truncated in the session's zone (or the
+                // third argument's) and stays TIMESTAMPTZ.
                 let value = match value.data_type() {
+                    _ if zone.is_some() => self.cast(value, DataType::TimestampTz)?,
                     DataType::Date if TIME_UNITS.contains(&unit_name.as_str()) => self.cast(value, DataType::Timestamp)?,
-                    DataType::Date | DataType::Timestamp => value,
+                    DataType::Date | DataType::Timestamp | DataType::TimestampTz => value,
                     DataType::Null => self.cast(value, DataType::Timestamp)?,
                     t if t.is_string() => self.cast(value, DataType::Timestamp)?,
-                    t => return Err(type_err!("date_trunc needs a DATE or TIMESTAMP, not {t}")),
+                    t => return Err(type_err!("date_trunc needs a DATE, TIMESTAMP or TIMESTAMPTZ, not {t}")),
                 };
                 if !DAY_UNITS.contains(&unit_name.as_str()) && !TIME_UNITS.contains(&unit_name.as_str()) {
                     return Err(bind_err!("date_trunc unit \"{unit_name}\" is not one of {}", [DAY_UNITS, TIME_UNITS].concat().join(", ")));
                 }
                 let data_type = value.data_type();
-                Ok(Expr::Function { func: F::DateTrunc, args: vec![unit, value], data_type })
+                let mut args = vec![unit, value];
+                if let Some(zone) = zone {
+                    match zone {
+                        Expr::Literal(ScalarValue::Utf8(name), _) => {
+                            if apiary_types::TimeZone::for_input(&name).is_none() {
+                                return Err(apiary_common::exec_err!("time zone \"{name}\" not recognized"));
+                            }
+                            args.push(Expr::Literal(ScalarValue::Utf8(name), DataType::Varchar(None)));
+                        }
+                        Expr::Literal(ScalarValue::Null, _) => return Ok(Expr::Literal(ScalarValue::Null, data_type)),
+                        _ => return Err(bind_err!("the time zone of date_trunc must be a constant string")),
+                    }
+                }
+                Ok(Expr::Function { func: F::DateTrunc, args, data_type })
             }
             other if super::scalar_functions::SCALAR_FUNCTIONS.contains(&other) => {
                 let args_count = args.len();
@@ -381,12 +387,11 @@ impl Binder<'_> {
 
     pub(crate) fn date_field_function(&mut self, field: DateField, value: Expr) -> Result<Expr> {
         let value = match value.data_type() {
-            DataType::Date | DataType::Timestamp => value,
+            DataType::Date | DataType::Timestamp | DataType::TimestampTz | DataType::Time => value,
             t if t.is_string() => self.cast(value, DataType::Timestamp)?,
-            t => return Err(type_err!("date part needs a DATE or TIMESTAMP, not {t}")),
+            t => return Err(type_err!("date part needs a DATE, TIMESTAMP, TIMESTAMPTZ or TIME, not {t}")),
         };
-        let data_type = if field == DateField::Epoch { DataType::BigInt } else { DataType::Integer };
-        Ok(Expr::Function { func: ScalarFunction::Extract(field), args: vec![value], data_type })
+        super::expr::extract_call(field, value)
     }
 
     pub(crate) fn string_arg(&self, function: &str, arg: Expr) -> Result<Expr> {

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use apiary_common::error::closest_name;
 use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
 use apiary_storage::{Catalog, Table};
-use apiary_types::{DataType, ScalarValue};
+use apiary_types::{DataType, ScalarValue, TimeZone};
 use sqlparser::ast;
 
 use crate::expr::{AggregateCall, ColumnId, ColumnRef};
@@ -271,6 +271,10 @@ pub struct Binder<'a> {
     /// `now()` / `current_date` of the statement (microseconds since 1970, UTC): read
     /// once, so every call in a statement sees the same moment.
     statement_time: Option<i64>,
+    /// The session's time zone (`SET TimeZone`): constants converted here between
+    /// TIMESTAMPTZ and text or local times use it, and so do `current_date`,
+    /// `localtimestamp` and `localtime`.
+    pub time_zone: TimeZone,
 }
 
 impl<'a> Binder<'a> {
@@ -296,6 +300,7 @@ impl<'a> Binder<'a> {
             referenced_relations: Vec::new(),
             next_cte_id: 0,
             statement_time: None,
+            time_zone: TimeZone::UTC,
         }
     }
 
@@ -515,7 +520,12 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
         T::Text | T::String(_) => DataType::Varchar(None),
         T::Date => DataType::Date,
         T::Timestamp(_, tz) if *tz == ast::TimezoneInfo::None || *tz == ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
-        T::Datetime(_) => DataType::Timestamp,
+        T::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => DataType::TimestampTz,
+        T::TimestampNtz(_) | T::Datetime(_) => DataType::Timestamp,
+        T::Time(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => DataType::Time,
+        T::Time(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => {
+            return Err(not_impl_err!("TIME WITH TIME ZONE (use TIMESTAMP WITH TIME ZONE or TIME)"))
+        }
         T::Interval { .. } => DataType::Interval,
         T::Regclass => DataType::Integer,
         T::Custom(name, _) => {
@@ -538,6 +548,9 @@ pub fn convert_data_type(data_type: &ast::DataType) -> Result<DataType> {
                 "numeric" | "decimal" => decimal(&ast::ExactNumberInfo::None)?,
                 "date" => DataType::Date,
                 "timestamp" => DataType::Timestamp,
+                "timestamptz" => DataType::TimestampTz,
+                "time" => DataType::Time,
+                "timetz" => return Err(not_impl_err!("TIME WITH TIME ZONE (use TIMESTAMP WITH TIME ZONE or TIME)")),
                 "interval" => DataType::Interval,
                 other => return Err(bind_err!("type \"{other}\" does not exist")),
             }

@@ -767,6 +767,8 @@ impl Binder<'_> {
         let call = crate::window::WindowCall {
             func: crate::window::WindowFunction::RowNumber,
             args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
             filter: None,
             ignore_nulls: false,
             partition_by: keys.iter().map(ColumnRef::expr).collect(),
@@ -1009,7 +1011,7 @@ impl Binder<'_> {
         let mut conditions = Vec::new();
         let mut scope = left.clone().merge(right.clone());
         let mut coalesced = Vec::new();
-        for name in names {
+        for (position, name) in names.iter().enumerate() {
             let l = left
                 .lookup(None, name)?
                 .ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in left table"))?;
@@ -1023,18 +1025,26 @@ impl Binder<'_> {
                 JoinKind::Right => (l.id, r.id),
                 _ => (r.id, l.id),
             };
+            // Both sides' columns stay reachable qualified (and in `t.*`); unqualified,
+            // the shared column is one new entry, and `*` shows the USING columns first,
+            // in their order, as PostgreSQL does.
             for column in scope.columns.iter_mut() {
-                if column.column.id == hide || (kind == JoinKind::Full && column.column.id == keep) {
+                if column.column.id == hide || column.column.id == keep {
                     column.hidden = true;
                 }
             }
-            if kind == JoinKind::Full {
+            let shared = if kind == JoinKind::Full {
                 let t = common_type(&l.data_type, &r.data_type).unwrap_or(l.data_type);
                 let args = vec![self.coerce(l.expr(), &t)?, self.coerce(r.expr(), &t)?];
                 let output = self.new_column(name, t, l.nullable && r.nullable);
                 coalesced.push((Expr::Function { func: ScalarFunction::Coalesce, args, data_type: t }, output.clone()));
-                scope.columns.push(ScopeColumn { qualifier: None, name: name.clone(), column: output, hidden: false });
-            }
+                output
+            } else if keep == l.id {
+                l.clone()
+            } else {
+                r.clone()
+            };
+            scope.columns.insert(position, ScopeColumn { qualifier: None, name: name.clone(), column: shared, hidden: false });
         }
         Ok((Expr::conjunction(conditions), scope, coalesced))
     }
@@ -1402,8 +1412,17 @@ fn star_columns<'s>(item: &'s ast::SelectItem, scope: &'s Scope) -> Result<Vec<(
         }
         excluded.push((qualifier, column));
     }
-    let is_excluded =
-        |c: &ScopeColumn| excluded.iter().any(|(qualifier, name)| c.name == *name && (qualifier.is_none() || c.qualifier == *qualifier));
+    // A qualified name excludes that column wherever `*` shows it: `t.a` of `t JOIN u
+    // USING (a)` is the shared column (which `*` lists unqualified).
+    let excluded_ids: Vec<ColumnId> = excluded
+        .iter()
+        .filter(|(qualifier, _)| qualifier.is_some())
+        .flat_map(|(qualifier, name)| scope.columns.iter().filter(move |c| c.name == *name && c.qualifier == *qualifier))
+        .map(|c| c.column.id)
+        .collect();
+    let is_excluded = |c: &ScopeColumn| {
+        excluded.iter().any(|(qualifier, name)| qualifier.is_none() && c.name == *name) || excluded_ids.contains(&c.column.id)
+    };
     let mut replacements: Vec<(String, &ast::Expr)> = Vec::new();
     for element in options.opt_replace.iter().flat_map(|r| &r.items) {
         let name = normalize_ident(&element.column_name);

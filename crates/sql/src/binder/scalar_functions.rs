@@ -28,8 +28,12 @@ enum Arg {
     Integer,
     /// A number, as DOUBLE.
     Double,
-    /// A DATE or TIMESTAMP (text and NULL become TIMESTAMP).
+    /// A DATE or TIMESTAMP (text and NULL become TIMESTAMP; a TIMESTAMPTZ becomes the
+    /// TIMESTAMP of its local time in the session's zone).
     DateTime,
+    /// As `DateTime`, but a TIMESTAMPTZ stays one and a TIME is accepted (formatting:
+    /// `strftime`, `to_char`).
+    Formattable,
 }
 
 /// The names resolved here, for "did you mean" hints.
@@ -58,10 +62,18 @@ pub(crate) const SCALAR_FUNCTIONS: &[&str] = &[
     "now",
     "today",
     "localtimestamp",
+    "current_time",
+    "localtime",
+    "transaction_timestamp",
+    "statement_timestamp",
+    "get_current_timestamp",
     "date_diff",
     "datediff",
     "make_date",
     "make_timestamp",
+    "make_timestamptz",
+    "make_time",
+    "timezone",
     "strftime",
     "strptime",
     "try_strptime",
@@ -114,6 +126,15 @@ impl Binder<'_> {
             "regexp_extract" => (F::RegexpExtract, &[Text, Text, Integer, Text], 2, text),
             "make_date" => (F::MakeDate, &[Integer, Integer, Integer], 3, DataType::Date),
             "make_timestamp" => (F::MakeTimestamp, &[Integer, Integer, Integer, Integer, Integer, Double], 6, DataType::Timestamp),
+            "make_timestamptz" => {
+                (F::MakeTimestampTz, &[Integer, Integer, Integer, Integer, Integer, Double, Text], 6, DataType::TimestampTz)
+            }
+            "make_time" => (F::MakeTime, &[Integer, Integer, Double], 3, DataType::Time),
+            "timezone" => {
+                let [zone, value]: [Expr; 2] =
+                    args.try_into().map_err(|args: Vec<Expr>| bind_err!("function timezone takes 2 arguments, got {}", args.len()))?;
+                return self.bind_at_time_zone(value, zone).map(Some);
+            }
             "strptime" => (F::Strptime, &[Text, Text], 2, DataType::Timestamp),
             "try_strptime" => (F::TryStrptime, &[Text, Text], 2, DataType::Timestamp),
             "dayname" => (F::DayName, &[DateTime], 1, text),
@@ -135,6 +156,8 @@ impl Binder<'_> {
             | "current_timestamp"
             | "now"
             | "localtimestamp"
+            | "current_time"
+            | "localtime"
             | "get_current_timestamp"
             | "transaction_timestamp"
             | "statement_timestamp" => {
@@ -142,10 +165,15 @@ impl Binder<'_> {
                     return Err(bind_err!("function {name} takes no arguments"));
                 }
                 let now = *self.statement_time.get_or_insert_with(current_micros);
-                return Ok(Some(if matches!(name, "current_date" | "today") {
-                    Expr::literal(ScalarValue::Date(now.div_euclid(MICROS_PER_DAY) as i32))
-                } else {
-                    Expr::literal(ScalarValue::Timestamp(now))
+                // The session's wall-clock time, for the functions that answer in it.
+                let local = self.time_zone.to_local(now).unwrap_or(now);
+                return Ok(Some(match name {
+                    "current_date" | "today" => Expr::literal(ScalarValue::Date(local.div_euclid(MICROS_PER_DAY) as i32)),
+                    "localtimestamp" => Expr::literal(ScalarValue::Timestamp(local)),
+                    // PostgreSQL's current_time is a TIME WITH TIME ZONE, which Apiary does
+                    // not have: both give the local TIME.
+                    "current_time" | "localtime" => Expr::literal(ScalarValue::Time(local.rem_euclid(MICROS_PER_DAY))),
+                    _ => Expr::literal(ScalarValue::TimestampTz(now)),
                 }));
             }
             "date_diff" | "datediff" => return self.bind_date_diff(name, args).map(Some),
@@ -179,7 +207,7 @@ impl Binder<'_> {
             return Ok(Expr::Literal(ScalarValue::Null, to));
         }
         match value {
-            Expr::Literal(v, _) => Ok(Expr::Literal(v.cast_to(&to).unwrap_or(ScalarValue::Null), to)),
+            Expr::Literal(v, _) => Ok(Expr::Literal(v.cast_to_in(&to, &self.time_zone).unwrap_or(ScalarValue::Null), to)),
             other => Ok(Expr::Function { func: ScalarFunction::TryCast, args: vec![other], data_type: to }),
         }
     }
@@ -199,8 +227,14 @@ impl Binder<'_> {
             }
             Arg::DateTime => match arg.data_type() {
                 DataType::Date | DataType::Timestamp => Ok(arg),
+                DataType::TimestampTz => self.cast(arg, DataType::Timestamp),
                 t if t.is_string() || t == DataType::Null => self.cast(arg, DataType::Timestamp),
                 t => Err(type_err!("function {function} needs a DATE or TIMESTAMP, not {t}")),
+            },
+            Arg::Formattable => match arg.data_type() {
+                DataType::Date | DataType::Timestamp | DataType::TimestampTz | DataType::Time => Ok(arg),
+                t if t.is_string() || t == DataType::Null => self.cast(arg, DataType::Timestamp),
+                t => Err(type_err!("function {function} needs a DATE, TIMESTAMP, TIMESTAMPTZ or TIME, not {t}")),
             },
         }
     }
@@ -209,24 +243,21 @@ impl Binder<'_> {
     fn bind_strftime(&mut self, args: Vec<Expr>) -> Result<Expr> {
         let [first, second]: [Expr; 2] =
             args.try_into().map_err(|args: Vec<Expr>| bind_err!("function strftime takes 2 arguments, got {}", args.len()))?;
-        let (value, format) = if first.data_type().is_string() && matches!(second.data_type(), DataType::Date | DataType::Timestamp) {
-            (second, first)
-        } else {
-            (first, second)
-        };
-        let value = self.coerce_arg("strftime", value, Arg::DateTime)?;
+        let (value, format) =
+            if first.data_type().is_string() && second.data_type().is_temporal() { (second, first) } else { (first, second) };
+        let value = self.coerce_arg("strftime", value, Arg::Formattable)?;
         let format = self.coerce_arg("strftime", format, Arg::Text)?;
         Ok(Expr::Function { func: ScalarFunction::Strftime, args: vec![value, format], data_type: DataType::Varchar(None) })
     }
 
-    /// `to_char(date or timestamp, pattern)`.
+    /// `to_char(date, timestamp, timestamptz or time, pattern)`.
     fn bind_to_char(&mut self, args: Vec<Expr>) -> Result<Expr> {
         let [value, pattern]: [Expr; 2] =
             args.try_into().map_err(|args: Vec<Expr>| bind_err!("function to_char takes 2 arguments, got {}", args.len()))?;
         if value.data_type().is_numeric() || value.data_type() == DataType::Interval {
-            return Err(apiary_common::not_impl_err!("to_char of {} (only DATE and TIMESTAMP values)", value.data_type()));
+            return Err(apiary_common::not_impl_err!("to_char of {} (only dates, times and timestamps)", value.data_type()));
         }
-        let value = self.coerce_arg("to_char", value, Arg::DateTime)?;
+        let value = self.coerce_arg("to_char", value, Arg::Formattable)?;
         let pattern = self.coerce_arg("to_char", pattern, Arg::Text)?;
         Ok(Expr::Function { func: ScalarFunction::ToChar, args: vec![value, pattern], data_type: DataType::Varchar(None) })
     }
@@ -263,8 +294,10 @@ impl Binder<'_> {
     fn bind_age(&mut self, args: Vec<Expr>) -> Result<Expr> {
         let mut args = args;
         if args.len() == 1 {
+            // From today's midnight in the session's zone.
             let now = *self.statement_time.get_or_insert_with(current_micros);
-            let midnight = now - now.rem_euclid(MICROS_PER_DAY);
+            let local = self.time_zone.to_local(now).unwrap_or(now);
+            let midnight = local - local.rem_euclid(MICROS_PER_DAY);
             args.insert(0, Expr::literal(ScalarValue::Timestamp(midnight)));
         }
         if args.len() != 2 {

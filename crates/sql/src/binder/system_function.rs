@@ -29,8 +29,9 @@ use crate::expr::Expr;
 const SYSTEM_SCHEMAS: [&str; 2] = ["pg_catalog", "information_schema"];
 
 /// The functions [`Binder::bind_system_function`] knows.
-const SYSTEM_FUNCTIONS: [&str; 25] = [
+const SYSTEM_FUNCTIONS: [&str; 26] = [
     "version",
+    "pg_typeof",
     "current_database",
     "current_catalog",
     "current_schema",
@@ -118,6 +119,16 @@ impl Binder<'_> {
         };
         let text = DataType::Varchar(None);
         let expr = match name {
+            // The name of the argument's type, as PostgreSQL's `regtype` prints it.
+            "pg_typeof" => {
+                self.check_arity(name, &args, 1)?;
+                let arg = self.bind_expr(args[0], scope)?;
+                let type_name = match arg.data_type() {
+                    DataType::Null => "unknown".to_string(),
+                    t => apiary_types::pg::pg_type(t).sql_name.to_string(),
+                };
+                Expr::literal(ScalarValue::Utf8(type_name))
+            }
             "version" | "current_database" | "current_catalog" | "current_schema" | "current_user" | "session_user" | "user"
             | "current_role" | "pg_backend_pid" => {
                 self.check_arity(name, &args, 0)?;

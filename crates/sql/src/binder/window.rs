@@ -24,9 +24,9 @@ impl Binder<'_> {
                 bind_err!("window functions are not allowed here ({name} OVER ...); use them in the SELECT list, ORDER BY or QUALIFY")
             });
         }
-        let spec = self.resolve_window(over)?;
+        let (spec, exclude) = self.resolve_window(over)?;
         self.binding_window = true;
-        let call = self.bind_window_parts(name, function, &spec, scope);
+        let call = self.bind_window_parts(name, function, &spec, exclude, scope);
         self.binding_window = false;
         let call = call?;
         let Some(Some(collector)) = self.aggregate_stack.last_mut() else {
@@ -52,8 +52,15 @@ impl Binder<'_> {
     }
 
     /// The window a call names: its own specification, or a named one of the query's
-    /// WINDOW clause (which an inline `OVER (w ORDER BY ...)` may extend).
-    fn resolve_window(&self, over: &ast::WindowType) -> Result<ast::WindowSpec> {
+    /// WINDOW clause (which an inline `OVER (w ORDER BY ...)` may extend); and its frame's
+    /// EXCLUDE clause.
+    fn resolve_window(&self, over: &ast::WindowType) -> Result<(ast::WindowSpec, FrameExclude)> {
+        let (spec, exclude) = self.resolve_window_spec(over)?;
+        let (spec, base_exclude) = take_frame_exclude(spec);
+        Ok((spec, if exclude == FrameExclude::NoOthers { base_exclude } else { exclude }))
+    }
+
+    fn resolve_window_spec(&self, over: &ast::WindowType) -> Result<(ast::WindowSpec, FrameExclude)> {
         let named = |name: &ast::Ident| {
             self.named_windows
                 .iter()
@@ -63,10 +70,11 @@ impl Binder<'_> {
                 .ok_or_else(|| bind_err!("window \"{}\" does not exist", name.value))
         };
         match over {
-            ast::WindowType::NamedWindow(name) => named(name),
+            ast::WindowType::NamedWindow(name) => Ok((named(name)?, FrameExclude::NoOthers)),
             ast::WindowType::WindowSpec(spec) => match &spec.window_name {
-                None => Ok(spec.clone()),
+                None => Ok((spec.clone(), FrameExclude::NoOthers)),
                 Some(base_name) => {
+                    let (spec, exclude) = take_frame_exclude(spec.clone());
                     let base = named(base_name)?;
                     if !spec.partition_by.is_empty() {
                         return Err(bind_err!("cannot override PARTITION BY clause of window \"{}\"", base_name.value));
@@ -77,19 +85,27 @@ impl Binder<'_> {
                     if base.window_frame.is_some() {
                         return Err(bind_err!("cannot copy window \"{}\" because it has a frame clause", base_name.value));
                     }
-                    Ok(ast::WindowSpec {
+                    let spec = ast::WindowSpec {
                         window_name: None,
                         partition_by: base.partition_by,
                         order_by: if spec.order_by.is_empty() { base.order_by } else { spec.order_by.clone() },
                         window_frame: spec.window_frame.clone(),
-                    })
+                    };
+                    Ok((spec, exclude))
                 }
             },
         }
     }
 
-    fn bind_window_parts(&mut self, name: &str, function: &ast::Function, spec: &ast::WindowSpec, scope: &Scope) -> Result<WindowCall> {
-        let (arg_list, distinct) = super::expr::function_arguments(function, name)?;
+    fn bind_window_parts(
+        &mut self,
+        name: &str,
+        function: &ast::Function,
+        spec: &ast::WindowSpec,
+        exclude: FrameExclude,
+        scope: &Scope,
+    ) -> Result<WindowCall> {
+        let (arg_list, distinct, argument_order) = super::expr::function_arguments_with_order(function, name)?;
         let mut star = false;
         let mut args = Vec::new();
         for arg in &arg_list {
@@ -100,10 +116,14 @@ impl Binder<'_> {
             }
         }
         let ignore_nulls = matches!(function.null_treatment, Some(ast::NullTreatment::IgnoreNulls));
+        let (mut aggregate_order, mut distinct_aggregate) = (Vec::new(), false);
         let (func, args, filter, data_type) = match WindowFunction::from_name(name) {
             Some(func) => {
                 if distinct || star {
                     return Err(bind_err!("{name} takes neither DISTINCT nor *"));
+                }
+                if !argument_order.is_empty() {
+                    return Err(bind_err!("{name} takes no ORDER BY inside its arguments"));
                 }
                 if function.filter.is_some() {
                     return Err(not_impl_err!("FILTER is implemented only for aggregate window functions"));
@@ -124,9 +144,6 @@ impl Binder<'_> {
                 (func, args, None, data_type)
             }
             None if super::is_aggregate_function(name) => {
-                if distinct {
-                    return Err(not_impl_err!("DISTINCT in window aggregates ({name}(DISTINCT ...) OVER ...)"));
-                }
                 if ignore_nulls {
                     return Err(bind_err!("IGNORE NULLS is not valid for aggregate {name}"));
                 }
@@ -137,12 +154,17 @@ impl Binder<'_> {
                     }
                     None => None,
                 };
-                let call = self.aggregate_call(name, args, star, false, filter)?;
-                use AggregateFunction as F;
-                if !matches!(call.func, F::CountStar | F::Count | F::Sum | F::Avg | F::Min | F::Max | F::BoolAnd | F::BoolOr | F::AnyValue)
-                {
-                    return Err(not_impl_err!("{name} as a window function"));
+                if !function.within_group.is_empty() {
+                    return Err(not_impl_err!("{name}(...) WITHIN GROUP (...) as a window function (use {name}'s argument form)"));
                 }
+                let mut keys = Vec::new();
+                for key in &argument_order {
+                    let expr = self.bind_expr(&key.expr, scope)?;
+                    keys.push(super::query::sort_key(expr, &key.options)?);
+                }
+                let call = self.aggregate_call_ordered(name, args, star, distinct, filter, keys, Vec::new())?;
+                aggregate_order = call.order_by;
+                distinct_aggregate = call.distinct;
                 (WindowFunction::Aggregate(call.func), call.args, call.filter, call.data_type)
             }
             None => return Err(bind_err!("{name} is not a window function or an aggregate")),
@@ -158,9 +180,20 @@ impl Binder<'_> {
         }
         let frame = match &spec.window_frame {
             None => WindowFrame::default_frame(),
-            Some(frame) => self.bind_frame(frame, &order_by, scope)?,
+            Some(frame) => WindowFrame { exclude, ..self.bind_frame(frame, &order_by, scope)? },
         };
-        Ok(WindowCall { func, args, filter: filter.map(|f| *f).map(Box::new), ignore_nulls, partition_by, order_by, frame, data_type })
+        Ok(WindowCall {
+            func,
+            args,
+            distinct: distinct_aggregate,
+            aggregate_order,
+            filter: filter.map(|f| *f).map(Box::new),
+            ignore_nulls,
+            partition_by,
+            order_by,
+            frame,
+            data_type,
+        })
     }
 
     /// Checks and types the arguments of a ranking or value function; its result type.
@@ -289,4 +322,21 @@ impl Binder<'_> {
         }
         Ok(WindowFrame { units, start, end, exclude: FrameExclude::NoOthers })
     }
+}
+
+/// Takes the marker the parser puts in front of the PARTITION BY list for a frame's
+/// EXCLUDE clause ([`crate::parser::FRAME_EXCLUDE_MARKER`]) out of `spec`.
+fn take_frame_exclude(mut spec: ast::WindowSpec) -> (ast::WindowSpec, FrameExclude) {
+    let code = match spec.partition_by.first() {
+        Some(ast::Expr::Function(f)) if f.name.to_string() == crate::parser::FRAME_EXCLUDE_MARKER => f.args.to_string(),
+        _ => return (spec, FrameExclude::NoOthers),
+    };
+    spec.partition_by.remove(0);
+    let exclude = match code.trim_matches(|c| c == '(' || c == ')') {
+        "1" => FrameExclude::CurrentRow,
+        "2" => FrameExclude::Group,
+        "3" => FrameExclude::Ties,
+        _ => FrameExclude::NoOthers,
+    };
+    (spec, exclude)
 }
