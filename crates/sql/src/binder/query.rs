@@ -248,6 +248,8 @@ impl Binder<'_> {
         let numbering = crate::window::WindowCall {
             func: crate::window::WindowFunction::RowNumber,
             args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
             filter: None,
             ignore_nulls: false,
             partition_by: left_columns.iter().map(ColumnRef::expr).collect(),
