@@ -69,6 +69,12 @@ pub enum ApiaryError {
     #[error("{0}")]
     InvalidColumnReference(String),
 
+    /// A recursive CTE of a form PostgreSQL refuses: a self-reference in the
+    /// non-recursive term, twice, in a subquery or an outer join's NULL-supplying side,
+    /// aggregates in the recursive term (PostgreSQL's invalid_recursion, 42P19).
+    #[error("{0}")]
+    InvalidRecursion(String),
+
     /// Reading an input file failed: names the file, the line and the column.
     #[error("{file}:{line}: {message}")]
     Load { file: String, line: u64, message: String },
@@ -121,6 +127,7 @@ impl ApiaryError {
             ApiaryError::WrongObjectType(_) => "42809",
             ApiaryError::Dependency(_) => "2BP01",
             ApiaryError::InvalidColumnReference(_) => "42P10",
+            ApiaryError::InvalidRecursion(_) => "42P19",
             ApiaryError::Load { .. } => "22P04",
             ApiaryError::Io(_) => "58030",
             ApiaryError::Resource(_) => "53200",

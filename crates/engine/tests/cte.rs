@@ -74,3 +74,95 @@ fn the_references_filters_together_filter_the_definition() {
     let one = verbose(&mut conn, "WITH s AS (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x, s y WHERE x.a = 1");
     assert!(one.contains("Scan t [a, b]\n"), "{one}");
 }
+
+/// `WITH RECURSIVE`: the recursive term is a loop of pipelines the scheduler reruns.
+/// (Answers are checked in tests/sql/setops/recursive_cte.slt.)
+mod recursive {
+    use super::*;
+
+    const COUNT_TO_100: &str = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 100) SELECT sum(n) FROM r";
+
+    fn value(result: &QueryResult) -> String {
+        QueryResult::format_cell(&result.chunks[0], 0, 0).unwrap_or_default()
+    }
+
+    #[test]
+    fn explain_shows_the_recursion_and_its_loop() {
+        let (_db, mut conn) = setup();
+        let plan = explain(&mut conn, COUNT_TO_100);
+        assert!(plan.contains("-> RecursiveCte r UNION ALL [sink #0]"), "{plan}");
+        assert!(plan.contains("WorkTableScan r [n]"), "{plan}");
+        let verbose = explain(&mut conn, &format!("VERBOSE {COUNT_TO_100}"));
+        assert!(verbose.contains("RecursiveCte r (#0) UNION ALL [n]: non-recursive term, then recursive term"), "{verbose}");
+        assert!(plan.contains("run once per iteration of r"), "{plan}");
+        assert!(plan.contains("RecursiveCteScan r [n]"), "{plan}");
+        // The filter on the result stays above the recursion.
+        let filtered =
+            explain(&mut conn, "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r WHERE n > 3");
+        let result = filtered.find("RecursiveCteScan r").expect("the recursive CTE's rows read");
+        let filter = filtered.find("Filter n > 3").expect("the outer filter");
+        assert!(filter > result, "the filter is applied to the result:\n{filtered}");
+        let iterations = &filtered[..filtered.find("Loop:").expect("the loop")];
+        assert!(!iterations.contains("n > 3"), "the outer filter stays out of the recursion:\n{filtered}");
+    }
+
+    #[test]
+    fn a_prepared_recursive_query_starts_afresh_every_execution() {
+        let (_db, mut conn) = setup();
+        let mut prepared = conn
+            .prepare("WITH RECURSIVE r(n) AS (SELECT a FROM t UNION SELECT n + 1 FROM r WHERE n < 5) SELECT count(*) FROM r")
+            .expect("prepare");
+        assert_eq!(value(&conn.execute_prepared(&mut prepared).expect("first")), "5");
+        conn.execute("INSERT INTO t VALUES (0, 0)").unwrap();
+        assert_eq!(value(&conn.execute_prepared(&mut prepared).expect("second")), "6");
+        assert_eq!(value(&conn.execute_prepared(&mut prepared).expect("third")), "6");
+    }
+
+    #[test]
+    fn explain_analyze_counts_every_iteration_and_views_may_recurse() {
+        let (_db, mut conn) = setup();
+        let analyzed = conn.query(&format!("EXPLAIN ANALYZE {COUNT_TO_100}")).expect("EXPLAIN ANALYZE");
+        let chunk = &analyzed.chunks[0];
+        let text: Vec<String> = (0..chunk.row_count()).map(|r| QueryResult::format_cell(chunk, r, 0).unwrap_or_default()).collect();
+        let text = text.join("\n");
+        // The recursive term's pipeline ran once per iteration: 100 work tables of one
+        // row, the last one's row filtered out.
+        assert!(text.contains("Pipeline 1: 100 work orders"), "{text}");
+        assert!(text.contains("WorkTableScan r -- 100 rows"), "{text}");
+        assert!(text.contains("-> Filter n < 100 -- 99 rows"), "{text}");
+        conn.execute("CREATE VIEW numbers AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 10) SELECT n FROM r")
+            .unwrap();
+        assert_eq!(value(&conn.query("SELECT sum(n) FROM numbers").unwrap()), "55");
+    }
+
+    #[test]
+    fn a_recursion_that_does_not_end_can_be_cancelled() {
+        let (_db, mut conn) = setup();
+        let flag = conn.interrupt_flag();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        // One row per iteration: memory grows too slowly to stop it.
+        let outcome = conn.query("WITH RECURSIVE r(n) AS (SELECT 1::bigint UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r");
+        canceller.join().unwrap();
+        let error = outcome.expect_err("cancelled");
+        assert_eq!(error.sqlstate(), "57014", "{error}");
+    }
+
+    #[test]
+    fn a_recursion_that_keeps_growing_stops_at_the_memory_limit() {
+        for threads in [1, 2] {
+            let (_db, mut conn) = setup();
+            conn.execute(&format!("SET threads = {threads}")).unwrap();
+            conn.execute("SET memory_limit = '32MB'").unwrap();
+            let error = conn
+                .query("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r, (VALUES (1), (2)) v(x)) SELECT count(*) FROM r")
+                .expect_err("out of memory");
+            assert_eq!(error.sqlstate(), "53200", "{error}");
+            // The session works on.
+            conn.execute("RESET memory_limit").unwrap();
+            assert_eq!(value(&conn.query(COUNT_TO_100).unwrap()), "5050");
+        }
+    }
+}

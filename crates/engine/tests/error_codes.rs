@@ -2,7 +2,9 @@
 //! sends to clients): DISTINCT ON keys that do not start the ORDER BY, positions past the
 //! select list and LATERAL references across RIGHT/FULL joins are 42P10 (invalid column
 //! reference), a subquery in FROM naming an item to its left without LATERAL is 42P01,
-//! unknown columns in EXCLUDE/REPLACE are 42703, what is not implemented is 0A000.
+//! unknown columns in EXCLUDE/REPLACE are 42703, what is not implemented is 0A000; a
+//! recursive CTE of a form PostgreSQL refuses is 42P19 (invalid recursion), one whose
+//! recursive term would widen a column's type 42804.
 
 use apiary::Database;
 
@@ -25,6 +27,14 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
         ("SELECT * REPLACE (1 AS nope) FROM c", "42703"),
         ("SELECT * FROM c, LATERAL generate_series(1, c.id) g", "0A000"),
         ("FROM c WHERE", "42601"),
+        ("WITH RECURSIVE r(n) AS (SELECT n FROM r UNION ALL SELECT 1) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT r.n FROM r, r s) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT 1 WHERE EXISTS (SELECT 1 FROM r)) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT c.id FROM c LEFT JOIN r ON true) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT max(n) FROM r) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 EXCEPT SELECT n FROM r) SELECT * FROM r", "42P19"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n::bigint FROM r) SELECT * FROM r", "42804"),
+        ("WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n FROM r LIMIT 1) SELECT * FROM r", "0A000"),
     ];
     for (sql, expected) in cases {
         let error = conn.query(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

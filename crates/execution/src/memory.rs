@@ -41,6 +41,15 @@ impl QueryMemory {
         Ok(())
     }
 
+    /// Returns `bytes` of the reservation to the budget early: what a recursive CTE's
+    /// finished iteration held (its states are dropped).
+    pub fn shrink(&self, bytes: usize) {
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = bytes.min(*reserved);
+        *reserved -= bytes;
+        self.pool.release_query(bytes);
+    }
+
     /// The budget all queries share.
     pub fn pool(&self) -> &BufferPool {
         &self.pool

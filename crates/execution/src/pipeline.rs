@@ -13,6 +13,7 @@ use apiary_common::Result;
 use apiary_types::DataChunk;
 
 use crate::operators::collect::CollectSink;
+use crate::operators::recursive::RecursiveCteSink;
 use crate::operators::{order_key, Control, ExecContext, ExecutionState, LocalState, Operator, Sink, Source, StatefulParts};
 
 /// Counters of one execution of a pipeline, for EXPLAIN ANALYZE and progress reports.
@@ -253,6 +254,36 @@ pub struct PhysicalPlan {
     pub stateful: StatefulParts,
     /// Indented plan description for EXPLAIN.
     pub explain: String,
+    /// The recursive CTEs' recursive terms: pipelines the scheduler runs again and
+    /// again (see [`PipelineLoop`]).
+    pub loops: Vec<PipelineLoop>,
+}
+
+/// The pipelines of a recursive CTE's recursive term, which run once per iteration.
+///
+/// ```text
+///  anchor pipelines ──▶ sink (RecursiveCteSink) ── finish: rows added? ──yes──┐
+///                        ▲                              │no                  │
+///                        └── loop pipelines (Dormant, ◀─┼── reset to Waiting,  │
+///                            then once per iteration)   │   loop sinks Open,  ◀┘
+///                                                       ▼   fresh LoopState
+///                                              sink Finished: readers start
+/// ```
+///
+/// The loop's pipelines start `Dormant` (they read the work table the sink fills) and
+/// the sink waits for the anchor's pipelines only. Every state slot the loop's parts own
+/// gets a fresh state per iteration; the sink's own state lives on.
+pub struct PipelineLoop {
+    pub sink: Arc<RecursiveCteSink>,
+    pub sink_id: usize,
+    /// The loop's pipelines (indices into `pipelines`).
+    pub pipelines: Vec<usize>,
+    /// How many of them feed `sink`.
+    pub feeders: usize,
+    /// Sinks only the loop's pipelines feed.
+    pub sinks: Vec<usize>,
+    /// State slots of the loop's parts, ascending.
+    pub slots: Vec<usize>,
 }
 
 impl PhysicalPlan {

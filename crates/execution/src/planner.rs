@@ -31,13 +31,14 @@ use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, Dis
 use crate::operators::filter::FilterOperator;
 use crate::operators::hash_join::{integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
 use crate::operators::project::ProjectOperator;
+use crate::operators::recursive::{RecursiveCteSink, RecursiveResultSource, WorkTableSource};
 use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
 use crate::operators::window::{Bound as WindowBound, Window, WindowCallPlan, WindowSink, WindowSource};
 use crate::operators::{Operator, Sink, Source, StateSlot, Stateful, StatefulParts};
-use crate::pipeline::{PhysicalPlan, Pipeline};
+use crate::pipeline::{PhysicalPlan, Pipeline, PipelineLoop};
 
 /// Expected groups above which hash aggregation partitions its tables for a parallel merge.
 const PARTITIONED_AGGREGATION_GROUPS: f64 = 20_000.0;
@@ -81,6 +82,9 @@ pub struct PhysicalPlanner<'a> {
     /// The materialized CTEs whose bodies are being planned: their sink, its id, and the
     /// definition's column ids in the collected layout.
     ctes: HashMap<usize, (Arc<CollectSink>, usize, Vec<ColumnId>)>,
+    /// The recursive CTEs whose recursive terms are being planned: their sinks.
+    work_tables: HashMap<usize, Arc<RecursiveCteSink>>,
+    loops: Vec<PipelineLoop>,
 }
 
 impl<'a> PhysicalPlanner<'a> {
@@ -94,6 +98,8 @@ impl<'a> PhysicalPlanner<'a> {
             explain: Vec::new(),
             stateful: Vec::new(),
             ctes: HashMap::new(),
+            work_tables: HashMap::new(),
+            loops: Vec::new(),
         }
     }
 
@@ -116,7 +122,14 @@ impl<'a> PhysicalPlanner<'a> {
             pipeline.after_pipelines = pending.after_branches.iter().filter_map(|b| branch_to_pipeline.get(b).copied()).collect();
             pipelines.push(pipeline);
         }
-        Ok(PhysicalPlan { pipelines, sink_count: self.sink_count, result, stateful: self.stateful, explain: self.explain.join("\n") })
+        Ok(PhysicalPlan {
+            pipelines,
+            sink_count: self.sink_count,
+            result,
+            stateful: self.stateful,
+            explain: self.explain.join("\n"),
+            loops: self.loops,
+        })
     }
 
     /// Creates a part with state per execution, giving it the next slot.
@@ -154,7 +167,15 @@ impl<'a> PhysicalPlanner<'a> {
     fn close(&mut self, branches: Vec<Branch>, sink: Arc<dyn Sink>, sink_label: String) -> usize {
         let sink_id = self.sink_count;
         self.sink_count += 1;
+        self.attach(branches, sink, &sink_label, sink_id, 0);
+        sink_id
+    }
+
+    /// Attaches branches to sink `sink_id` as pipelines, numbering them as its feeders
+    /// from `first_feeder`.
+    fn attach(&mut self, branches: Vec<Branch>, sink: Arc<dyn Sink>, sink_label: &str, sink_id: usize, first_feeder: usize) {
         for (feeder, branch) in branches.into_iter().enumerate() {
+            let feeder = first_feeder + feeder;
             let index = self.pending.len();
             let mut text = format!("Pipeline {index}");
             if !branch.after_sinks.is_empty() || !branch.after_branches.is_empty() {
@@ -180,7 +201,77 @@ impl<'a> PhysicalPlanner<'a> {
             };
             self.pending.push(PendingPipeline { branch_id: branch.id, pipeline, after_branches: branch.after_branches });
         }
-        sink_id
+    }
+
+    /// Plans `input` and maps its columns positionally onto `output` (a union's input).
+    fn plan_positional_input(&mut self, input: &LogicalPlan, output: &[ColumnRef], label: &str) -> Result<Vec<Branch>> {
+        let input_columns = input.output();
+        let needed: BTreeSet<ColumnId> = input_columns.iter().take(output.len()).map(|c| c.id).collect();
+        let mut branches = self.plan_node(input, &needed)?;
+        for branch in branches.iter_mut() {
+            let ids = branch.ids();
+            let exprs = input_columns.iter().map(|c| self.compile_expr(&c.expr(), &ids)).collect::<Result<Vec<_>>>()?;
+            branch.operators.push(Arc::new(ProjectOperator { exprs, description: label.to_string() }));
+            branch.steps.push(format!("-> Project ({label})"));
+            branch.layout = output.to_vec();
+        }
+        Ok(branches)
+    }
+
+    /// A recursive CTE: the anchor's pipelines and, as a loop the scheduler reruns, the
+    /// recursive term's feed one [`RecursiveCteSink`]; the branch returned reads its rows
+    /// once the iterations ended.
+    fn plan_recursive_cte(
+        &mut self,
+        id: usize,
+        name: &str,
+        distinct: bool,
+        anchor: &LogicalPlan,
+        recursive: &LogicalPlan,
+        output: &[ColumnRef],
+    ) -> Result<Vec<Branch>> {
+        if !self.work_tables.is_empty() {
+            return Err(apiary_common::not_impl_err!("a recursive CTE inside the recursive term of another recursive CTE"));
+        }
+        let types = output.iter().map(|c| c.data_type).collect();
+        let sink = self.stateful(|slot| Arc::new(RecursiveCteSink::new(name.to_string(), types, distinct, slot)));
+        let sink_id = self.sink_count;
+        self.sink_count += 1;
+        let label = sink.name();
+        let anchor_branches = self.plan_positional_input(anchor, output, "recursive CTE input")?;
+        let anchor_feeders = anchor_branches.len();
+        if anchor_feeders == 0 {
+            return Err(internal_err!("the non-recursive term of {name} has no pipelines"));
+        }
+        self.attach(anchor_branches, sink.clone(), &label, sink_id, 0);
+        // Everything planned from here to the end of the recursive term is the loop.
+        let (first_pipeline, first_sink, first_slot) = (self.pending.len(), self.sink_count, self.stateful.len());
+        self.work_tables.insert(id, Arc::clone(&sink));
+        let recursive_branches = self.plan_positional_input(recursive, output, "recursive CTE input");
+        self.work_tables.remove(&id);
+        let recursive_branches = recursive_branches?;
+        let feeders = recursive_branches.len();
+        self.attach(recursive_branches, sink.clone(), &label, sink_id, anchor_feeders);
+        let pipelines: Vec<usize> = (first_pipeline..self.pending.len()).collect();
+        self.explain.push(format!(
+            "Loop: pipelines {} run once per iteration of {name} (until one adds no rows) [sink #{sink_id}]",
+            pipelines.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+        self.loops.push(PipelineLoop {
+            sink: Arc::clone(&sink),
+            sink_id,
+            pipelines,
+            feeders,
+            sinks: (first_sink..self.sink_count).collect(),
+            slots: (first_slot..self.stateful.len()).collect(),
+        });
+        let step = format!(
+            "RecursiveCteScan {name} [{}] [sink #{sink_id}]",
+            output.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
+        );
+        let mut branch = self.new_branch(Arc::new(RecursiveResultSource(sink)), output.to_vec(), step);
+        branch.after_sinks.push(sink_id);
+        Ok(vec![branch])
     }
 
     /// Adds a projection putting `columns` in order (a no-op if already so).
@@ -289,6 +380,31 @@ impl<'a> PhysicalPlanner<'a> {
                 let mut branch = self.new_branch(Arc::new(CteScanSource { sink, positions }), layout, step);
                 branch.after_sinks.push(sink_id);
                 Ok(vec![branch])
+            }
+            LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+                self.plan_recursive_cte(*id, name, *distinct, anchor, recursive, output)
+            }
+            LogicalPlan::WorkTableScan(scan) => {
+                let sink = self
+                    .work_tables
+                    .get(&scan.id)
+                    .cloned()
+                    .ok_or_else(|| internal_err!("work table #{} read outside its recursive term", scan.id))?;
+                let mut positions = Vec::new();
+                let mut layout = Vec::new();
+                for (position, column) in scan.columns.iter().enumerate() {
+                    if required.contains(&column.id) {
+                        positions.push(position);
+                        layout.push(column.clone());
+                    }
+                }
+                let step = format!(
+                    "WorkTableScan {} [{}] (the rows the last iteration added)",
+                    scan.label,
+                    layout.iter().map(|c| c.name.to_string()).collect::<Vec<_>>().join(", ")
+                );
+                // No dependency: the loop's pipelines start when an iteration begins.
+                Ok(vec![self.new_branch(Arc::new(WorkTableSource { sink, positions }), layout, step)])
             }
             LogicalPlan::Limit { limit, offset, input } => {
                 if let LogicalPlan::Sort { keys, input: sort_input } = input.as_ref() {

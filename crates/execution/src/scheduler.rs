@@ -43,12 +43,15 @@ use apiary_common::{internal_err, ApiaryError, Result};
 
 use crate::config::ExecutionConfig;
 use crate::memory::QueryMemory;
-use crate::operators::{Control, ExecContext, ExecutionState};
+use crate::operators::{Control, ExecContext, ExecutionState, LoopState};
 use crate::pipeline::{PhysicalPlan, PipelineLocal};
 use apiary_storage::BufferPool;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PipelinePhase {
+    /// A pipeline of a recursive CTE's recursive term before an iteration starts it
+    /// (see [`crate::pipeline::PipelineLoop`]).
+    Dormant,
     Waiting,
     Running {
         next: usize,
@@ -160,6 +163,15 @@ struct QueryRun {
     running: Arc<RunningQueries>,
     /// The operators' state and the counters of this execution.
     execution: Arc<ExecutionState>,
+    /// Per pipeline and per sink: the loop (index into the plan's `loops`) it belongs to.
+    pipeline_loops: Vec<Option<usize>>,
+    sink_loops: Vec<Option<usize>>,
+    /// Per loop: the states of its parts for the current iteration (replaced per
+    /// iteration; a work order holds the one it started with).
+    loop_states: Vec<Mutex<Arc<LoopState>>>,
+    /// Per loop: what the current iteration's worker states reserved of the budget,
+    /// returned when the iteration's states are dropped.
+    loop_memory: Vec<AtomicUsize>,
 }
 
 impl QueryRun {
@@ -169,11 +181,25 @@ impl QueryRun {
 
     /// The shared range morsel `morsel` of pipeline `pipeline` reads, if any.
     fn shared_range(&self, pipeline: usize, morsel: usize) -> Option<crate::operators::SharedRange> {
+        if self.pipeline_loops[pipeline].is_some() {
+            return None;
+        }
         self.plan.pipelines[pipeline].source.shared_range(morsel, &self.context())
     }
 
     fn context(&self) -> ExecContext<'_> {
+        self.context_in(None)
+    }
+
+    /// The states of loop `index`'s current iteration, if any.
+    fn loop_state(&self, index: Option<usize>) -> Option<Arc<LoopState>> {
+        index.map(|l| Arc::clone(&self.loop_states[l].lock().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// A context whose state lookups see `loop_state` first (work of a loop's pipelines).
+    fn context_in<'a>(&'a self, loop_state: Option<&'a LoopState>) -> ExecContext<'a> {
         ExecContext {
+            loop_state,
             config: &self.config,
             interrupted: &self.interrupted,
             halted: &self.halted,
@@ -196,7 +222,8 @@ impl QueryRun {
                 let ready = pipeline.after_pipelines.iter().all(|&p| state.pipelines[p] == PipelinePhase::Complete)
                     && pipeline.after_sinks.iter().all(|&s| state.sinks[s] == SinkPhase::Finished);
                 if ready {
-                    let total = match pipeline.source.morsels(&self.context()) {
+                    let loop_state = self.loop_state(self.pipeline_loops[idx]);
+                    let total = match pipeline.source.morsels(&self.context_in(loop_state.as_deref())) {
                         Ok(total) => total,
                         Err(error) => {
                             self.fail(state, error);
@@ -289,7 +316,8 @@ impl QueryRun {
         let plan_pipeline = &self.plan.pipelines[pipeline];
         let started = Instant::now();
         let mut local = self.take_local(pipeline, worker).unwrap_or_else(|| plan_pipeline.local_state());
-        let ctx = self.context();
+        let loop_state = self.loop_state(self.pipeline_loops[pipeline]);
+        let ctx = self.context_in(loop_state.as_deref());
         let outcome = if ctx.stopped() { Err(ApiaryError::Interrupted) } else { plan_pipeline.run_morsels(first, count, &mut local, &ctx) };
         let now = plan_pipeline.sink.local_memory(&local.sink);
         let charged = self.memory.charge(&mut local.reported_memory, now);
@@ -326,7 +354,8 @@ impl QueryRun {
     fn run_finalize_task(&self, sink: usize, task: usize) -> Result<()> {
         let sink_ref = self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}"))?;
         let started = Instant::now();
-        sink_ref.finalize_task(task, &self.context())?;
+        let loop_state = self.loop_state(self.sink_loops[sink]);
+        sink_ref.finalize_task(task, &self.context_in(loop_state.as_deref()))?;
         let stats = &self.execution.sink_stats[sink];
         stats.tasks.fetch_add(1, Ordering::Relaxed);
         stats.task_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
@@ -370,19 +399,61 @@ impl QueryRun {
             }
             for sink in to_finish {
                 let started = Instant::now();
-                let result =
-                    self.plan.sink(sink).ok_or_else(|| internal_err!("unknown sink {sink}")).and_then(|s| s.finish(&self.context()));
+                let loop_state = self.loop_state(self.sink_loops[sink]);
+                let result = self
+                    .plan
+                    .sink(sink)
+                    .ok_or_else(|| internal_err!("unknown sink {sink}"))
+                    .and_then(|s| s.finish(&self.context_in(loop_state.as_deref())));
                 self.execution.sink_stats[sink].finish_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
                 let mut state = self.lock();
-                match result {
-                    Ok(()) => state.sinks[sink] = SinkPhase::Finished,
-                    Err(e) => {
-                        self.fail(&mut state, e);
-                        return;
+                let result = result.and_then(|()| match self.plan.loops.iter().position(|l| l.sink_id == sink) {
+                    Some(index) => self.end_iteration(index, &mut state),
+                    None => {
+                        state.sinks[sink] = SinkPhase::Finished;
+                        Ok(())
                     }
+                });
+                if let Err(e) = result {
+                    self.fail(&mut state, e);
+                    return;
                 }
             }
         }
+    }
+
+    /// After a recursive CTE's sink finished an iteration (caller holds the lock): if
+    /// the iteration added rows, the loop's pipelines and sinks run again with fresh
+    /// states; else the loop is over and the sink finished.
+    fn end_iteration(&self, index: usize, state: &mut RunState) -> Result<()> {
+        let lp = &self.plan.loops[index];
+        if !lp.sink.iterate(&self.context())? {
+            for &p in &lp.pipelines {
+                state.pipelines[p] = PipelinePhase::Complete;
+            }
+            for &s in &lp.sinks {
+                state.sinks[s] = SinkPhase::Finished;
+            }
+            state.sinks[lp.sink_id] = SinkPhase::Finished;
+            return Ok(());
+        }
+        if self.interrupted.load(Ordering::Relaxed) {
+            return Err(ApiaryError::Interrupted);
+        }
+        let fresh = Arc::new(LoopState::new(&self.plan.stateful, &lp.slots)?);
+        // The last iteration's states go: so does what their worker states reserved.
+        *self.loop_states[index].lock().unwrap_or_else(|e| e.into_inner()) = fresh;
+        self.memory.shrink(self.loop_memory[index].swap(0, Ordering::Relaxed));
+        let feeders = self.plan.feeders();
+        for &p in &lp.pipelines {
+            state.pipelines[p] = PipelinePhase::Waiting;
+            state.totals[p] = None;
+        }
+        for &s in &lp.sinks {
+            state.sinks[s] = SinkPhase::Open { feeders_left: feeders[s] };
+        }
+        state.sinks[lp.sink_id] = SinkPhase::Open { feeders_left: lp.feeders };
+        Ok(())
     }
 
     /// Combines a completed pipeline's local states into its sink.
@@ -390,10 +461,17 @@ impl QueryRun {
         let plan_pipeline = &self.plan.pipelines[pipeline];
         let started = Instant::now();
         // (The sink charged each worker state's growth; combining moves it, so what the
-        // query holds stays reserved until the query ends.)
+        // query holds stays reserved until the query ends, or for a loop's pipeline until
+        // its iteration's states are dropped.)
         let locals = std::mem::take(&mut *self.locals[pipeline].lock().unwrap_or_else(|e| e.into_inner()));
+        let loop_index = self.pipeline_loops[pipeline];
+        let loop_state = self.loop_state(loop_index);
+        let ctx = self.context_in(loop_state.as_deref());
         for local in locals.into_iter().flatten() {
-            plan_pipeline.sink.combine(local.sink, &self.context())?;
+            if let Some(l) = loop_index {
+                self.loop_memory[l].fetch_add(local.reported_memory, Ordering::Relaxed);
+            }
+            plan_pipeline.sink.combine(local.sink, &ctx)?;
         }
         self.execution.pipeline_stats[pipeline].combine_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
         let sink_id = plan_pipeline.sink_id;
@@ -415,7 +493,7 @@ impl QueryRun {
         };
         if prepare {
             let started = Instant::now();
-            let tasks = plan_pipeline.sink.prepare_finalize(&self.context())?;
+            let tasks = plan_pipeline.sink.prepare_finalize(&ctx)?;
             self.execution.sink_stats[sink_id].prepare_nanos.fetch_add(nanos_since(started), Ordering::Relaxed);
             let mut state = self.lock();
             state.sinks[sink_id] = SinkPhase::Finalizing { next: 0, total: tasks, completed: 0 };
@@ -538,6 +616,7 @@ impl QueryRun {
             .enumerate()
             .map(|(idx, phase)| match *phase {
                 PipelinePhase::Waiting => (0, self.plan.pipelines[idx].source.morsels_ahead(&ctx).unwrap_or(1).max(1)),
+                PipelinePhase::Dormant => (0, 1),
                 PipelinePhase::Running { completed, total, .. } => (completed, total.max(completed)),
                 PipelinePhase::Combining | PipelinePhase::Complete => {
                     let total = state.totals[idx].unwrap_or(0);
@@ -1226,13 +1305,30 @@ impl Scheduler {
         let feeders = plan.feeders();
         let pipelines = plan.pipelines.len();
         let execution = Arc::new(ExecutionState::new(plan).map_err(|e| (e, false))?);
+        let mut phases = vec![PipelinePhase::Waiting; pipelines];
+        let mut sinks: Vec<SinkPhase> = feeders.iter().map(|&f| SinkPhase::Open { feeders_left: f }).collect();
+        let mut pipeline_loops = vec![None; pipelines];
+        let mut sink_loops = vec![None; plan.sink_count];
+        let mut loop_states = Vec::with_capacity(plan.loops.len());
+        for (index, lp) in plan.loops.iter().enumerate() {
+            for &p in &lp.pipelines {
+                phases[p] = PipelinePhase::Dormant;
+                pipeline_loops[p] = Some(index);
+            }
+            for &s in &lp.sinks {
+                sink_loops[s] = Some(index);
+            }
+            // The sink waits for the non-recursive term's pipelines first.
+            sinks[lp.sink_id] = SinkPhase::Open { feeders_left: feeders[lp.sink_id] - lp.feeders };
+            loop_states.push(Mutex::new(Arc::new(LoopState::new(&plan.stateful, &lp.slots).map_err(|e| (e, false))?)));
+        }
         let run = Arc::new(QueryRun {
             id,
             state: Mutex::new(RunState {
-                pipelines: vec![PipelinePhase::Waiting; pipelines],
+                pipelines: phases,
                 totals: vec![None; pipelines],
                 morsel_nanos: vec![0.0; pipelines],
-                sinks: feeders.iter().map(|&f| SinkPhase::Open { feeders_left: f }).collect(),
+                sinks,
                 error: None,
                 memory_contended: false,
                 in_flight: 0,
@@ -1247,6 +1343,10 @@ impl Scheduler {
             priority: meta.priority.clamp(1, MAX_PRIORITY),
             running: Arc::clone(&self.running),
             execution,
+            pipeline_loops,
+            sink_loops,
+            loop_memory: (0..plan.loops.len()).map(|_| AtomicUsize::new(0)).collect(),
+            loop_states,
         });
         // Monitoring queries (admission bypassed) are too small to slice others' work for.
         let counted = !meta.bypass_admission;

@@ -55,6 +55,9 @@ impl Estimate {
     }
 }
 
+/// A recursive CTE's rows per row of its non-recursive term (the depth is unknown).
+const RECURSION_GROWTH: f64 = 10.0;
+
 /// Estimates rows and column statistics of `plan`.
 pub fn estimate(plan: &LogicalPlan) -> Estimate {
     match plan {
@@ -81,6 +84,20 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             base.scaled(selectivity)
         }
         LogicalPlan::Cte { body, .. } => estimate(body),
+        // Unknown depth: a few iterations of the non-recursive term's size.
+        LogicalPlan::RecursiveCte { anchor, output, .. } => {
+            let anchor = estimate(anchor);
+            let rows = (anchor.rows * RECURSION_GROWTH).max(1.0);
+            let columns = output.iter().map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 })).collect();
+            Estimate { rows, columns }
+        }
+        LogicalPlan::WorkTableScan(scan) => {
+            let anchor = estimate(&scan.anchor);
+            let rows = anchor.rows.max(1.0);
+            let columns =
+                scan.columns.iter().map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 })).collect();
+            Estimate { rows, columns }
+        }
         // The definition's estimate under this reference's column ids.
         LogicalPlan::CteScan(scan) => {
             let definition = estimate(&scan.definition);

@@ -95,7 +95,11 @@ pub fn refresh(plan: LogicalPlan) -> LogicalPlan {
             scan.filters = scan.filters.into_iter().map(fix).collect();
             LogicalPlan::Scan(scan)
         }
-        other @ (LogicalPlan::Values { .. } | LogicalPlan::Limit { .. } | LogicalPlan::CteScan(_)) => other,
+        other @ (LogicalPlan::Values { .. }
+        | LogicalPlan::Limit { .. }
+        | LogicalPlan::CteScan(_)
+        | LogicalPlan::RecursiveCte { .. }
+        | LogicalPlan::WorkTableScan(_)) => other,
         LogicalPlan::Cte { id, name, definition, body } => {
             // The references read the definition's columns: where one became nullable,
             // so do the references' columns (and, refreshed again, what reads them).

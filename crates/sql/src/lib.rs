@@ -28,5 +28,5 @@ pub mod window;
 
 pub use binder::{Binder, BoundStatement, TableArg, TableFunctionProvider};
 pub use expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
-pub use plan::{CteScan, GroupingSets, JoinKind, LogicalPlan};
+pub use plan::{CteScan, GroupingSets, JoinKind, LogicalPlan, WorkTableScan};
 pub use window::{FrameBound, FrameExclude, FrameUnits, WindowCall, WindowFrame, WindowFunction};

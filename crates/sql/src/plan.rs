@@ -163,6 +163,34 @@ pub enum LogicalPlan {
     /// The rows of materialized CTE `id`: `columns` pairs an output column of the
     /// definition (by id) with the column it is here (each reference has its own ids).
     CteScan(CteScan),
+    /// `WITH RECURSIVE`'s `anchor UNION [ALL] recursive` (PostgreSQL's iteration): the
+    /// rows of `anchor`, then of `recursive` run again and again, each time with its
+    /// [`LogicalPlan::WorkTableScan`] of `id` reading the rows the previous run added,
+    /// until a run adds none. With `distinct` (UNION), rows already produced (and
+    /// duplicates within a run) are dropped. Both inputs map positionally onto `output`.
+    /// Nothing is pushed into it from above or moved across it.
+    RecursiveCte {
+        id: usize,
+        name: String,
+        distinct: bool,
+        anchor: Box<LogicalPlan>,
+        recursive: Box<LogicalPlan>,
+        output: Vec<ColumnRef>,
+    },
+    /// Inside the recursive term of [`LogicalPlan::RecursiveCte`] `id`: the rows its
+    /// previous iteration added, columns in the CTE's order.
+    WorkTableScan(WorkTableScan),
+}
+
+/// The self-reference in a recursive CTE's recursive term (see [`LogicalPlan::RecursiveCte`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkTableScan {
+    pub id: usize,
+    /// Name shown in plans (alias if given).
+    pub label: String,
+    pub columns: Vec<ColumnRef>,
+    /// The non-recursive term as bound, for cardinality estimates only.
+    pub anchor: Arc<LogicalPlan>,
 }
 
 /// A reference to a materialized CTE (see [`LogicalPlan::Cte`]).
@@ -188,6 +216,8 @@ impl LogicalPlan {
             LogicalPlan::Window { windows, input } => input.output().into_iter().chain(windows.iter().map(|(_, c)| c.clone())).collect(),
             LogicalPlan::Cte { body, .. } => body.output(),
             LogicalPlan::CteScan(scan) => scan.columns.iter().map(|(_, c)| c.clone()).collect(),
+            LogicalPlan::RecursiveCte { output, .. } => output.clone(),
+            LogicalPlan::WorkTableScan(scan) => scan.columns.clone(),
             LogicalPlan::Aggregate { groups, aggregates, grouping_sets, .. } => groups
                 .iter()
                 .map(|(_, c)| c.clone())
@@ -229,8 +259,9 @@ impl LogicalPlan {
 
     pub fn children(&self) -> Vec<&LogicalPlan> {
         match self {
-            LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) => vec![],
+            LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) | LogicalPlan::WorkTableScan(_) => vec![],
             LogicalPlan::Cte { definition, body, .. } => vec![definition, body],
+            LogicalPlan::RecursiveCte { anchor, recursive, .. } => vec![anchor, recursive],
             LogicalPlan::Filter { input, .. }
             | LogicalPlan::Project { input, .. }
             | LogicalPlan::Aggregate { input, .. }
@@ -260,7 +291,12 @@ impl LogicalPlan {
             LogicalPlan::Join { condition, .. } => condition.iter().collect(),
             LogicalPlan::Window { windows, .. } => windows.iter().flat_map(|(w, _)| w.expressions()).collect(),
             LogicalPlan::Sort { keys, .. } => keys.iter().map(|k| &k.expr).collect(),
-            LogicalPlan::Limit { .. } | LogicalPlan::Union { .. } | LogicalPlan::Cte { .. } | LogicalPlan::CteScan(_) => vec![],
+            LogicalPlan::Limit { .. }
+            | LogicalPlan::Union { .. }
+            | LogicalPlan::Cte { .. }
+            | LogicalPlan::CteScan(_)
+            | LogicalPlan::RecursiveCte { .. }
+            | LogicalPlan::WorkTableScan(_) => vec![],
         }
     }
 
@@ -341,6 +377,14 @@ impl LogicalPlan {
             LogicalPlan::Cte { id, name, .. } => format!("Cte {name} (#{id}): definition, then body"),
             LogicalPlan::CteScan(scan) => {
                 format!("CteScan {} (#{}) [{}]", scan.label, scan.id, list(scan.columns.iter().map(|(_, c)| c.name.to_string()).collect()))
+            }
+            LogicalPlan::RecursiveCte { id, name, distinct, output, .. } => format!(
+                "RecursiveCte {name} (#{id}) UNION{} [{}]: non-recursive term, then recursive term",
+                if *distinct { "" } else { " ALL" },
+                list(output.iter().map(|c| c.name.to_string()).collect())
+            ),
+            LogicalPlan::WorkTableScan(scan) => {
+                format!("WorkTableScan {} (#{}) [{}]", scan.label, scan.id, list(scan.columns.iter().map(|c| c.name.to_string()).collect()))
             }
         };
         out.push_str(&pad);
@@ -438,7 +482,11 @@ impl LogicalPlan {
                 let definition = map_box(definition, f);
                 LogicalPlan::Cte { id, name, definition, body: map_box(body, f) }
             }
-            scan @ LogicalPlan::CteScan(_) => scan,
+            LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+                let anchor = map_box(anchor, f);
+                LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive: map_box(recursive, f), output }
+            }
+            scan @ (LogicalPlan::CteScan(_) | LogicalPlan::WorkTableScan(_)) => scan,
         }
     }
 

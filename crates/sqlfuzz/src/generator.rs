@@ -420,8 +420,7 @@ impl<'a> Generator<'a> {
             for _ in 0..self.rng.range(1, 2) {
                 let right = self.gen_select(outer, Some(&kinds), budget, depth);
                 let op = *self.rng.pick(&[SetOp::Union, SetOp::Union, SetOp::Intersect, SetOp::Except]);
-                // INTERSECT ALL / EXCEPT ALL are not implemented in Apiary.
-                let all = op == SetOp::Union && self.rng.chance(50);
+                let all = self.rng.chance(if op == SetOp::Union { 50 } else { 30 });
                 let (left, right) =
                     if self.rng.chance(80) { (body, SetExpr::Select(Box::new(right))) } else { (SetExpr::Select(Box::new(right)), body) };
                 body = SetExpr::SetOp { op, all, left: Box::new(left), right: Box::new(right) };

@@ -58,6 +58,12 @@ impl CollectSink {
         CollectSink { types, limit, offset, slot }
     }
 
+    /// The chunks collected (after `finish`), for a reader in the plan.
+    fn collected(&self, ctx: &ExecContext) -> Result<Arc<Vec<DataChunk>>> {
+        let global = ctx.global::<CollectGlobal>(self.slot)?;
+        Ok(global.result.lock().unwrap_or_else(|e| e.into_inner()).clone().unwrap_or_default())
+    }
+
     /// The chunks an execution collected (after `finish`).
     pub fn result(&self, state: &super::ExecutionState) -> Result<Arc<Vec<DataChunk>>> {
         let global = state.get::<CollectGlobal>(self.slot)?;
@@ -170,11 +176,11 @@ impl super::Source for CollectedSource {
     }
 
     fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
-        Ok(self.0.result(ctx.state)?.len())
+        Ok(self.0.collected(ctx)?.len())
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut super::Emit) -> Result<()> {
-        let chunks = self.0.result(ctx.state)?;
+        let chunks = self.0.collected(ctx)?;
         if let Some(chunk) = chunks.get(morsel) {
             emit(chunk.clone())?;
         }
@@ -195,11 +201,11 @@ impl super::Source for CteScanSource {
     }
 
     fn morsels(&self, ctx: &ExecContext) -> Result<usize> {
-        Ok(self.sink.result(ctx.state)?.len())
+        Ok(self.sink.collected(ctx)?.len())
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut super::Emit) -> Result<()> {
-        let chunks = self.sink.result(ctx.state)?;
+        let chunks = self.sink.collected(ctx)?;
         if let Some(chunk) = chunks.get(morsel) {
             emit(chunk.clone().project(&self.positions))?;
         }

@@ -42,6 +42,7 @@ pub mod collect;
 pub mod filter;
 pub mod hash_join;
 pub mod project;
+pub mod recursive;
 pub mod scan;
 pub mod sort;
 pub mod stage;
@@ -114,6 +115,31 @@ impl ExecutionState {
     }
 }
 
+/// The states of a loop's parts (the pipelines of a recursive CTE's recursive term) for
+/// one iteration: created afresh before each iteration, so the loop's operators start
+/// empty every time without knowing they run in a loop. [`ExecContext::global`] looks a
+/// slot up here first.
+pub struct LoopState {
+    /// By slot, ascending.
+    states: Vec<(usize, GlobalState)>,
+}
+
+impl LoopState {
+    /// Fresh states for `slots` (ascending) of `parts`.
+    pub fn new(parts: &StatefulParts, slots: &[usize]) -> Result<LoopState> {
+        let mut states = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            let part = parts.get(slot).ok_or_else(|| internal_err!("loop state slot {slot} missing"))?;
+            states.push((slot, part.new_state()?));
+        }
+        Ok(LoopState { states })
+    }
+
+    fn get(&self, slot: StateSlot) -> Option<&GlobalState> {
+        self.states.binary_search_by_key(&slot.0, |(s, _)| *s).ok().map(|i| &self.states[i].1)
+    }
+}
+
 /// The parts of a plan with state per execution, in slot order (the planner's registry).
 pub type StatefulParts = Vec<Arc<dyn Stateful>>;
 
@@ -140,6 +166,8 @@ pub struct ExecContext<'a> {
     /// when the query runs alone, `SET morsel_size` when others run too (so that a
     /// newcomer waits for short work orders only).
     pub morsel_rows: usize,
+    /// For work of a loop's pipelines: the current iteration's states of the loop's parts.
+    pub loop_state: Option<&'a LoopState>,
 }
 
 impl ExecContext<'_> {
@@ -150,7 +178,10 @@ impl ExecContext<'_> {
 
     /// The global state of the operator with `slot` in this execution.
     pub fn global<T: 'static>(&self, slot: StateSlot) -> Result<&T> {
-        self.state.get(slot)
+        match self.loop_state.and_then(|l| l.get(slot)) {
+            Some(state) => state.downcast_ref::<T>().ok_or_else(|| internal_err!("loop state slot {} of another operator", slot.0)),
+            None => self.state.get(slot),
+        }
     }
 }
 

@@ -143,6 +143,9 @@ impl<'a> Dependent<'a> {
                 let (body, d) = self.push_down(*body, ctx)?;
                 Ok((LogicalPlan::Cte { id, name, definition, body: Box::new(body) }, d))
             }
+            LogicalPlan::RecursiveCte { .. } | LogicalPlan::WorkTableScan(_) => {
+                Err(apiary_common::not_impl_err!("a recursive CTE that reads columns of an enclosing query"))
+            }
             // Each outer row's rows form their own partitions: the domain columns join
             // every window's PARTITION BY.
             LogicalPlan::Window { windows, input } => {
@@ -438,6 +441,16 @@ fn copy_node(plan: LogicalPlan, map: &mut HashMap<ColumnId, ColumnRef>, ctx: &mu
             let definition = copy_node(*definition, map, ctx);
             let body = copy_node(*body, map, ctx);
             LogicalPlan::Cte { id, name, definition: Box::new(definition), body: Box::new(body) }
+        }
+        LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+            let anchor = copy_node(*anchor, map, ctx);
+            let recursive = copy_node(*recursive, map, ctx);
+            let output = output.iter().map(|c| fresh(c, map, ctx)).collect();
+            LogicalPlan::RecursiveCte { id, name, distinct, anchor: Box::new(anchor), recursive: Box::new(recursive), output }
+        }
+        LogicalPlan::WorkTableScan(mut scan) => {
+            scan.columns = scan.columns.iter().map(|c| fresh(c, map, ctx)).collect();
+            LogicalPlan::WorkTableScan(scan)
         }
         LogicalPlan::Filter { predicate, input } => {
             let input = copy_node(*input, map, ctx);

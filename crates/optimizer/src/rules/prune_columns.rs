@@ -48,6 +48,16 @@ fn prune(plan: LogicalPlan, required: &BTreeSet<ColumnId>) -> LogicalPlan {
             scan.columns.retain(|(_, c)| required.contains(&c.id));
             LogicalPlan::CteScan(scan)
         }
+        // The recursive term reads every column of the work table, positionally: both
+        // terms keep all their columns (pruned inside only).
+        LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+            let anchor_ids = anchor.output_ids();
+            let recursive_ids = recursive.output_ids();
+            let anchor = Box::new(prune(*anchor, &anchor_ids));
+            let recursive = Box::new(prune(*recursive, &recursive_ids));
+            LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output }
+        }
+        scan @ LogicalPlan::WorkTableScan(_) => scan,
         LogicalPlan::Cte { id, name, definition, body } => {
             // The body first: the definition keeps what its references still read (at
             // least one column, so that rows can be counted).

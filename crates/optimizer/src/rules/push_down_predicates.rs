@@ -126,7 +126,14 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
             };
             LogicalPlan::Cte { id, name, definition: Box::new(push(*definition, shared.into_iter().collect())), body: Box::new(body) }
         }
-        scan @ LogicalPlan::CteScan(_) => wrap(scan, predicates),
+        scan @ (LogicalPlan::CteScan(_) | LogicalPlan::WorkTableScan(_)) => wrap(scan, predicates),
+        // Nothing crosses the recursion: a predicate on the result is not one on each
+        // iteration's rows (they feed the next iteration), nor on the work table's.
+        LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+            let anchor = Box::new(push(*anchor, Vec::new()));
+            let recursive = Box::new(push(*recursive, Vec::new()));
+            wrap(LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output }, predicates)
+        }
         // A predicate on columns every window partitions by keeps or drops whole
         // partitions: it may run first. Others see the window's results.
         LogicalPlan::Window { windows, input } => {

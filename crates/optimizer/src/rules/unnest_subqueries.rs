@@ -182,10 +182,14 @@ fn lateral_join(
 /// Applies `f` to each child plan.
 pub(crate) fn map_children(plan: LogicalPlan, f: &mut dyn FnMut(LogicalPlan) -> Result<LogicalPlan>) -> Result<LogicalPlan> {
     Ok(match plan {
-        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) => plan,
+        LogicalPlan::Scan(_) | LogicalPlan::Values { .. } | LogicalPlan::CteScan(_) | LogicalPlan::WorkTableScan(_) => plan,
         LogicalPlan::Cte { id, name, definition, body } => {
             let definition = Box::new(f(*definition)?);
             LogicalPlan::Cte { id, name, definition, body: Box::new(f(*body)?) }
+        }
+        LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive, output } => {
+            let anchor = Box::new(f(*anchor)?);
+            LogicalPlan::RecursiveCte { id, name, distinct, anchor, recursive: Box::new(f(*recursive)?), output }
         }
         LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate, input: Box::new(f(*input)?) },
         LogicalPlan::Project { exprs, input } => LogicalPlan::Project { exprs, input: Box::new(f(*input)?) },

@@ -176,7 +176,8 @@ fn check_node(plan: &LogicalPlan, outer: &BTreeSet<ColumnId>, produced: &mut BTr
     let computed = |(e, c): &(Expr, ColumnRef)| !matches!(e, Expr::Column(input) if input.id == c.id);
     let new_columns: Vec<ColumnRef> = match plan {
         LogicalPlan::Scan(scan) => scan.columns.iter().map(|(_, c)| c.clone()).collect(),
-        LogicalPlan::Values { output, .. } | LogicalPlan::Union { output, .. } => output.clone(),
+        LogicalPlan::Values { output, .. } | LogicalPlan::Union { output, .. } | LogicalPlan::RecursiveCte { output, .. } => output.clone(),
+        LogicalPlan::WorkTableScan(scan) => scan.columns.clone(),
         LogicalPlan::Project { exprs, .. } => exprs.iter().filter(|e| computed(e)).map(|(_, c)| c.clone()).collect(),
         LogicalPlan::Aggregate { groups, aggregates, .. } => {
             groups.iter().filter(|e| computed(e)).map(|(_, c)| c.clone()).chain(aggregates.iter().map(|(_, c)| c.clone())).collect()

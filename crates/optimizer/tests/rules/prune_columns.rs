@@ -127,3 +127,13 @@ fn values_drop_unused_columns() {
     let plan = db().plan("SELECT a FROM (VALUES (1, 2), (3, 4)) v(a, b)", RULES);
     assert_eq!(apiary_sql::LogicalPlan::children(&plan)[0].output().len(), 1, "{plan}");
 }
+
+#[test]
+fn a_recursive_cte_keeps_every_column_of_its_terms_and_work_table() {
+    // The recursive term reads the work table by position: a column nobody reads above
+    // (t2 as d) stays in both terms; inside them, unread columns still go (t3).
+    let plan = prune("WITH RECURSIVE r(n, d) AS (SELECT t1, t2 FROM t UNION ALL SELECT n + 1, d FROM r WHERE n < 10) SELECT n FROM r");
+    assert!(plan.contains("RecursiveCte r (#0) UNION ALL [n, d]"), "{plan}");
+    assert!(plan.contains("WorkTableScan r (#0) [n, d]"), "{plan}");
+    assert!(plan.contains("Scan t [t1, t2]\n"), "{plan}");
+}

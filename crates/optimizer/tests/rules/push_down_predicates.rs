@@ -367,3 +367,33 @@ fn into_every_input_of_a_union() {
         ",
     );
 }
+
+#[test]
+fn nothing_is_pushed_across_a_recursion() {
+    // A filter on the result is not one on each iteration's rows (they feed the next
+    // iteration): it stays above the RecursiveCte, and the terms keep their own filters.
+    let plan = db().plan(
+        "WITH RECURSIVE r(n, d) AS (SELECT xk, xd FROM x WHERE xk < 3 UNION ALL SELECT n + 1, d FROM r WHERE n < 10) \
+         SELECT n FROM r WHERE n > 5 AND d = 1",
+        &[push_down_predicates::run],
+    );
+    assert_well_formed(&plan);
+    // (The filter above the definition is the references' filters together, as for any
+    // materialized CTE.)
+    assert_plan(
+        &plan.display_indent(),
+        "
+        Cte r (#0): definition, then body
+          Filter n > 5 AND d = 1
+            RecursiveCte r (#0) UNION ALL [n, d]: non-recursive term, then recursive term
+              Project xk AS xk, xd AS xd
+                Scan x [xk, xd] filters=[xk < 3]
+              Project n + 1 AS n + 1, d AS d
+                Filter n < 10
+                  WorkTableScan r (#0) [n, d]
+          Project n AS n
+            Filter n > 5 AND d = 1
+              CteScan r (#0) [n, d]
+        ",
+    );
+}

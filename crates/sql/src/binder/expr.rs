@@ -322,21 +322,44 @@ impl Binder<'_> {
                 })))
             }
             E::InSubquery { expr, subquery, negated } => {
+                if let E::Tuple(items) = expr.as_ref() {
+                    // `(a, b) IN (SELECT x, y ...)`: = ANY over rows.
+                    let values = items.iter().map(|item| self.bind_expr(item, scope)).collect::<Result<Vec<_>>>()?;
+                    let found = self.bind_quantified(values, BinaryOp::Eq, true, subquery, scope)?;
+                    return Ok(if *negated { Expr::Unary(UnaryOp::Not, Box::new(found)) } else { found });
+                }
                 let value = self.bind_expr(expr, scope)?;
                 self.bind_in_subquery(value, subquery, *negated, scope)
             }
             E::AnyOp { left, compare_op, right, .. } | E::AllOp { left, compare_op, right } => {
                 let is_any = matches!(expr, E::AnyOp { .. });
-                let negated = match (compare_op, is_any) {
-                    (ast::BinaryOperator::Eq, true) => false,
-                    (ast::BinaryOperator::NotEq, false) => true,
-                    _ => return Err(not_impl_err!("{compare_op} {} (only = ANY and <> ALL)", if is_any { "ANY" } else { "ALL" })),
-                };
                 let ast::Expr::Subquery(query) = right.as_ref() else {
                     return Err(not_impl_err!("ANY/ALL over a non-subquery"));
                 };
-                let value = self.bind_expr(left, scope)?;
-                self.bind_in_subquery(value, query, negated, scope)
+                let values = match left.as_ref() {
+                    E::Tuple(items) => items.iter().map(|item| self.bind_expr(item, scope)).collect::<Result<Vec<_>>>()?,
+                    other => vec![self.bind_expr(other, scope)?],
+                };
+                match (compare_op, is_any, values.len()) {
+                    // The joins IN and NOT IN become.
+                    (ast::BinaryOperator::Eq, true, 1) | (ast::BinaryOperator::NotEq, false, 1) => {
+                        let value = values.into_iter().next().expect("one value");
+                        self.bind_in_subquery(value, query, !is_any, scope)
+                    }
+                    (ast::BinaryOperator::Eq, _, _) => self.bind_quantified(values, BinaryOp::Eq, is_any, query, scope),
+                    (ast::BinaryOperator::NotEq, _, _) => self.bind_quantified(values, BinaryOp::NotEq, is_any, query, scope),
+                    (op, _, 1) => {
+                        let op = match op {
+                            ast::BinaryOperator::Lt => BinaryOp::Lt,
+                            ast::BinaryOperator::LtEq => BinaryOp::LtEq,
+                            ast::BinaryOperator::Gt => BinaryOp::Gt,
+                            ast::BinaryOperator::GtEq => BinaryOp::GtEq,
+                            other => return Err(not_impl_err!("{other} {}", if is_any { "ANY" } else { "ALL" })),
+                        };
+                        self.bind_quantified(values, op, is_any, query, scope)
+                    }
+                    (op, _, _) => Err(not_impl_err!("row comparison with {op} {}", if is_any { "ANY" } else { "ALL" })),
+                }
             }
             other => Err(not_impl_err!("expression {other}")),
         }
@@ -355,6 +378,128 @@ impl Binder<'_> {
         self.outer_scopes.pop();
         let (plan, columns) = bound?;
         Ok((plan, columns.into_iter().map(|(_, c)| c).collect()))
+    }
+
+    /// `values op ANY (query)` (`any`) or `values op ALL (query)`, one value per column of
+    /// the subquery (a row: `=` compares every column, `<>` is true when any differs), with
+    /// PostgreSQL's three-valued logic: ANY is TRUE when some row compares TRUE, else NULL
+    /// when some row compares NULL, else FALSE (also without rows); ALL is FALSE when some
+    /// row compares FALSE, else NULL when some compares NULL, else TRUE. Computed as a
+    /// scalar subquery over the rows (correlated with the values, which decorrelation
+    /// turns into a join):
+    ///
+    /// ```text
+    /// (SELECT CASE WHEN bool_or(hit) THEN any WHEN bool_or(c IS NULL) THEN NULL ELSE NOT any END
+    ///  FROM query)        -- c: the comparison; hit: c for ANY, NOT c for ALL
+    /// ```
+    fn bind_quantified(&mut self, mut values: Vec<Expr>, op: BinaryOp, any: bool, query: &ast::Query, scope: &Scope) -> Result<Expr> {
+        use crate::expr::{AggregateCall, AggregateFunction, UnaryOp};
+        if values.len() == 1 && matches!(op, BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq) {
+            let value = values.pop().expect("one value");
+            return self.bind_ordered_quantified(value, op, any, query, scope);
+        }
+        let (plan, columns) = self.bind_subquery(query, scope)?;
+        if columns.len() != values.len() {
+            return Err(bind_err!(
+                "subquery has too {} columns ({} against {} values)",
+                if columns.len() > values.len() { "many" } else { "few" },
+                columns.len(),
+                values.len()
+            ));
+        }
+        let mut comparisons = Vec::with_capacity(values.len());
+        for (value, column) in values.into_iter().zip(&columns) {
+            comparisons.push(self.bind_comparison(op, value, column.expr())?);
+        }
+        let compared = if op == BinaryOp::NotEq { Expr::disjunction(comparisons) } else { Expr::conjunction(comparisons) }
+            .ok_or_else(|| bind_err!("a comparison with a subquery needs at least one column"))?;
+        let hit = if any { compared.clone() } else { Expr::Unary(UnaryOp::Not, Box::new(compared.clone())) };
+        let unknown = Expr::IsNull { expr: Box::new(compared), negated: false };
+        let hit_column = self.new_column("hit", DataType::Boolean, true);
+        let unknown_column = self.new_column("unknown", DataType::Boolean, true);
+        let bool_or = |arg: Expr| AggregateCall::new(AggregateFunction::BoolOr, vec![arg], false, None, DataType::Boolean);
+        let aggregated = LogicalPlan::Aggregate {
+            groups: Vec::new(),
+            aggregates: vec![(bool_or(hit), hit_column.clone()), (bool_or(unknown), unknown_column.clone())],
+            grouping_sets: None,
+            input: Box::new(plan),
+        };
+        let outcome = Expr::Case {
+            whens: vec![
+                (hit_column.expr(), Expr::boolean(any)),
+                (unknown_column.expr(), Expr::Literal(ScalarValue::Null, DataType::Boolean)),
+            ],
+            otherwise: Some(Box::new(Expr::boolean(!any))),
+            data_type: DataType::Boolean,
+        };
+        let output = self.new_column("quantified", DataType::Boolean, true);
+        let projected = LogicalPlan::Project { exprs: vec![(outcome, output.clone())], input: Box::new(aggregated) };
+        Ok(Expr::Subquery(Box::new(Subquery { kind: SubqueryKind::Scalar, plan: Box::new(projected), output: Some(output) })))
+    }
+
+    /// `value op ANY/ALL (query)` for `<`, `<=`, `>`, `>=`: only the subquery's smallest or
+    /// largest value matters (`x > ANY` is `x > min`, `x > ALL` is `x > max`), with its row
+    /// count and non-NULL count for the three-valued logic; each is a scalar aggregate
+    /// subquery, so an uncorrelated subquery is computed once:
+    ///
+    /// ```text
+    /// ANY: CASE WHEN count = 0 THEN FALSE WHEN x op e THEN TRUE
+    ///           WHEN x IS NULL OR non_null < count THEN NULL ELSE FALSE END
+    /// ALL: CASE WHEN count = 0 THEN TRUE WHEN NOT (x op e) THEN FALSE
+    ///           WHEN x op e AND non_null = count THEN TRUE ELSE NULL END
+    /// ```
+    fn bind_ordered_quantified(&mut self, value: Expr, op: BinaryOp, any: bool, query: &ast::Query, scope: &Scope) -> Result<Expr> {
+        use crate::expr::{AggregateCall, AggregateFunction, UnaryOp};
+        // x > ANY and x < ALL compare with the smallest value, x < ANY and x > ALL with the largest.
+        let smallest = matches!(op, BinaryOp::Gt | BinaryOp::GtEq) == any;
+        let extreme_function = if smallest { AggregateFunction::Min } else { AggregateFunction::Max };
+        let aggregate = |binder: &mut Self, function: Option<AggregateFunction>| -> Result<Expr> {
+            let (plan, columns) = binder.bind_subquery(query, scope)?;
+            if columns.len() != 1 {
+                return Err(bind_err!("subquery has too many columns ({} against 1 value)", columns.len()));
+            }
+            let column = columns[0].clone();
+            let (call, data_type) = match function {
+                None => (AggregateCall::new(AggregateFunction::CountStar, Vec::new(), false, None, DataType::BigInt), DataType::BigInt),
+                Some(AggregateFunction::Count) => {
+                    (AggregateCall::new(AggregateFunction::Count, vec![column.expr()], false, None, DataType::BigInt), DataType::BigInt)
+                }
+                Some(f) => (AggregateCall::new(f, vec![column.expr()], false, None, column.data_type), column.data_type),
+            };
+            let output = binder.new_column(&column.name, data_type, true);
+            let plan = LogicalPlan::Aggregate {
+                groups: Vec::new(),
+                aggregates: vec![(call, output.clone())],
+                grouping_sets: None,
+                input: Box::new(plan),
+            };
+            Ok(Expr::Subquery(Box::new(Subquery { kind: SubqueryKind::Scalar, plan: Box::new(plan), output: Some(output) })))
+        };
+        let extreme = aggregate(self, Some(extreme_function))?;
+        let count = aggregate(self, None)?;
+        let non_null = aggregate(self, Some(AggregateFunction::Count))?;
+        let compared = self.bind_comparison(op, value.clone(), extreme)?;
+        let zero = Expr::literal(ScalarValue::Int64(0));
+        let null = Expr::Literal(ScalarValue::Null, DataType::Boolean);
+        let empty = Expr::compare(BinaryOp::Eq, count.clone(), zero);
+        let whens = if any {
+            let unknown = Expr::binary(
+                BinaryOp::Or,
+                Expr::IsNull { expr: Box::new(value), negated: false },
+                Expr::compare(BinaryOp::Lt, non_null, count),
+                DataType::Boolean,
+            );
+            vec![(empty, Expr::boolean(false)), (compared, Expr::boolean(true)), (unknown, null)]
+        } else {
+            let complete = Expr::binary(BinaryOp::And, compared.clone(), Expr::compare(BinaryOp::Eq, non_null, count), DataType::Boolean);
+            vec![
+                (empty, Expr::boolean(true)),
+                (Expr::Unary(UnaryOp::Not, Box::new(compared)), Expr::boolean(false)),
+                (complete, Expr::boolean(true)),
+            ]
+        };
+        let otherwise = if any { Expr::boolean(false) } else { Expr::Literal(ScalarValue::Null, DataType::Boolean) };
+        Ok(Expr::Case { whens, otherwise: Some(Box::new(otherwise)), data_type: DataType::Boolean })
     }
 
     fn bind_in_subquery(&mut self, value: Expr, query: &ast::Query, negated: bool, scope: &Scope) -> Result<Expr> {

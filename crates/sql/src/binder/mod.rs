@@ -208,6 +208,9 @@ pub(crate) struct CteDefinition {
     query: ast::Query,
     column_aliases: Vec<String>,
     materialized: Option<cte::MaterializedCte>,
+    /// While a recursive CTE's recursive term is bound: its self-reference reads the
+    /// work table.
+    work_table: Option<cte::WorkTable>,
 }
 
 /// Collects aggregate calls while the SELECT list / HAVING / ORDER BY of a grouped query

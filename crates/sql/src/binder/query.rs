@@ -81,7 +81,7 @@ impl Binder<'_> {
         Ok((limit, offset))
     }
 
-    fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
+    pub(crate) fn bind_set_expr(&mut self, body: &ast::SetExpr) -> Result<(LogicalPlan, OutputColumns)> {
         match body {
             ast::SetExpr::Select(select) => self.bind_select(select, OrderByClause::Exprs(&[]), None, 0),
             ast::SetExpr::Query(query) => self.bind_query_body(query),
@@ -203,8 +203,9 @@ impl Binder<'_> {
         match op {
             ast::SetOperator::Union => unreachable!("handled above"),
             ast::SetOperator::Intersect | ast::SetOperator::Except | ast::SetOperator::Minus => {
+                let kind = if op == ast::SetOperator::Intersect { JoinKind::Semi } else { JoinKind::Anti { null_aware: false } };
                 if all {
-                    return Err(not_impl_err!("{op_name} ALL"));
+                    return Ok(self.set_operation_all(kind, left_plan, right_plan, names));
                 }
                 // Distinct left rows with (INTERSECT) / without (EXCEPT) a NULL-safe match.
                 let left_columns = left_plan.output();
@@ -215,7 +216,6 @@ impl Binder<'_> {
                         .zip(&right_columns)
                         .map(|(l, r)| Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
                 );
-                let kind = if op == ast::SetOperator::Intersect { JoinKind::Semi } else { JoinKind::Anti { null_aware: false } };
                 let joined = LogicalPlan::Join { kind, left: Box::new(left_plan), right: Box::new(right_plan), condition, mark: None };
                 let columns: OutputColumns = names.into_iter().zip(left_columns).collect();
                 Ok(self.distinct(joined, columns))
@@ -223,8 +223,68 @@ impl Binder<'_> {
         }
     }
 
+    /// `INTERSECT ALL` (`kind` semi) and `EXCEPT ALL` (anti) as multisets: a row that the
+    /// left input has m times and the right input n times appears min(m, n) or
+    /// max(m - n, 0) times (NULLs equal). The left rows are numbered within their group
+    /// of equal rows (`row_number() OVER (PARTITION BY every column)`), the right rows
+    /// are counted per group, and the k-th copy of a left row is kept when the right side
+    /// has at least k copies (semi join) or fewer (anti join):
+    ///
+    /// ```text
+    /// Window row_number() OVER (PARTITION BY l1..ln) AS k      Aggregate count(*) AS n
+    ///   left                                              ⋉/▷    GROUP BY r1..rn: right
+    ///                   ON l1 IS NOT DISTINCT FROM r1 AND ... AND k <= n
+    /// ```
+    fn set_operation_all(
+        &mut self,
+        kind: JoinKind,
+        left: LogicalPlan,
+        right: LogicalPlan,
+        names: Vec<String>,
+    ) -> (LogicalPlan, OutputColumns) {
+        use crate::expr::{AggregateCall, AggregateFunction, BinaryOp};
+        let left_columns = left.output();
+        let copy = self.new_column("copy", DataType::BigInt, false);
+        let numbering = crate::window::WindowCall {
+            func: crate::window::WindowFunction::RowNumber,
+            args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by: left_columns.iter().map(ColumnRef::expr).collect(),
+            order_by: Vec::new(),
+            frame: crate::window::WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        };
+        let numbered = LogicalPlan::Window { windows: vec![(numbering, copy.clone())], input: Box::new(left) };
+        let mut groups = Vec::new();
+        for column in right.output() {
+            let grouped = self.new_column(&column.name, column.data_type, column.nullable);
+            groups.push((column.expr(), grouped));
+        }
+        let copies = self.new_column("copies", DataType::BigInt, false);
+        let count = AggregateCall::new(AggregateFunction::CountStar, Vec::new(), false, None, DataType::BigInt);
+        let keys: Vec<ColumnRef> = groups.iter().map(|(_, c)| c.clone()).collect();
+        let counted =
+            LogicalPlan::Aggregate { groups, aggregates: vec![(count, copies.clone())], grouping_sets: None, input: Box::new(right) };
+        let mut conjuncts: Vec<Expr> =
+            left_columns.iter().zip(&keys).map(|(l, r)| Expr::compare(BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())).collect();
+        conjuncts.push(Expr::compare(BinaryOp::LtEq, copy.expr(), copies.expr()));
+        let joined = LogicalPlan::Join {
+            kind,
+            left: Box::new(numbered),
+            right: Box::new(counted),
+            condition: Expr::conjunction(conjuncts),
+            mark: None,
+        };
+        let exprs = left_columns.iter().map(|c| (c.expr(), c.clone())).collect();
+        let plan = LogicalPlan::Project { exprs, input: Box::new(joined) };
+        (plan, names.into_iter().zip(left_columns).collect())
+    }
+
     /// Projects `columns` cast to `types` (a no-op projection is skipped).
-    fn cast_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, types: &[DataType]) -> Result<LogicalPlan> {
+    pub(crate) fn cast_outputs(&mut self, plan: LogicalPlan, columns: &OutputColumns, types: &[DataType]) -> Result<LogicalPlan> {
         let needs_cast = columns.iter().zip(types).any(|((_, c), t)| c.data_type != *t);
         let in_order = plan.output().iter().map(|c| c.id).eq(columns.iter().map(|(_, c)| c.id));
         if !needs_cast && in_order {
