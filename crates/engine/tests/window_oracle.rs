@@ -102,6 +102,13 @@ fn window_calls_equal_their_definitions_as_subqueries() {
             (format!("string_agg(CAST(x AS VARCHAR), ',') OVER (ORDER BY id ROWS BETWEEN {a} PRECEDING AND {b} FOLLOWING)"), format!(
                 "(SELECT string_agg(CAST(u.x AS VARCHAR), ',' ORDER BY u.id) FROM t u WHERE u.id BETWEEN t.id - {a} AND t.id + {b})"
             )),
+            // DISTINCT over running frames: each value counted at its first position.
+            ("count(DISTINCT x) OVER (PARTITION BY g ORDER BY id)".to_string(), format!(
+                "(SELECT count(DISTINCT u.x) FROM t u WHERE {same_g} AND u.id <= t.id)"
+            )),
+            ("avg(DISTINCT d) FILTER (WHERE x > 0) OVER (ORDER BY x)".to_string(),
+                "(SELECT avg(DISTINCT u.d) FILTER (WHERE u.x > 0) FROM t u WHERE CASE WHEN t.x IS NULL THEN true ELSE u.x <= t.x END)".to_string()
+            ),
             ("median(x) OVER (PARTITION BY g ORDER BY id)".to_string(), format!("(SELECT median(u.x) FROM t u WHERE {same_g} AND u.id <= t.id)")),
         ];
         for (window, definition) in &cases {

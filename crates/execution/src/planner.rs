@@ -1030,7 +1030,9 @@ fn zone_predicates(scan: &Scan) -> Vec<ZonePredicate> {
 fn needs_aggregate_state(call: &apiary_sql::window::WindowCall, func: AggregateFunction) -> bool {
     use AggregateFunction as F;
     let numeric = call.args.first().is_some_and(|a| a.data_type().is_numeric());
-    call.distinct
+    // min/max/bool_*/any_value are the same with DISTINCT.
+    let distinct_matters = !matches!(func, F::Min | F::Max | F::BoolAnd | F::BoolOr | F::AnyValue);
+    (call.distinct && distinct_matters)
         || !call.aggregate_order.is_empty()
         || match func {
             F::CountStar | F::Count | F::Min | F::Max | F::BoolAnd | F::BoolOr | F::AnyValue => false,

@@ -18,6 +18,10 @@
 //!   the whole partition (O(n)), else one group per row fed its frame's rows (O(frame)
 //!   per row, bounded by [`MAX_FRAME_VISITS`]).
 //!
+//! `count`/`sum`/`avg(DISTINCT x)` over frames that start at the partition's start (ORDER
+//! BY's running frames) stay on the prefix sums, counting each value at its first
+//! position in the partition.
+//!
 //! `EXCLUDE CURRENT ROW | GROUP | TIES` cuts a frame into at most three runs of
 //! positions ([`Pieces`]); prefix sums and segment trees answer each run.
 //!
@@ -393,6 +397,26 @@ fn counted(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered, skip_nu
             filter_ok && (!skip_nulls || call.args.first().is_none_or(|&a| columns[a].is_valid(row)))
         })
         .collect()
+}
+
+/// Per position: whether it is counted (argument not NULL, FILTER true) and its value
+/// occurs at no earlier counted position of its partition (values compared by their
+/// encoded sort keys).
+fn first_occurrences(call: &WindowCallPlan, columns: &[Vector], ordered: &Ordered) -> Vec<bool> {
+    let n = ordered.len();
+    let mut first = counted(call, columns, ordered, true);
+    let sorted_arg = columns[call.args[0]].gather(&ordered.rows);
+    let (keys, offsets) = encode_sort_keys(&[sorted_arg], &[SortOrder { ascending: true, nulls_first: false }], n);
+    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for pos in 0..n {
+        if pos == ordered.partition_start[pos] as usize {
+            seen.clear();
+        }
+        if first[pos] {
+            first[pos] = seen.insert(&keys[offsets[pos] as usize..offsets[pos + 1] as usize]);
+        }
+    }
+    first
 }
 
 /// `prefix[i]` = how many of the first `i` positions are counted.
@@ -950,11 +974,27 @@ fn aggregate(call: &WindowCallPlan, func: AggregateFunction, columns: &[Vector],
     use AggregateFunction as F;
     let n = ordered.len();
     let frames = frames(call, columns, ordered)?;
-    if let Some(spec) = &call.aggregate {
+    // count/sum/avg(DISTINCT x) over frames that start at their partition's start (the
+    // running frames of ORDER BY, whole partitions) count each value at its first
+    // position in the partition only: a frame [start, end) holds the first occurrence of
+    // every value it holds.
+    let running_distinct = call.aggregate.as_ref().is_some_and(|spec| {
+        spec.distinct
+            && spec.order_by.is_empty()
+            && matches!(func, F::Count | F::Sum | F::Avg)
+            && call
+                .args
+                .first()
+                .is_some_and(|&a| !columns[a].data_type.is_float() && (func == F::Count || columns[a].data_type.is_numeric()))
+            && call.exclude == FrameExclude::NoOthers
+            && (0..n).all(|pos| frames[pos].0 == ordered.partition_start[pos] || frames[pos].0 >= frames[pos].1)
+    });
+    if let Some(spec) = call.aggregate.as_ref().filter(|_| !running_distinct) {
         return state_aggregate(call, spec, columns, ordered, &frames);
     }
     let pieces: Vec<Pieces> = (0..n).map(|pos| Pieces::new(frames[pos], pos, call.exclude, ordered)).collect();
-    let counted = counted(call, columns, ordered, func != F::CountStar);
+    let counted =
+        if running_distinct { first_occurrences(call, columns, ordered) } else { counted(call, columns, ordered, func != F::CountStar) };
     let prefix = prefix_counts(&counted);
     let count_in = |pos: usize| pieces[pos].iter().map(|(s, e)| (prefix[e as usize] - prefix[s as usize]) as i64).sum::<i64>();
     match func {
