@@ -19,7 +19,7 @@ use apiary_types::{DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vecto
 use crate::csv::sniff::{sniff, SniffHints, DEFAULT_SAMPLE_RECORDS};
 use crate::csv::{for_each_piece, Compression, CsvOptions, Reject, TemporalFormat};
 use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_uncompressed_bytes, read_parquet};
-use crate::table_functions::temporary_table;
+use crate::table_functions::{scan_only_table, temporary_table};
 
 /// What a `read_csv`/`read_parquet` call needs from the engine.
 pub struct FileReader<'a> {
@@ -371,7 +371,7 @@ impl DeferredRows for ParquetRows {
                 pieces.push(piece);
             }
         }
-        temporary_table(&self.function, fields, pieces, self.block_rows)
+        scan_only_table(&self.function, fields, pieces, self.block_rows)
     }
 
     /// The files' row counts come from their footers: blocks of NULLs, nothing decoded.
@@ -385,7 +385,7 @@ impl DeferredRows for ParquetRows {
             left -= rows;
         }
         let field = Field { nullable: true, ..field };
-        temporary_table(&self.function, vec![field], pieces, self.block_rows)
+        scan_only_table(&self.function, vec![field], pieces, self.block_rows)
     }
 }
 

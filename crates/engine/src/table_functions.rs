@@ -52,7 +52,17 @@ impl EngineTableFunctions<'_> {
 
 /// Builds a temporary table from parsed pieces.
 pub(crate) fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
-    let table = Arc::new(Table::new(name, Schema::new(fields), block_rows));
+    filled_table(Table::new(name, Schema::new(fields), block_rows), pieces)
+}
+
+/// [`temporary_table`] for a table made after the query was optimized (a deferred table's
+/// columns): no distinct-value sketches, which only the optimizer reads.
+pub(crate) fn scan_only_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
+    filled_table(Table::new(name, Schema::new(fields), block_rows).without_sketches(), pieces)
+}
+
+fn filled_table(table: Table, pieces: Vec<Vec<Vector>>) -> Result<Arc<Table>> {
+    let table = Arc::new(table);
     {
         let mut appender = table.appender()?;
         for columns in pieces {

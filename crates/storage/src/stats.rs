@@ -174,12 +174,15 @@ impl TableStats {
     }
 
     /// Counts a new block whose values are `columns`.
-    pub fn add_block(&mut self, block: &Block, columns: &[Vector]) {
+    /// Counts a new block's rows, NULLs and min/max; `sketches`: also its distinct values.
+    pub fn add_block(&mut self, block: &Block, columns: &[Vector], sketches: bool) {
         self.row_count += block.row_count;
         for ((column, stripe), values) in self.columns.iter_mut().zip(&block.columns).zip(columns) {
             column.null_count += stripe.zone_map.null_count;
             column.merge_zone(&stripe.zone_map);
-            column.sketch.add_vector(values);
+            if sketches {
+                column.sketch.add_vector(values);
+            }
         }
     }
 
