@@ -141,6 +141,23 @@ pub struct WindowCall {
 }
 
 impl WindowCall {
+    /// `row_number() OVER (PARTITION BY partition_by ORDER BY order_by)`, which rewrites
+    /// (DISTINCT ON, INTERSECT/EXCEPT ALL, LIMIT under decorrelation) number rows with.
+    pub fn row_number(partition_by: Vec<Expr>, order_by: Vec<SortKey>) -> WindowCall {
+        WindowCall {
+            func: WindowFunction::RowNumber,
+            args: Vec::new(),
+            distinct: false,
+            aggregate_order: Vec::new(),
+            filter: None,
+            ignore_nulls: false,
+            partition_by,
+            order_by,
+            frame: WindowFrame::default_frame(),
+            data_type: DataType::BigInt,
+        }
+    }
+
     /// Every expression the call evaluates.
     pub fn expressions(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = self.args.iter().collect();

@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use apiary_common::{internal_err, not_impl_err, Result};
 use apiary_sql::expr::{AggregateCall, AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
-use apiary_sql::{CteScan, JoinKind, LogicalPlan, WindowCall, WindowFrame, WindowFunction};
+use apiary_sql::{CteScan, JoinKind, LogicalPlan, WindowCall};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::OptimizerContext;
@@ -318,18 +318,7 @@ impl<'a> Dependent<'a> {
             })
             .collect();
         let row_number = ctx.new_column("row_number", DataType::BigInt, false);
-        let call = WindowCall {
-            func: WindowFunction::RowNumber,
-            args: Vec::new(),
-            distinct: false,
-            aggregate_order: Vec::new(),
-            filter: None,
-            ignore_nulls: false,
-            partition_by: d.iter().map(ColumnRef::expr).collect(),
-            order_by,
-            frame: WindowFrame::default_frame(),
-            data_type: DataType::BigInt,
-        };
+        let call = WindowCall::row_number(d.iter().map(ColumnRef::expr).collect(), order_by);
         let numbered = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(below) };
         let bound =
             |op, value: u64| Expr::compare(op, row_number.expr(), Expr::literal(ScalarValue::Int64(value.min(i64::MAX as u64) as i64)));

@@ -245,18 +245,7 @@ impl Binder<'_> {
         use crate::expr::{AggregateCall, AggregateFunction, BinaryOp};
         let left_columns = left.output();
         let copy = self.new_column("copy", DataType::BigInt, false);
-        let numbering = crate::window::WindowCall {
-            func: crate::window::WindowFunction::RowNumber,
-            args: Vec::new(),
-            distinct: false,
-            aggregate_order: Vec::new(),
-            filter: None,
-            ignore_nulls: false,
-            partition_by: left_columns.iter().map(ColumnRef::expr).collect(),
-            order_by: Vec::new(),
-            frame: crate::window::WindowFrame::default_frame(),
-            data_type: DataType::BigInt,
-        };
+        let numbering = crate::window::WindowCall::row_number(left_columns.iter().map(ColumnRef::expr).collect(), Vec::new());
         let numbered = LogicalPlan::Window { windows: vec![(numbering, copy.clone())], input: Box::new(left) };
         let mut groups = Vec::new();
         for column in right.output() {
@@ -766,18 +755,7 @@ impl Binder<'_> {
         }
         let sort_keys = &ordered;
         let row_number = self.new_column("row_number", DataType::BigInt, false);
-        let call = crate::window::WindowCall {
-            func: crate::window::WindowFunction::RowNumber,
-            args: Vec::new(),
-            distinct: false,
-            aggregate_order: Vec::new(),
-            filter: None,
-            ignore_nulls: false,
-            partition_by: keys.iter().map(ColumnRef::expr).collect(),
-            order_by: sort_keys[prefix..].to_vec(),
-            frame: crate::window::WindowFrame::default_frame(),
-            data_type: DataType::BigInt,
-        };
+        let call = crate::window::WindowCall::row_number(keys.iter().map(ColumnRef::expr).collect(), sort_keys[prefix..].to_vec());
         let windowed = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(plan) };
         let first = Expr::compare(crate::expr::BinaryOp::Eq, row_number.expr(), Expr::literal(ScalarValue::Int64(1)));
         Ok(LogicalPlan::Filter { predicate: first, input: Box::new(windowed) })

@@ -53,14 +53,8 @@ impl Binder<'_> {
 
     /// The window a call names: its own specification, or a named one of the query's
     /// WINDOW clause (which an inline `OVER (w ORDER BY ...)` may extend); and its frame's
-    /// EXCLUDE clause.
+    /// EXCLUDE clause (the parser's marker, in the specification that has the frame).
     fn resolve_window(&self, over: &ast::WindowType) -> Result<(ast::WindowSpec, FrameExclude)> {
-        let (spec, exclude) = self.resolve_window_spec(over)?;
-        let (spec, base_exclude) = take_frame_exclude(spec);
-        Ok((spec, if exclude == FrameExclude::NoOthers { base_exclude } else { exclude }))
-    }
-
-    fn resolve_window_spec(&self, over: &ast::WindowType) -> Result<(ast::WindowSpec, FrameExclude)> {
         let named = |name: &ast::Ident| {
             self.named_windows
                 .iter()
@@ -69,32 +63,30 @@ impl Binder<'_> {
                 .map(|(_, spec)| spec.clone())
                 .ok_or_else(|| bind_err!("window \"{}\" does not exist", name.value))
         };
-        match over {
-            ast::WindowType::NamedWindow(name) => Ok((named(name)?, FrameExclude::NoOthers)),
-            ast::WindowType::WindowSpec(spec) => match &spec.window_name {
-                None => Ok((spec.clone(), FrameExclude::NoOthers)),
-                Some(base_name) => {
-                    let (spec, exclude) = take_frame_exclude(spec.clone());
-                    let base = named(base_name)?;
-                    if !spec.partition_by.is_empty() {
-                        return Err(bind_err!("cannot override PARTITION BY clause of window \"{}\"", base_name.value));
-                    }
-                    if !base.order_by.is_empty() && !spec.order_by.is_empty() {
-                        return Err(bind_err!("cannot override ORDER BY clause of window \"{}\"", base_name.value));
-                    }
-                    if base.window_frame.is_some() {
-                        return Err(bind_err!("cannot copy window \"{}\" because it has a frame clause", base_name.value));
-                    }
-                    let spec = ast::WindowSpec {
-                        window_name: None,
-                        partition_by: base.partition_by,
-                        order_by: if spec.order_by.is_empty() { base.order_by } else { spec.order_by.clone() },
-                        window_frame: spec.window_frame.clone(),
-                    };
-                    Ok((spec, exclude))
-                }
-            },
+        let spec = match over {
+            ast::WindowType::NamedWindow(name) => return Ok(take_frame_exclude(named(name)?)),
+            ast::WindowType::WindowSpec(spec) => spec,
+        };
+        let (spec, exclude) = take_frame_exclude(spec.clone());
+        let Some(base_name) = &spec.window_name else { return Ok((spec, exclude)) };
+        // A base window with a frame (the only place its own marker could be) is refused.
+        let base = named(base_name)?;
+        if !spec.partition_by.is_empty() {
+            return Err(bind_err!("cannot override PARTITION BY clause of window \"{}\"", base_name.value));
         }
+        if !base.order_by.is_empty() && !spec.order_by.is_empty() {
+            return Err(bind_err!("cannot override ORDER BY clause of window \"{}\"", base_name.value));
+        }
+        if base.window_frame.is_some() {
+            return Err(bind_err!("cannot copy window \"{}\" because it has a frame clause", base_name.value));
+        }
+        let spec = ast::WindowSpec {
+            window_name: None,
+            partition_by: base.partition_by,
+            order_by: if spec.order_by.is_empty() { base.order_by } else { spec.order_by },
+            window_frame: spec.window_frame,
+        };
+        Ok((spec, exclude))
     }
 
     fn bind_window_parts(
