@@ -33,11 +33,31 @@ impl Bitmap {
     }
 
     pub fn from_bools(bits: impl IntoIterator<Item = bool>) -> Self {
-        let mut bitmap = Bitmap::default();
+        let bits = bits.into_iter();
+        let mut words = Vec::with_capacity(bits.size_hint().0.div_ceil(64));
+        // Whole words at a time: a push per bit tests and indexes the word every time.
+        let (mut word, mut len) = (0u64, 0usize);
         for bit in bits {
-            bitmap.push(bit);
+            word |= (bit as u64) << (len & 63);
+            len += 1;
+            if len.is_multiple_of(64) {
+                words.push(word);
+                word = 0;
+            }
         }
-        bitmap
+        if !len.is_multiple_of(64) {
+            words.push(word);
+        }
+        Bitmap { words, len }
+    }
+
+    /// The bits at `indices`, in that order (a vector's validity gathered with its values).
+    pub fn gather(&self, indices: &[u32]) -> Self {
+        let words = indices
+            .chunks(64)
+            .map(|chunk| chunk.iter().enumerate().fold(0u64, |word, (bit, &i)| word | ((self.get(i as usize) as u64) << bit)))
+            .collect();
+        Bitmap { words, len: indices.len() }
     }
 
     #[inline]
@@ -206,6 +226,19 @@ mod tests {
         let ones: Vec<usize> = bitmap.iter_ones().collect();
         let expected: Vec<usize> = (0..200).filter(|i| i % 3 == 0).collect();
         assert_eq!(ones, expected);
+    }
+
+    #[test]
+    fn gather_picks_bits_in_index_order() {
+        let bitmap = Bitmap::from_bools((0..300).map(|i| i % 5 != 0));
+        for len in [0, 1, 63, 64, 65, 200] {
+            let indices: Vec<u32> = (0..len).map(|i| (i * 7 % 300) as u32).collect();
+            let gathered = bitmap.gather(&indices);
+            assert_eq!(gathered.len(), len);
+            let expected = Bitmap::from_bools(indices.iter().map(|&i| i % 5 != 0));
+            assert_eq!(gathered, expected, "{len} indices");
+            assert_eq!(gathered.count_ones(), indices.iter().filter(|&&i| i % 5 != 0).count());
+        }
     }
 
     #[test]

@@ -56,11 +56,37 @@ struct Branch {
     /// When the source is a table scan: the scan and the ids of the columns it reads, in
     /// order (for runtime filters from the joins the branch probes).
     scan: Option<(Arc<TableScan>, Vec<ColumnId>)>,
+    /// Pairs of columns equal in every row of the branch (an inner join's probe and build
+    /// keys, a projection's renamed column): a runtime filter on a key the scan does not
+    /// read can filter the scan's column that the key equals (TPC-DS Q95: a semi join on
+    /// `wr_order_number` filters the `ws_order_number` of web_sales, joined to it below).
+    equal_columns: Vec<(ColumnId, ColumnId)>,
 }
 
 impl Branch {
     fn ids(&self) -> Vec<ColumnId> {
         self.layout.iter().map(|c| c.id).collect()
+    }
+
+    /// The position among the scan's columns `read_ids` of `key` or of a column equal to
+    /// it in every row.
+    fn scan_position(&self, read_ids: &[ColumnId], key: ColumnId) -> Option<usize> {
+        let mut equal = vec![key];
+        let mut next = 0;
+        while let Some(&id) = equal.get(next) {
+            if let Some(position) = read_ids.iter().position(|&r| r == id) {
+                return Some(position);
+            }
+            for &(a, b) in &self.equal_columns {
+                for (from, to) in [(a, b), (b, a)] {
+                    if from == id && !equal.contains(&to) {
+                        equal.push(to);
+                    }
+                }
+            }
+            next += 1;
+        }
+        None
     }
 }
 
@@ -160,6 +186,7 @@ impl<'a> PhysicalPlanner<'a> {
             after_sinks: Vec::new(),
             steps: vec![step],
             scan: None,
+            equal_columns: Vec::new(),
         }
     }
 
@@ -329,6 +356,13 @@ impl<'a> PhysicalPlanner<'a> {
                         .join(", ");
                     branch.operators.push(Arc::new(ProjectOperator { exprs: compiled, description: description.clone() }));
                     branch.steps.push(format!("-> Project {description}"));
+                    for (expr, column) in exprs {
+                        if let Expr::Column(input) = expr {
+                            if input.id != column.id {
+                                branch.equal_columns.push((input.id, column.id));
+                            }
+                        }
+                    }
                     branch.layout = exprs.iter().map(|(_, c)| c.clone()).collect();
                 }
                 Ok(branches)
@@ -928,7 +962,7 @@ impl<'a> PhysicalPlanner<'a> {
                 let membership = !branch.operators.is_empty() && probe_keys.len() == 1;
                 for (k, key) in probe_keys.iter().enumerate() {
                     let Expr::Column(column) = key else { continue };
-                    let Some(position) = read_ids.iter().position(|&id| id == column.id) else { continue };
+                    let Some(position) = branch.scan_position(read_ids, column.id) else { continue };
                     if !integer_key(column.data_type) && !membership {
                         continue;
                     }
@@ -967,6 +1001,13 @@ impl<'a> PhysicalPlanner<'a> {
             branch.after_sinks.push(build_sink);
             branch.steps.push(format!("-> HashJoinProbe {description} [build sink #{build_sink}]"));
             branch.layout = layout.clone().into_iter().map(|c| if mode == JoinMode::Inner { c } else { outer_nullable(c) }).collect();
+            if mode == JoinMode::Inner && !null_safe {
+                for (probe_key, build_key) in probe_keys.iter().zip(&build_keys) {
+                    if let (Expr::Column(p), Expr::Column(b)) = (probe_key, build_key) {
+                        branch.equal_columns.push((p.id, b.id));
+                    }
+                }
+            }
         }
         if matches!(mode, JoinMode::BuildOuter | JoinMode::FullOuter) {
             let mut unmatched = self.new_branch(

@@ -84,6 +84,8 @@ pub const RULES: &[(&str, RuleFn)] = &[
     ("reorder_joins", rules::reorder_joins::run),
     ("reduce_aggregate_inputs", rules::reduce_aggregate_inputs::run),
     ("push_down_predicates", rules::push_down_predicates::run),
+    ("pre_aggregate_grouping_sets", rules::pre_aggregate_grouping_sets::run),
+    ("eager_aggregation", rules::eager_aggregation::run),
     ("prune_columns", rules::prune_columns::run),
 ];
 

@@ -273,7 +273,7 @@ impl Vector {
     /// Rows at `indices`, in that order.
     pub fn gather(&self, indices: &[u32]) -> Vector {
         let validity = self.validity.as_ref().and_then(|v| {
-            let gathered = Bitmap::from_bools(indices.iter().map(|&i| v.get(i as usize)));
+            let gathered = v.gather(indices);
             (!gathered.all_set()).then_some(gathered)
         });
         Vector { data_type: self.data_type, data: self.data.gather(indices), validity }

@@ -1,7 +1,10 @@
 //! Optimizer rules, one per file. Each exposes `run(plan, ctx) -> plan`.
 
 pub(crate) mod decorrelate;
+pub mod eager_aggregation;
 pub mod fold_constants;
+pub(crate) mod partial_aggregates;
+pub mod pre_aggregate_grouping_sets;
 pub mod prune_columns;
 pub mod push_down_predicates;
 pub mod push_down_semi_joins;

@@ -37,7 +37,8 @@ impl TestDb {
 
     /// Adds table `name` with `rows` rows and columns described as `"a NOT NULL, b, d DATE"`
     /// (INTEGER unless DATE is given); row `i` holds `i` in every column (so each
-    /// column has `rows` distinct values, and the estimates scale with `rows`).
+    /// column has `rows` distinct values, and the estimates scale with `rows`), or `i % n`
+    /// in a column described as `"c MOD n"`.
     pub fn table(self, name: &str, rows: usize, columns: &str) -> TestDb {
         let fields: Vec<Field> = columns
             .split(',')
@@ -49,8 +50,17 @@ impl TestDb {
             })
             .collect();
         let values: Vec<i32> = (0..rows).map(|i| i32::try_from(i).expect("test tables are small")).collect();
-        // DATE is stored as i32 days, like INTEGER.
-        let vectors: Vec<Vector> = fields.iter().map(|f| Vector::from_native(f.data_type, values.clone())).collect();
+        // DATE is stored as i32 days, like INTEGER; `MOD n` makes a column of `i % n`.
+        let vectors: Vec<Vector> = columns
+            .split(',')
+            .zip(&fields)
+            .map(|(spec, f)| {
+                let words: Vec<&str> = spec.split_whitespace().collect();
+                let modulo =
+                    words.iter().position(|w| *w == "MOD").and_then(|p| words.get(p + 1)).map(|n| n.parse::<i32>().expect("MOD n"));
+                Vector::from_native(f.data_type, values.iter().map(|v| modulo.map_or(*v, |m| v % m)).collect::<Vec<i32>>())
+            })
+            .collect();
         let table = Arc::new(Table::new(name, Schema::new(fields), 1 << 16));
         let mut appender = table.appender().expect("appender");
         appender.append(&DataChunk::new(vectors, rows)).expect("append");

@@ -11,8 +11,10 @@
 mod common;
 
 mod decorrelate;
+mod eager_aggregation;
 mod fold_constants;
 mod optimizer;
+mod pre_aggregate_grouping_sets;
 mod prune_columns;
 mod push_down_predicates;
 mod push_down_semi_joins;

@@ -1,0 +1,251 @@
+//! `eager_aggregation`: an aggregation over a star of inner joins aggregates the fact side
+//! before joining the tables that only provide group keys ("eager group-by", Yan and
+//! Larson).
+//!
+//! ```text
+//!   Aggregate GROUP BY i.name, i.brand  aggs=[sum(f.q)]
+//!     (fact f ⋈ date d ON f.d = d.k  [d filtered]) ⋈ item i ON f.item = i.k
+//!   ─▶ Aggregate GROUP BY i.name, i.brand  aggs=[sum(s)]
+//!        (Aggregate GROUP BY f.item  aggs=[sum(f.q) s]  over (fact f ⋈ date d)) ⋈ item i ON f.item = i.k
+//! ```
+//!
+//! The relations joined below the pre-aggregation (the *core*) are those whose columns the
+//! aggregates read, and those that only filter (no column of theirs is needed above the
+//! joins); the relations that provide group keys are joined after it, on the fact side's
+//! key columns, which the pre-aggregation groups by together with the core's own group
+//! keys. A pre-aggregated row stands for rows that agree on every column needed above it,
+//! so every join and filter above treats them alike, and merging the partial aggregates
+//! (sum of sums, sum of counts, min of mins, ...) gives the original results, also when a
+//! key matches several rows (each match merges the partials once, as each row would have).
+//!
+//! TPC-DS Q22 groups 2.3M inventory rows by four strings of `item`: the strings are
+//! gathered for every row by the join and hashed by the aggregation. Grouped first by the
+//! integer `inv_item_sk` (18,000 groups), only 18,000 rows reach the join and the strings.
+//!
+//! Applied when every aggregate can be merged, the input is a tree of inner equi-joins
+//! with at least one relation outside the core, and the pre-aggregation's estimated
+//! groups (an upper bound: the product of its keys' distinct counts) are at most a
+//! quarter of the core's rows, and the joins with the rest are not estimated to drop
+//! more than half of the core's rows (those would better be dropped before aggregating).
+
+use std::collections::{BTreeSet, HashMap};
+
+use apiary_common::Result;
+use apiary_sql::expr::{AggregateCall, ColumnId, ColumnRef, Expr};
+use apiary_sql::{JoinKind, LogicalPlan};
+
+use crate::cardinality::{estimate, group_count};
+use crate::rules::partial_aggregates::{mergeable, split, SplitAggregates};
+use crate::rules::unnest_subqueries::map_children;
+use crate::OptimizerContext;
+
+/// The pre-aggregation must keep at most this share of the core's rows.
+const MAX_GROUP_SHARE: f64 = 0.25;
+
+/// The joins with the rest must keep at least this share of the core's rows.
+const MIN_KEPT_BY_REST: f64 = 0.5;
+
+pub fn run(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
+    rewrite(plan, ctx)
+}
+
+fn rewrite(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
+    let plan = map_children(plan, &mut |child| rewrite(child, ctx))?;
+    match plan {
+        LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input }
+            if !groups.is_empty() && !aggregates.is_empty() && aggregates.iter().all(|(call, _)| mergeable(call)) =>
+        {
+            match eager(&groups, &aggregates, &input, ctx) {
+                Some(plan) => Ok(plan),
+                None => Ok(LogicalPlan::Aggregate { groups, aggregates, grouping_sets: None, input }),
+            }
+        }
+        other => Ok(other),
+    }
+}
+
+/// The relations of a tree of inner joins and the conjuncts of their conditions.
+struct JoinGraph {
+    relations: Vec<LogicalPlan>,
+    outputs: Vec<BTreeSet<ColumnId>>,
+    conjuncts: Vec<Expr>,
+}
+
+impl JoinGraph {
+    fn of(plan: &LogicalPlan) -> JoinGraph {
+        let mut graph = JoinGraph { relations: Vec::new(), outputs: Vec::new(), conjuncts: Vec::new() };
+        graph.add(plan);
+        graph
+    }
+
+    fn add(&mut self, plan: &LogicalPlan) {
+        match plan {
+            LogicalPlan::Join { kind: JoinKind::Inner, left, right, condition, mark: None } => {
+                self.add(left);
+                self.add(right);
+                self.conjuncts.extend(condition.clone().map(Expr::split_conjunction).unwrap_or_default());
+            }
+            other => {
+                self.outputs.push(other.output_ids());
+                self.relations.push(other.clone());
+            }
+        }
+    }
+
+    /// The relations providing `columns`, or `None` when one is no relation's.
+    fn relations_of(&self, columns: &BTreeSet<ColumnId>) -> Option<BTreeSet<usize>> {
+        columns.iter().map(|c| self.outputs.iter().position(|o| o.contains(c))).collect()
+    }
+
+    /// Joins the relations `members` (an order in which each joins the ones before it by
+    /// some conjunct), with the conjuncts `usable` (rewritten by `map`) as soon as their
+    /// relations are joined. `None` when the members are not connected.
+    fn join(
+        &self,
+        start: LogicalPlan,
+        mut joined: BTreeSet<usize>,
+        members: &[usize],
+        usable: &[(Expr, BTreeSet<usize>)],
+    ) -> Option<LogicalPlan> {
+        let mut plan = start;
+        let mut pending: Vec<usize> = members.iter().copied().filter(|m| !joined.contains(m)).collect();
+        let mut used = vec![false; usable.len()];
+        while !pending.is_empty() {
+            let connects =
+                |m: usize| usable.iter().any(|(_, rels)| rels.contains(&m) && rels.iter().all(|r| *r == m || joined.contains(r)));
+            let next = pending.iter().position(|&m| connects(m))?;
+            let member = pending.remove(next);
+            joined.insert(member);
+            let mut condition = Vec::new();
+            for (i, (conjunct, rels)) in usable.iter().enumerate() {
+                if !used[i] && rels.is_subset(&joined) {
+                    used[i] = true;
+                    condition.push(conjunct.clone());
+                }
+            }
+            plan = LogicalPlan::Join {
+                kind: JoinKind::Inner,
+                left: Box::new(plan),
+                right: Box::new(self.relations[member].clone()),
+                condition: Expr::conjunction(condition),
+                mark: None,
+            };
+        }
+        // Every conjunct found its place (none reads relations outside `members`).
+        used.iter().all(|u| *u).then_some(plan)
+    }
+}
+
+fn eager(
+    groups: &[(Expr, ColumnRef)],
+    aggregates: &[(AggregateCall, ColumnRef)],
+    input: &LogicalPlan,
+    ctx: &mut OptimizerContext,
+) -> Option<LogicalPlan> {
+    // A projection right above the joins is inlined into the keys and arguments.
+    let (mut groups, mut aggregates, joins) = match input {
+        LogicalPlan::Project { exprs, input } => {
+            let map: HashMap<ColumnId, Expr> = exprs.iter().map(|(e, c)| (c.id, e.clone())).collect();
+            let groups: Vec<(Expr, ColumnRef)> = groups.iter().map(|(e, c)| (e.clone().replace_columns_deep(&map), c.clone())).collect();
+            let aggregates = aggregates.iter().map(|(call, c)| (inline_call(call, &map), c.clone())).collect();
+            (groups, aggregates, input.as_ref())
+        }
+        _ => (groups.to_vec(), aggregates.to_vec(), input),
+    };
+    let graph = JoinGraph::of(joins);
+    if graph.relations.len() < 2 {
+        return None;
+    }
+    let mut argument_columns = BTreeSet::new();
+    for (call, _) in &aggregates {
+        for arg in &call.args {
+            arg.collect_columns(&mut argument_columns);
+        }
+        if let Some(filter) = &call.filter {
+            filter.collect_columns(&mut argument_columns);
+        }
+    }
+    let mut key_columns = BTreeSet::new();
+    for (expr, _) in &groups {
+        expr.collect_columns(&mut key_columns);
+    }
+    let conjuncts: Vec<(Expr, BTreeSet<usize>)> =
+        graph.conjuncts.iter().map(|c| Some((c.clone(), graph.relations_of(&c.columns())?))).collect::<Option<_>>()?;
+    let argument_relations = graph.relations_of(&argument_columns)?;
+    let key_relations = graph.relations_of(&key_columns)?;
+
+    // The core: the relations the arguments read, then those that only filter it.
+    let mut core: BTreeSet<usize> = argument_relations.clone();
+    if core.is_empty() {
+        return None;
+    }
+    loop {
+        let joins_core = |r: usize| conjuncts.iter().any(|(_, rels)| rels.contains(&r) && rels.iter().all(|x| *x == r || core.contains(x)));
+        let Some(filter) = (0..graph.relations.len()).find(|r| !core.contains(r) && !key_relations.contains(r) && joins_core(*r)) else {
+            break;
+        };
+        core.insert(filter);
+    }
+    let rest: Vec<usize> = (0..graph.relations.len()).filter(|r| !core.contains(r)).collect();
+    if rest.is_empty() {
+        return None;
+    }
+
+    // The core's columns needed above the pre-aggregation: its group keys and the keys
+    // of the joins with the rest.
+    let core_columns: BTreeSet<ColumnId> = core.iter().flat_map(|&r| graph.outputs[r].iter().copied()).collect();
+    let (core_conjuncts, upper_conjuncts): (Vec<_>, Vec<_>) = conjuncts.into_iter().partition(|(_, rels)| rels.is_subset(&core));
+    let mut needed: BTreeSet<ColumnId> = key_columns.intersection(&core_columns).copied().collect();
+    for (conjunct, _) in &upper_conjuncts {
+        needed.extend(conjunct.columns().intersection(&core_columns));
+    }
+
+    let core_members: Vec<usize> = core.iter().copied().collect();
+    let first = core_members[0];
+    let core_plan = graph.join(graph.relations[first].clone(), BTreeSet::from([first]), &core_members, &core_conjuncts)?;
+    let core_estimate = estimate(&core_plan);
+    let all_core_columns: Vec<ColumnRef> = core_plan.output().into_iter().filter(|c| needed.contains(&c.id)).collect();
+    let pre_groups = group_count(all_core_columns.iter().map(|c| c.expr()).collect::<Vec<_>>().iter(), &core_estimate);
+    if pre_groups > core_estimate.rows * MAX_GROUP_SHARE {
+        return None;
+    }
+    // Joins with the rest that drop most of the core's rows (TPC-H Q18: a few hundred
+    // orders) are cheaper before the aggregation than an aggregation of every row.
+    if estimate(joins).rows < core_estimate.rows * MIN_KEPT_BY_REST {
+        return None;
+    }
+
+    // Pre-aggregation: the needed columns, renamed, and the partial aggregates.
+    let mut renamed: HashMap<ColumnId, Expr> = HashMap::new();
+    let mut pre_keys = Vec::with_capacity(all_core_columns.len());
+    for column in all_core_columns {
+        let key = ctx.new_column(&column.name, column.data_type, column.nullable);
+        renamed.insert(column.id, key.expr());
+        pre_keys.push((column.expr(), key));
+    }
+    let SplitAggregates { partials, merges, results } = split(std::mem::take(&mut aggregates), false, ctx);
+    let pre_aggregate = LogicalPlan::Aggregate { groups: pre_keys, aggregates: partials, grouping_sets: None, input: Box::new(core_plan) };
+
+    // The rest joined to it, with the core's columns renamed in the conditions; a
+    // conjunct's relations are now those of the rest it reads (the pre-aggregation is
+    // joined from the start).
+    let upper: Vec<(Expr, BTreeSet<usize>)> = upper_conjuncts
+        .into_iter()
+        .map(|(c, rels)| (c.replace_columns_deep(&renamed), rels.difference(&core).copied().collect()))
+        .collect();
+    let joined = graph.join(pre_aggregate, BTreeSet::new(), &rest, &upper)?;
+
+    let mut outputs: Vec<(Expr, ColumnRef)> = groups.iter().map(|(_, c)| (c.expr(), c.clone())).collect();
+    outputs.extend(results);
+    let final_groups = std::mem::take(&mut groups).into_iter().map(|(e, c)| (e.replace_columns_deep(&renamed), c)).collect();
+    let merged = LogicalPlan::Aggregate { groups: final_groups, aggregates: merges, grouping_sets: None, input: Box::new(joined) };
+    Some(LogicalPlan::Project { exprs: outputs, input: Box::new(merged) })
+}
+
+fn inline_call(call: &AggregateCall, map: &HashMap<ColumnId, Expr>) -> AggregateCall {
+    AggregateCall {
+        args: call.args.iter().map(|a| a.clone().replace_columns_deep(map)).collect(),
+        filter: call.filter.as_ref().map(|f| Box::new(f.as_ref().clone().replace_columns_deep(map))),
+        ..call.clone()
+    }
+}

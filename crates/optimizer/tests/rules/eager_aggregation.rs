@@ -1,0 +1,93 @@
+//! `eager_aggregation`: an aggregation over inner joins aggregates the relations its
+//! arguments read (and those that only filter them) before joining the relations that only
+//! provide group keys.
+
+use apiary_optimizer::rules::{eager_aggregation, push_down_predicates};
+use apiary_sql::LogicalPlan;
+
+use crate::common::{assert_plan, find, Rule, TestDb};
+
+const RULES: &[Rule] = &[push_down_predicates::run, eager_aggregation::run];
+
+/// fact: 10,000 rows, 100 items, 50 dates and 4 values of `w`; item: 100 rows of 10 names; dates: 50 rows
+/// of 5 years.
+fn db() -> TestDb {
+    TestDb::new().table("fact", 10_000, "fk MOD 100, dk MOD 50, v, u, w MOD 4").table("item", 100, "ik, name MOD 10").table(
+        "dates",
+        50,
+        "dk2, year MOD 5",
+    )
+}
+
+fn aggregates(plan: &LogicalPlan) -> usize {
+    find(plan, &|p| matches!(p, LogicalPlan::Aggregate { .. })).len()
+}
+
+#[test]
+fn the_fact_side_is_aggregated_by_its_key_before_the_join_that_provides_the_group_keys() {
+    assert_plan(
+        &db().explain(
+            "SELECT name, sum(v), count(*), avg(v), max(u) FROM fact, item, dates WHERE fk = ik AND dk = dk2 AND year = 1 GROUP BY name",
+            RULES,
+        ),
+        "
+        Project name AS name, sum(v) AS sum(v), count(*) AS count(*), avg(v) AS avg(v), max(u) AS max(u)
+          Project name AS name, sum AS sum(v), count AS count(*), average_of(sum, count) AS avg(v), max AS max(u)
+            Aggregate groups=[name] aggregates=[sum(sum), sum(count), sum(sum), sum(count), max(max)]
+              Join INNER ON fk = ik
+                Aggregate groups=[fk] aggregates=[sum(v), count(*), sum(v), count(v), max(u)]
+                  Join INNER ON dk = dk2
+                    Scan fact [fk, dk, v, u, w]
+                    Scan dates [dk2, year] filters=[year = 1]
+                Scan item [ik, name]
+        ",
+    );
+}
+
+#[test]
+fn the_fact_sides_own_group_keys_join_the_pre_aggregation_keys() {
+    let plan = db().explain("SELECT name, w, sum(v) FROM fact JOIN item ON fk = ik GROUP BY name, w", RULES);
+    assert!(plan.contains("Aggregate groups=[fk, w] aggregates=[sum(v)]"), "{plan}");
+}
+
+#[test]
+fn not_when_an_aggregate_cannot_be_merged() {
+    for call in ["count(DISTINCT v)", "median(v)", "string_agg(v::varchar, ',')"] {
+        let plan = db().plan(&format!("SELECT name, {call} FROM fact JOIN item ON fk = ik GROUP BY name"), RULES);
+        assert_eq!(aggregates(&plan), 1, "{call}: {plan}");
+    }
+}
+
+#[test]
+fn not_when_the_join_key_is_nearly_unique() {
+    let db = TestDb::new().table("fact", 10_000, "fk, v").table("item", 100, "ik, name MOD 10");
+    let plan = db.plan("SELECT name, sum(v) FROM fact JOIN item ON fk = ik GROUP BY name", RULES);
+    assert_eq!(aggregates(&plan), 1, "{plan}");
+}
+
+#[test]
+fn not_over_outer_joins_or_without_a_relation_that_only_provides_keys() {
+    let plan = db().plan("SELECT name, sum(v) FROM fact LEFT JOIN item ON fk = ik GROUP BY name", RULES);
+    assert_eq!(aggregates(&plan), 1, "{plan}");
+    // The arguments read both relations: nothing is left to join after the aggregation.
+    let plan = db().plan("SELECT name, sum(v + ik) FROM fact JOIN item ON fk = ik GROUP BY name", RULES);
+    assert_eq!(aggregates(&plan), 1, "{plan}");
+    // Dates only filter: joined below the aggregation, with nothing after it.
+    let plan = db().plan("SELECT fk, sum(v) FROM fact JOIN dates ON dk = dk2 WHERE year = 1 GROUP BY fk", RULES);
+    assert_eq!(aggregates(&plan), 1, "{plan}");
+}
+
+#[test]
+fn applying_it_twice_changes_nothing_more() {
+    let db = db();
+    let once = db.plan("SELECT name, sum(v) FROM fact, item, dates WHERE fk = ik AND dk = dk2 AND year = 1 GROUP BY name", RULES);
+    let twice = eager_aggregation::run(once.clone(), &mut db.context()).expect("eager aggregation");
+    assert_eq!(once.display_indent(), twice.display_indent());
+}
+
+#[test]
+fn not_when_the_joins_after_it_would_drop_most_rows() {
+    // Only the items of one name join: aggregating every fact row first costs more.
+    let plan = db().plan("SELECT name, sum(v) FROM fact JOIN item ON fk = ik WHERE name = 3 GROUP BY name", RULES);
+    assert_eq!(aggregates(&plan), 1, "{plan}");
+}
