@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
+use apiary_sql::expr::{BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::datetime::DateField;
 use apiary_types::{DataType, ScalarValue};
@@ -226,8 +226,22 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         LogicalPlan::Union { inputs, output } => {
             let estimates: Vec<Estimate> = inputs.iter().map(estimate).collect();
             let rows: f64 = estimates.iter().map(|e| e.rows).sum();
-            let columns =
-                output.iter().map(|c| (c.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 })).collect();
+            // A column's distinct values are at most the sum of its inputs' (TPC-DS Q05: the
+            // store keys of a union of sales and returns are a dozen, not millions, so the
+            // union joined with `store` is not estimated at a dozen rows).
+            let input_outputs: Vec<Vec<ColumnRef>> = inputs.iter().map(|i| i.output()).collect();
+            let columns = output
+                .iter()
+                .enumerate()
+                .map(|(position, c)| {
+                    let ndv: f64 = estimates
+                        .iter()
+                        .zip(&input_outputs)
+                        .map(|(e, out)| out.get(position).map_or(e.rows, |column| e.ndv(&column.expr())))
+                        .sum();
+                    (c.id, ColumnEstimate { ndv: ndv.min(rows).max(1.0), min: None, max: None, null_fraction: 0.0 })
+                })
+                .collect();
             Estimate { rows, columns }
         }
     }
