@@ -91,3 +91,30 @@ fn not_when_the_joins_after_it_would_drop_most_rows() {
     let plan = db().plan("SELECT name, sum(v) FROM fact JOIN item ON fk = ik WHERE name = 3 GROUP BY name", RULES);
     assert_eq!(aggregates(&plan), 1, "{plan}");
 }
+
+#[test]
+fn a_relation_that_provides_a_few_group_keys_joins_below_the_aggregation() {
+    // By (fk, dk) the fact side has 5,000 groups of 10,000 rows; by (fk, year), 500 (and by
+    // (dk, name) 2,500): dates join before the aggregation, items after it (TPC-DS Q04:
+    // sales by customer and year).
+    let db = TestDb::new().table("fact", 10_000, "fk MOD 100, dk MOD 50, v").table("item", 100, "ik, name MOD 50").table(
+        "dates",
+        50,
+        "dk2, year MOD 5",
+    );
+    let plan = db.explain("SELECT name, year, sum(v) FROM fact JOIN item ON fk = ik JOIN dates ON dk = dk2 GROUP BY name, year", RULES);
+    assert!(plan.contains("Aggregate groups=[fk, year] aggregates=[sum(v)]"), "{plan}");
+}
+
+#[test]
+fn a_dimension_joined_below_counts_only_the_keys_the_fact_side_refers_to() {
+    // 1,000 dates of 200 years, of which the fact side refers to 50 dates: estimated at 10
+    // years there (not 200), so (fk, year) makes fewer groups than (dk, name).
+    let db = TestDb::new().table("fact", 10_000, "fk MOD 100, dk MOD 50, v").table("item", 100, "ik, name MOD 50").table(
+        "dates",
+        1000,
+        "dk2, year MOD 200",
+    );
+    let plan = db.explain("SELECT name, year, sum(v) FROM fact JOIN item ON fk = ik JOIN dates ON dk = dk2 GROUP BY name, year", RULES);
+    assert!(plan.contains("Aggregate groups=[fk, year] aggregates=[sum(v)]"), "{plan}");
+}
