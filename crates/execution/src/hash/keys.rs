@@ -149,6 +149,9 @@ impl KeyPacker {
                 PackedKeys::U128 { keys, valid }
             }
             KeyWidth::Bytes => {
+                if let Some((arena, offsets)) = pack_fixed_bytes(columns, rows, self.nulls_are_values) {
+                    return PackedKeys::Bytes { arena, offsets, valid };
+                }
                 let mut arena = Vec::with_capacity(rows.len() * 16);
                 let mut offsets = Vec::with_capacity(rows.len() + 1);
                 offsets.push(0u32);
@@ -272,6 +275,68 @@ fn canonical_f64(x: f64) -> u64 {
 }
 
 /// Appends a prefix-free encoding of row `r` of `column`.
+/// Bytes a value of fixed width takes in a byte-string key (`None` for strings).
+fn fixed_byte_width(data: &VectorData) -> Option<usize> {
+    Some(match data {
+        VectorData::Bool(_) => 1,
+        VectorData::I16(_) => 2,
+        VectorData::I32(_) | VectorData::F32(_) => 4,
+        VectorData::I64(_) | VectorData::F64(_) => 8,
+        VectorData::I128(_) | VectorData::Interval(_) => 16,
+        VectorData::Str(_) => return None,
+    })
+}
+
+/// Byte-string keys of columns that are all of fixed width (several nullable BIGINT keys,
+/// too wide for 128 bits with their NULL flags): every key has the same length, and each
+/// column is written for all rows at once, without a type switch per value. A NULL is a 0
+/// flag byte and zero value bytes, a value a 1 byte and its bytes (with `nulls_are_values`;
+/// otherwise no flag bytes). Returns the arena and the offsets.
+fn pack_fixed_bytes(columns: &[Vector], rows: &[u32], nulls_are_values: bool) -> Option<(Vec<u8>, Vec<u32>)> {
+    let widths: Vec<usize> = columns.iter().map(|c| fixed_byte_width(&c.data)).collect::<Option<_>>()?;
+    let flag = usize::from(nulls_are_values);
+    let stride: usize = widths.iter().map(|w| w + flag).sum();
+    if rows.len().checked_mul(stride)? > u32::MAX as usize {
+        return None;
+    }
+    let mut arena = vec![0u8; rows.len() * stride];
+    let mut offset = 0;
+    for (column, &width) in columns.iter().zip(&widths) {
+        let at = offset + flag;
+        fn put<const N: usize>(arena: &mut [u8], rows: &[u32], stride: usize, at: usize, bytes: impl Fn(usize) -> [u8; N]) {
+            for (j, &r) in rows.iter().enumerate() {
+                let start = j * stride + at;
+                arena[start..start + N].copy_from_slice(&bytes(r as usize));
+            }
+        }
+        match &column.data {
+            VectorData::Bool(v) => put(&mut arena, rows, stride, at, |r| [v[r] as u8]),
+            VectorData::I16(v) => put(&mut arena, rows, stride, at, |r| v[r].to_le_bytes()),
+            VectorData::I32(v) => put(&mut arena, rows, stride, at, |r| v[r].to_le_bytes()),
+            VectorData::I64(v) => put(&mut arena, rows, stride, at, |r| v[r].to_le_bytes()),
+            VectorData::I128(v) => put(&mut arena, rows, stride, at, |r| v[r].to_le_bytes()),
+            VectorData::F32(v) => put(&mut arena, rows, stride, at, |r| canonical_f32(v[r]).to_le_bytes()),
+            VectorData::F64(v) => put(&mut arena, rows, stride, at, |r| canonical_f64(v[r]).to_le_bytes()),
+            VectorData::Interval(v) => put(&mut arena, rows, stride, at, |r| v[r].normalized().to_le_bytes()),
+            VectorData::Str(_) => return None,
+        }
+        if nulls_are_values {
+            for (j, &r) in rows.iter().enumerate() {
+                let start = j * stride + offset;
+                if column.is_null(r as usize) {
+                    // Whatever value sits under a NULL must not tell two NULLs apart.
+                    arena[start..start + 1 + width].fill(0);
+                } else {
+                    arena[start] = 1;
+                }
+            }
+        }
+        offset += width + flag;
+    }
+    let offsets = (0..=rows.len()).map(|i| (i * stride) as u32).collect();
+    Some((arena, offsets))
+}
+
 fn encode_bytes(column: &Vector, r: usize, nulls_are_values: bool, out: &mut Vec<u8>) {
     if nulls_are_values {
         if column.is_null(r) {
@@ -466,6 +531,26 @@ mod tests {
             assert_eq!(packed.hash_at(1), packed.hash_at(3), "{types:?}");
             assert_ne!(packed.hash_at(0), packed.hash_at(1), "{types:?}");
         }
+    }
+
+    #[test]
+    fn two_nullable_bigints_pack_into_equal_length_byte_keys() {
+        // 64 + 64 bits and two NULL flags: byte strings of 2 * (1 + 8) bytes.
+        let validity = apiary_common::Bitmap::from_bools([true, false, true, false, true]);
+        let a = Vector::new(DataType::BigInt, VectorData::I64(vec![1, 5, 1, 6, 0].into()), Some(validity));
+        let b = Vector::from_native(DataType::BigInt, vec![2i64, 3, 2, 3, 0]);
+        let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt], &[true, false], true);
+        assert_eq!(packer.width, KeyWidth::Bytes);
+        let packed = packer.pack(&[a, b], &[0, 1, 2, 3, 4]);
+        for j in 0..5 {
+            assert_eq!(packed.bytes(j).len(), 18);
+        }
+        // Equal values and NULLs with different hidden values pack equal; NULL is not 0.
+        assert_eq!(packed.bytes(0), packed.bytes(2));
+        assert_eq!(packed.bytes(1), packed.bytes(3));
+        assert_ne!(packed.bytes(0), packed.bytes(1));
+        assert_ne!(packed.bytes(4)[..9], packed.bytes(1)[..9]);
+        assert_eq!(packed.bytes(0)[..9], [1, 1, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]

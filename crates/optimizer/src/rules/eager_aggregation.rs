@@ -66,6 +66,8 @@ fn rewrite(plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan>
 
 /// The relations of a tree of inner joins and the conjuncts of their conditions.
 struct JoinGraph {
+    /// The tree the relations were taken from.
+    tree: LogicalPlan,
     relations: Vec<LogicalPlan>,
     outputs: Vec<BTreeSet<ColumnId>>,
     conjuncts: Vec<Expr>,
@@ -73,7 +75,7 @@ struct JoinGraph {
 
 impl JoinGraph {
     fn of(plan: &LogicalPlan) -> JoinGraph {
-        let mut graph = JoinGraph { relations: Vec::new(), outputs: Vec::new(), conjuncts: Vec::new() };
+        let mut graph = JoinGraph { tree: plan.clone(), relations: Vec::new(), outputs: Vec::new(), conjuncts: Vec::new() };
         graph.add(plan);
         graph
     }
@@ -88,6 +90,50 @@ impl JoinGraph {
             other => {
                 self.outputs.push(other.output_ids());
                 self.relations.push(other.clone());
+            }
+        }
+    }
+
+    /// The join tree with the relations outside `core` taken out, in the order the join
+    /// ordering chose, each join keeping its conjuncts between core relations. `None`
+    /// when a join would be left without a condition (core relations joined only through
+    /// others).
+    fn core_of(&self, core: &BTreeSet<usize>) -> Option<LogicalPlan> {
+        let mut next = 0;
+        self.prune(&self.tree, core, &mut next)?
+    }
+
+    fn prune(&self, plan: &LogicalPlan, core: &BTreeSet<usize>, next: &mut usize) -> Option<Option<LogicalPlan>> {
+        match plan {
+            LogicalPlan::Join { kind: JoinKind::Inner, left, right, condition, mark: None } => {
+                let left = self.prune(left, core, next)?;
+                let right = self.prune(right, core, next)?;
+                match (left, right) {
+                    (Some(left), Some(right)) => {
+                        let kept: Vec<Expr> = condition
+                            .clone()
+                            .map(Expr::split_conjunction)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .filter(|c| self.relations_of(&c.columns()).is_some_and(|rels| rels.is_subset(core)))
+                            .collect();
+                        let condition = Expr::conjunction(kept);
+                        condition.as_ref()?;
+                        Some(Some(LogicalPlan::Join {
+                            kind: JoinKind::Inner,
+                            left: Box::new(left),
+                            right: Box::new(right),
+                            condition,
+                            mark: None,
+                        }))
+                    }
+                    (side, None) | (None, side) => Some(side),
+                }
+            }
+            _ => {
+                let relation = *next;
+                *next += 1;
+                Some(core.contains(&relation).then(|| self.relations[relation].clone()))
             }
         }
     }
@@ -294,9 +340,7 @@ impl CoreContext<'_> {
         for (conjunct, _) in &upper_conjuncts {
             needed.extend(conjunct.columns().intersection(&core_columns));
         }
-        let members: Vec<usize> = core.iter().copied().collect();
-        let first = members[0];
-        let plan = graph.join(graph.relations[first].clone(), BTreeSet::from([first]), &members, &core_conjuncts)?;
+        let plan = graph.core_of(core)?;
         let rows = estimate(&plan).rows;
         let mut groups = 1.0f64;
         for &column in &needed {
