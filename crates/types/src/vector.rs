@@ -209,11 +209,11 @@ impl Vector {
         if value.is_null() {
             return Vector::nulls(data_type, len);
         }
-        let mut builder = crate::builder::VectorBuilder::with_capacity(data_type, len);
-        for _ in 0..len {
-            builder.push_scalar(value);
-        }
-        builder.finish()
+        // One value, gathered `len` times: a typed copy loop instead of a push (and a
+        // match on the value's kind) per row; strings share the one value's bytes.
+        let mut builder = crate::builder::VectorBuilder::with_capacity(data_type, 1);
+        builder.push_scalar(value);
+        builder.finish().gather(&vec![0; len])
     }
 
     #[inline]
@@ -349,6 +349,32 @@ pub fn and_validity(a: Option<&Bitmap>, b: Option<&Bitmap>) -> Option<Bitmap> {
             let mut out = a.clone();
             out.and_inplace(b);
             Some(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_scalar_repeats_the_value() {
+        let long = "a string longer than an inline view".repeat(3);
+        let cases = [
+            (ScalarValue::Int32(7), DataType::Integer),
+            (ScalarValue::Decimal(123_456_789_012_345_678_901, 30, 2), DataType::decimal(30, 2)),
+            (ScalarValue::Utf8(long.clone()), DataType::Varchar(None)),
+            (ScalarValue::Utf8("ab".into()), DataType::Varchar(None)),
+            (ScalarValue::Null, DataType::Varchar(None)),
+        ];
+        for (value, data_type) in cases {
+            for len in [0, 1, 3000] {
+                let vector = Vector::from_scalar(&value, data_type, len);
+                assert_eq!(vector.len(), len);
+                for i in [0, len / 2, len.saturating_sub(1)].into_iter().filter(|&i| i < len) {
+                    assert_eq!(vector.get_scalar(i), value, "{value:?} at {i} of {len}");
+                }
+            }
         }
     }
 }

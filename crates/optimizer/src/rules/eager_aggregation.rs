@@ -232,9 +232,9 @@ fn eager(
         };
         core.insert(filter);
     }
-    // Then relations that provide group keys, while that makes fewer groups: joined below
-    // the aggregation, `date_dim` turns a key of 1,800 dates into one of 5 years (TPC-DS
-    // Q04 groups sales by customer and year).
+    // Then relations that provide group keys, while the groups are too many and that makes
+    // fewer: joined below the aggregation, `date_dim` turns a key of 1,800 dates into one
+    // of 5 years (TPC-DS Q04 groups sales by customer and year).
     let relation_estimates: Vec<Estimate> = graph.relations.iter().map(estimate).collect();
     let context = CoreContext {
         graph: &graph,
@@ -244,7 +244,9 @@ fn eager(
         relation_estimates,
     };
     let mut best = context.evaluate(&core);
-    loop {
+    // Only until the groups are few enough: every relation joined below the aggregation
+    // is probed by every core row, and its keys (often strings) are hashed for each.
+    while best.as_ref().is_none_or(|b| b.share() > MAX_GROUP_SHARE) {
         let adjacent = (0..graph.relations.len())
             .filter(|r| !core.contains(r) && conjuncts.iter().any(|(_, rels)| rels.contains(r) && rels.iter().any(|x| core.contains(x))));
         let wider = adjacent
@@ -253,9 +255,9 @@ fn eager(
                 wider.insert(r);
                 context.evaluate(&wider).map(|choice| (wider, choice))
             })
-            .min_by(|a, b| a.1.groups.total_cmp(&b.1.groups));
+            .min_by(|a, b| a.1.share().total_cmp(&b.1.share()));
         match (wider, &best) {
-            (Some((wider, choice)), Some(current)) if choice.groups < current.groups => {
+            (Some((wider, choice)), Some(current)) if choice.share() < current.share() => {
                 core = wider;
                 best = Some(choice);
             }
@@ -313,6 +315,13 @@ struct Core {
     groups: f64,
     needed: BTreeSet<ColumnId>,
     upper_conjuncts: Vec<(Expr, BTreeSet<usize>)>,
+}
+
+impl Core {
+    /// The pre-aggregation's groups per core row.
+    fn share(&self) -> f64 {
+        self.groups / self.rows.max(1.0)
+    }
 }
 
 struct CoreContext<'a> {
