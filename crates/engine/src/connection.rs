@@ -274,10 +274,21 @@ impl Connection {
         Ok((bound, plan))
     }
 
+    /// The optimizer rules not to run: those of `SET disabled_optimizers`, and with `SET
+    /// shared_operators = on` eager aggregation, whose split aggregation over the joins
+    /// would no longer match the join-and-aggregate templates that queries share by.
+    fn disabled_rules(&self) -> std::collections::HashSet<String> {
+        let mut disabled: std::collections::HashSet<String> = self.settings.disabled_optimizers.iter().cloned().collect();
+        if self.settings.shared_operators {
+            disabled.insert("eager_aggregation".to_string());
+        }
+        disabled
+    }
+
     fn optimize_plan(&self, plan: LogicalPlan, next_column_id: u32) -> Result<LogicalPlan> {
         let evaluator = KernelEvaluator { time_zone: self.settings.execution.time_zone };
         let mut ctx = OptimizerContext::new(next_column_id, &evaluator);
-        ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
+        ctx.disabled = self.disabled_rules();
         Ok(optimize(plan, &mut ctx)?.0)
     }
 
@@ -316,7 +327,7 @@ impl Connection {
         let bound = binder.bind_query(query)?;
         let evaluator = KernelEvaluator { time_zone: self.settings.execution.time_zone };
         let mut ctx = OptimizerContext::new(bound.next_column_id, &evaluator);
-        ctx.disabled = self.settings.disabled_optimizers.iter().cloned().collect();
+        ctx.disabled = self.disabled_rules();
         let (plan, reports) = optimize(bound.plan.clone(), &mut ctx)?;
         Ok((bound, plan, reports))
     }

@@ -230,6 +230,9 @@ fn push_join(
             // A NULL-aware join's key equality must stay in the join: it decides from the
             // whole right side (any NULL key? any row?), not from the matching rows.
             let null_aware = matches!(kind, JoinKind::Anti { null_aware: true } | JoinKind::Mark { null_aware: true });
+            if !null_aware {
+                to_right.extend(transferred_to_right(&to_left, &conjuncts, &left_ids, &right_ids));
+            }
             for p in conjuncts {
                 let columns = p.columns();
                 if null_aware {
@@ -273,6 +276,37 @@ fn push_join(
         mark,
     };
     wrap(join, above)
+}
+
+/// The predicates on the left side of a join that is not inner, restated on the right
+/// side's columns that the join condition equates with theirs (`l.c = r.c`): a right row
+/// failing the restated predicate could only match left rows failing the original, which
+/// never reach the output (TPC-DS Q78: `ss_sold_year = 2000` with `ws_sold_year =
+/// ss_sold_year` in a LEFT join's condition aggregates one year of web sales, not five).
+fn transferred_to_right(
+    left_predicates: &[Expr],
+    conjuncts: &[Expr],
+    left_ids: &BTreeSet<ColumnId>,
+    right_ids: &BTreeSet<ColumnId>,
+) -> Vec<Expr> {
+    let mut equal: Vec<(ColumnId, Expr)> = Vec::new();
+    for conjunct in conjuncts {
+        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct else { continue };
+        let (Expr::Column(a), Expr::Column(b)) = (left.as_ref(), right.as_ref()) else { continue };
+        if a.data_type != b.data_type {
+            continue;
+        }
+        if left_ids.contains(&a.id) && right_ids.contains(&b.id) {
+            equal.push((a.id, right.as_ref().clone()));
+        } else if left_ids.contains(&b.id) && right_ids.contains(&a.id) {
+            equal.push((b.id, left.as_ref().clone()));
+        }
+    }
+    left_predicates
+        .iter()
+        .filter(|p| !p.columns().is_empty() && p.columns().iter().all(|c| equal.iter().any(|(l, _)| l == c)) && !p.contains_subquery())
+        .map(|p| p.clone().replace_columns(&|c: &apiary_sql::ColumnRef| equal.iter().find(|(l, _)| *l == c.id).map(|(_, r)| r.clone())))
+        .collect()
 }
 
 /// `(a AND b) OR (a AND c)` -> `a AND (b OR c)`: conjuncts common to every disjunct

@@ -74,7 +74,8 @@ fn full_join_filtered_on_both_sides_becomes_an_inner_join() {
 #[test]
 fn outer_on_condition_makes_a_nested_full_join_a_left_join() {
     // Issue 10: z(a)={1}, x(a)={1}, y(a)={2} must give (1, NULL, 1). The RIGHT join's
-    // `xd < 2` filters its non-preserved input, which rejects x's NULLs below it.
+    // `xd < 2` filters its non-preserved input, which rejects x's NULLs below it (and, as
+    // `yd < 2`, the y rows that could only match x rows it removes).
     assert_plan(
         &push("SELECT xk, yd, za FROM x FULL JOIN y ON xd = yd RIGHT JOIN z ON xd = za AND xd < 2"),
         "
@@ -82,7 +83,7 @@ fn outer_on_condition_makes_a_nested_full_join_a_left_join() {
           Join RIGHT ON xd = za
             Join LEFT ON xd = yd
               Scan x [xk, xd] filters=[xd < 2]
-              Scan y [yd, ye]
+              Scan y [yd, ye] filters=[yd < 2]
             Scan z [za]
         ",
     );
@@ -396,4 +397,22 @@ fn nothing_is_pushed_across_a_recursion() {
               CteScan r (#0) [n, d]
         ",
     );
+}
+
+#[test]
+fn where_on_a_left_join_key_also_filters_the_null_extended_side() {
+    // A y row with yd <= 5 could only match x rows with xd <= 5, which the WHERE removes.
+    assert_plan(
+        &push("SELECT xk FROM x LEFT JOIN y ON xd = yd WHERE xd > 5"),
+        "
+        Project xk AS xk
+          Join LEFT ON xd = yd
+            Scan x [xk, xd] filters=[xd > 5]
+            Scan y [yd, ye] filters=[yd > 5]
+        ",
+    );
+    // Not for NOT IN: a NULL on the right side decides for every left row.
+    let plan = db()
+        .explain("SELECT xk FROM x WHERE xd > 5 AND xd NOT IN (SELECT yd FROM y)", &[unnest_subqueries::run, push_down_predicates::run]);
+    assert!(!plan.contains("yd > 5"), "{plan}");
 }
