@@ -218,6 +218,8 @@ fn push_join(
                     join_conditions.push(p);
                 }
             }
+            to_left.extend(rejected_nulls_below(&left, &join_conditions));
+            to_right.extend(rejected_nulls_below(&right, &join_conditions));
         }
         JoinKind::Left | JoinKind::Single | JoinKind::Mark { .. } | JoinKind::Semi | JoinKind::Anti { .. } => {
             for p in predicates {
@@ -276,6 +278,33 @@ fn push_join(
         mark,
     };
     wrap(join, above)
+}
+
+/// `c IS NOT NULL` for each column `c` of an outer join's NULL-extended side (`side`) that
+/// an inner join's condition above it cannot be true without: the outer join's
+/// NULL-extended rows could never pass that condition, and pushed into it the predicate
+/// turns it into an inner join (TPC-DS Q93: `store_sales LEFT JOIN store_returns ...,
+/// reason WHERE sr_reason_sk = r_reason_sk` joins only returned sales, so reason's filter
+/// can shrink store_returns first).
+fn rejected_nulls_below(side: &LogicalPlan, conditions: &[Expr]) -> Vec<Expr> {
+    let LogicalPlan::Join { kind, left, right, .. } = side else { return Vec::new() };
+    let null_extended: Vec<apiary_sql::ColumnRef> = match kind {
+        JoinKind::Left => right.output(),
+        JoinKind::Right => left.output(),
+        JoinKind::Full => left.output().into_iter().chain(right.output()).collect(),
+        _ => return Vec::new(),
+    };
+    let mut rejected: Vec<Expr> = Vec::new();
+    for condition in conditions {
+        let columns = condition.columns();
+        for column in null_extended.iter().filter(|c| columns.contains(&c.id)) {
+            let not_null = Expr::IsNull { expr: Box::new(column.expr()), negated: true };
+            if rejects_nulls(condition, &BTreeSet::from([column.id])) && !rejected.contains(&not_null) {
+                rejected.push(not_null);
+            }
+        }
+    }
+    rejected
 }
 
 /// The predicates on the left side of a join that is not inner, restated on the right

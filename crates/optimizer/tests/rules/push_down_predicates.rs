@@ -416,3 +416,14 @@ fn where_on_a_left_join_key_also_filters_the_null_extended_side() {
         .explain("SELECT xk FROM x WHERE xd > 5 AND xd NOT IN (SELECT yd FROM y)", &[unnest_subqueries::run, push_down_predicates::run]);
     assert!(!plan.contains("yd > 5"), "{plan}");
 }
+
+#[test]
+fn an_inner_join_condition_on_the_null_extended_side_makes_a_left_join_inner() {
+    // A NULL-extended row has ye NULL: `ye = za` is never true for it.
+    let plan = push("SELECT xk FROM x LEFT JOIN y ON xd = yd, z WHERE ye = za");
+    assert!(plan.contains("Join INNER ON xd = yd") && !plan.contains("LEFT"), "{plan}");
+    assert!(plan.contains("ye IS NOT NULL"), "{plan}");
+    // coalesce(ye, 0) = za can be true for it: the join stays LEFT.
+    let plan = push("SELECT xk FROM x LEFT JOIN y ON xd = yd, z WHERE coalesce(ye, 0) = za");
+    assert!(plan.contains("Join LEFT ON xd = yd"), "{plan}");
+}
