@@ -596,10 +596,11 @@ impl Connection {
         if create.if_not_exists && (self.db.catalog.get_view(&name).is_some() || self.db.catalog.get_table(&name).is_some()) {
             return Ok(QueryResult::statement(None));
         }
-        let sql = create.query.to_string();
+        let query = apiary_sql::parser::printable_query(&create.query);
+        let sql = query.to_string();
         // The text must read back as this query (it is parsed again at every use).
         let reparsed = parse_sql(&sql).ok();
-        if !matches!(reparsed.as_deref(), Some([ast::Statement::Query(q)]) if **q == *create.query) {
+        if !matches!(reparsed.as_deref(), Some([ast::Statement::Query(q)]) if **q == query) {
             return Err(internal_err!("the query of view \"{name}\" does not print as SQL that reads back as it: {sql}"));
         }
         // Bound without `$n` values: a view has no parameters.

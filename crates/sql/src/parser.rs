@@ -259,6 +259,24 @@ fn frame_exclusions_as_markers(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithS
 }
 
 /// Whether a `CALL` statement is `CHECKPOINT`.
+/// `query` with the operand of every unary minus that prints starting with a minus put in
+/// parentheses: sqlparser prints `- (- x)` as `--x`, which reads back as a comment (a
+/// view's query is kept as text and parsed again at every use).
+pub fn printable_query(query: &sqlparser::ast::Query) -> sqlparser::ast::Query {
+    use sqlparser::ast::{Expr, UnaryOperator};
+    let mut query = query.clone();
+    let _ = sqlparser::ast::visit_expressions_mut(&mut query, |expr| {
+        if let Expr::UnaryOp { op: UnaryOperator::Minus, expr: operand } = expr {
+            if operand.to_string().starts_with('-') {
+                let inner = std::mem::replace(operand.as_mut(), Expr::Value(sqlparser::ast::Value::Null.into()));
+                **operand = Expr::Nested(Box::new(inner));
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    query
+}
+
 pub fn is_checkpoint(function: &sqlparser::ast::Function) -> bool {
     function.name.to_string().eq_ignore_ascii_case("checkpoint")
 }
