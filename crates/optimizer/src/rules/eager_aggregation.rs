@@ -108,16 +108,16 @@ impl JoinGraph {
             LogicalPlan::Join { kind: JoinKind::Inner, left, right, condition, mark: None } => {
                 let left = self.prune(left, core, next)?;
                 let right = self.prune(right, core, next)?;
+                let kept: Vec<Expr> = condition
+                    .clone()
+                    .map(Expr::split_conjunction)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| self.relations_of(&c.columns()).is_some_and(|rels| rels.is_subset(core)))
+                    .collect();
+                let condition = Expr::conjunction(kept);
                 match (left, right) {
                     (Some(left), Some(right)) => {
-                        let kept: Vec<Expr> = condition
-                            .clone()
-                            .map(Expr::split_conjunction)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .filter(|c| self.relations_of(&c.columns()).is_some_and(|rels| rels.is_subset(core)))
-                            .collect();
-                        let condition = Expr::conjunction(kept);
                         condition.as_ref()?;
                         Some(Some(LogicalPlan::Join {
                             kind: JoinKind::Inner,
@@ -127,7 +127,13 @@ impl JoinGraph {
                             mark: None,
                         }))
                     }
-                    (side, None) | (None, side) => Some(side),
+                    // A conjunct between core relations left at a join with a relation
+                    // taken out still filters the core.
+                    (Some(side), None) | (None, Some(side)) => Some(Some(match condition {
+                        Some(predicate) => LogicalPlan::Filter { predicate, input: Box::new(side) },
+                        None => side,
+                    })),
+                    (None, None) => Some(None),
                 }
             }
             _ => {

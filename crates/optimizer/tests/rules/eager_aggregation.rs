@@ -118,3 +118,15 @@ fn a_dimension_joined_below_counts_only_the_keys_the_fact_side_refers_to() {
     let plan = db.explain("SELECT name, year, sum(v) FROM fact JOIN item ON fk = ik JOIN dates ON dk = dk2 GROUP BY name, year", RULES);
     assert!(plan.contains("Aggregate groups=[fk, year] aggregates=[sum(v)]"), "{plan}");
 }
+
+#[test]
+fn a_core_condition_left_at_a_join_with_a_later_relation_still_filters_the_core() {
+    // `NOT (v = year AND v < 0)` reads fact and dates but sits in the item join's
+    // condition: taking item out of the core must not lose it.
+    let plan = db().explain(
+        "SELECT name, sum(u) FROM fact JOIN dates ON dk = dk2 JOIN item ON fk = ik AND NOT (v = year AND v < 0) GROUP BY name",
+        &[eager_aggregation::run],
+    );
+    let pre_aggregation = plan.split("Aggregate groups=[fk]").nth(1).unwrap_or_else(|| panic!("{plan}"));
+    assert!(pre_aggregation.contains("v = year"), "{plan}");
+}
