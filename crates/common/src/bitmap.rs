@@ -51,6 +51,19 @@ impl Bitmap {
         Bitmap { words, len }
     }
 
+    /// The bits of a bool slice, 64 to a word without a branch per bit (a condition's
+    /// values turned into a row mask).
+    pub fn from_bool_slice(bits: &[bool]) -> Self {
+        let chunks = bits.chunks_exact(64);
+        let tail = chunks.remainder();
+        let mut words: Vec<u64> =
+            chunks.map(|chunk| chunk.iter().enumerate().fold(0u64, |word, (j, &b)| word | ((b as u64) << j))).collect();
+        if !tail.is_empty() {
+            words.push(tail.iter().enumerate().fold(0u64, |word, (j, &b)| word | ((b as u64) << j)));
+        }
+        Bitmap { words, len: bits.len() }
+    }
+
     /// The bits at `indices`, in that order (a vector's validity gathered with its values).
     pub fn gather(&self, indices: &[u32]) -> Self {
         let words = indices
@@ -206,6 +219,14 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn from_bool_slice_matches_from_bools() {
+        for len in [0, 1, 63, 64, 65, 128, 130, 2048] {
+            let bits: Vec<bool> = (0..len).map(|i| (i * 7 + i / 5) % 3 == 0).collect();
+            assert_eq!(Bitmap::from_bool_slice(&bits), Bitmap::from_bools(bits.iter().copied()), "length {len}");
+        }
+    }
 
     #[test]
     fn push_get_slice() {

@@ -225,9 +225,12 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),
         Expr::Cast { expr, to } => cast::cast_expr(compile(expr, layout)?, *to, options.time_zone),
         Expr::Case { whens, otherwise, data_type } => {
-            let whens = whens.iter().map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?))).collect::<Result<Vec<_>>>()?;
-            let otherwise = otherwise.as_ref().map(|e| compile(e, layout)).transpose()?;
-            logic::case(whens, otherwise, *data_type)
+            let compiled_whens = whens.iter().map(|(w, t)| Ok((compile(w, layout)?, compile(t, layout)?))).collect::<Result<Vec<_>>>()?;
+            let compiled_otherwise = otherwise.as_ref().map(|e| compile(e, layout)).transpose()?;
+            let infallible = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Literal(..));
+            let blendable = whens.iter().all(|(_, t)| infallible(t)) && otherwise.as_ref().is_none_or(|e| infallible(e));
+            let otherwise_is_null = otherwise.as_ref().is_none_or(|e| matches!(e.as_ref(), Expr::Literal(v, _) if v.is_null()));
+            logic::case_of(compiled_whens, compiled_otherwise, *data_type, blendable, otherwise_is_null)
         }
         Expr::InList { expr, list, negated } => {
             let value = compile(expr, layout)?;
