@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::bloom::{BloomFilter, SharedBloomBuilder};
-use super::keys::PackedKeys;
+use super::keys::{Key192, PackedKeys};
 use apiary_common::hash::hash_u64;
 
 /// Marks an empty slot / the end of a chain.
@@ -55,6 +55,7 @@ enum Slots {
     },
     U64(Vec<Slot<u64>>),
     U128(Vec<Slot<u128>>),
+    U192(Vec<Slot<Key192>>),
     /// For byte keys, `key` is the full hash.
     Bytes(Vec<Slot<u64>>),
 }
@@ -207,13 +208,18 @@ impl JoinTableBuilder {
             }
             PackedKeys::U64 { .. } => Directory::U64(RegionDirectory::new(partitions, region_size)),
             PackedKeys::U128 { .. } => Directory::U128(RegionDirectory::new(partitions, region_size)),
+            PackedKeys::U192 { .. } => Directory::U192(RegionDirectory::new(partitions, region_size)),
             PackedKeys::Bytes { .. } => Directory::Bytes(RegionDirectory::new(partitions, region_size)),
         };
         // A direct table rejects absent keys as cheaply as a Bloom filter would.
         let keyed = !matches!(keys, PackedKeys::Empty { .. }) && !matches!(directory, Directory::Direct { .. });
         let bloom = (keyed && rows > 0).then(|| SharedBloomBuilder::with_capacity(rows, partition_bits));
         // Group prefetching (ROF §4.3) pays only when a region does not stay in cache.
-        let slot_bytes = if matches!(keys, PackedKeys::U128 { .. }) { size_of::<Slot<u128>>() } else { size_of::<Slot<u64>>() };
+        let slot_bytes = match keys {
+            PackedKeys::U128 { .. } => size_of::<Slot<u128>>(),
+            PackedKeys::U192 { .. } => size_of::<Slot<Key192>>(),
+            _ => size_of::<Slot<u64>>(),
+        };
         let prefetch_group = if region_size * slot_bytes > PREFETCH_MIN_DIRECTORY_BYTES { prefetch_group } else { 0 };
         JoinTableBuilder { keys, partition_bits, region_size, prefetch_group, pieces: starts, directory, next, bloom, has_null_key }
     }
@@ -283,6 +289,12 @@ impl JoinTableBuilder {
                 self.for_each_entry(p, |hash, row| inserter.push(keys[row as usize], hash, row));
                 inserter.finish();
             }
+            (Directory::U192(directory), PackedKeys::U192 { keys, .. }) => {
+                let Some(slots) = directory.claim(p) else { return };
+                let mut inserter = Inserter::new(slots, mask, self.prefetch_group, bloom, &self.next);
+                self.for_each_entry(p, |hash, row| inserter.push(keys[row as usize], hash, row));
+                inserter.finish();
+            }
             (Directory::Bytes(directory), PackedKeys::Bytes { .. }) => {
                 let Some(slots) = directory.claim(p) else { return };
                 self.for_each_entry(p, |hash, row| {
@@ -324,14 +336,17 @@ impl JoinTableBuilder {
             Directory::Direct { min, heads } => Slots::Direct { min, heads: heads.into_iter().map(AtomicU32::into_inner).collect() },
             Directory::U64(d) => Slots::U64(d.finish()),
             Directory::U128(d) => Slots::U128(d.finish()),
+            Directory::U192(d) => Slots::U192(d.finish()),
             Directory::Bytes(d) => Slots::Bytes(d.finish()),
         };
         // A Bloom filter lets probes reject absent keys in a few branch-free instructions,
         // without touching the directory; probes stop using it when it rejects too little.
         // The partition tasks filled it in parallel.
         let bloom = self.bloom.map(SharedBloomBuilder::finish);
+        let unique_keys = next.iter().all(|&n| n == NONE);
         JoinTable {
             slots,
+            unique_keys,
             next,
             bloom,
             keys: self.keys,
@@ -352,6 +367,7 @@ enum Directory {
     },
     U64(RegionDirectory<u64>),
     U128(RegionDirectory<u128>),
+    U192(RegionDirectory<Key192>),
     /// For byte keys, `key` is the full hash.
     Bytes(RegionDirectory<u64>),
 }
@@ -490,6 +506,9 @@ fn partition_of(hash: u64, bits: u32) -> usize {
 #[derive(Debug)]
 pub struct JoinTable {
     slots: Slots,
+    /// No two build rows share a key (no chains: a probe key matches at most one row),
+    /// as for a join on a dimension's primary key.
+    pub unique_keys: bool,
     next: Vec<u32>,
     /// Over the build keys' hashes (absent for key-less tables).
     pub bloom: Option<BloomFilter>,
@@ -532,6 +551,9 @@ impl JoinTable {
             (Slots::U128(slots), PackedKeys::U128 { keys, .. }) => {
                 find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
             }
+            (Slots::U192(slots), PackedKeys::U192 { keys, .. }) => {
+                find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
+            }
             (Slots::Bytes(slots), PackedKeys::Bytes { .. }) => find_fixed(
                 slots,
                 layout,
@@ -567,6 +589,7 @@ impl JoinTable {
             Slots::Direct { heads, .. } => heads.len() * size_of::<u32>(),
             Slots::U64(s) | Slots::Bytes(s) => s.len() * size_of::<Slot<u64>>(),
             Slots::U128(s) => s.len() * size_of::<Slot<u128>>(),
+            Slots::U192(s) => s.len() * size_of::<Slot<Key192>>(),
         }
     }
 }

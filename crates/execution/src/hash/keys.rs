@@ -5,14 +5,16 @@
 //! one machine word per row:
 //!
 //! ```text
-//!  u64 / u128 key:  [ col0 bits | col1 bits | ... | null flags ]   (fixed offsets)
+//!  u64 / u128 / 192-bit key:  [ col0 bits | col1 bits | ... | null flags ]   (fixed offsets)
 //!  bytes key:       [ null byte? | col0 bytes | len+bytes of strings | ... ]  (arena)
 //! ```
 //!
 //! Widths: BOOLEAN 1 bit, SMALLINT 16, INTEGER/DATE/REAL 32, BIGINT/TIMESTAMP/DOUBLE and
 //! DECIMAL(<=18) 64, DECIMAL(>18)/INTERVAL 128, short CHAR/VARCHAR (at most 3 characters)
 //! 8 + 32*n; longer strings force the byte-string form. Packing only needs equality, so
-//! signed values are stored as their raw bits.
+//! signed values are stored as their raw bits. Keys up to 192 bits (two nullable
+//! BIGINTs grouped: 130 bits with their NULL flags; three BIGINT join keys) are compared
+//! as three words instead of as byte strings.
 
 use apiary_common::hash::{hash_bytes, hash_u128, hash_u64, hash_u64_batch};
 use apiary_types::datatype::PhysicalType;
@@ -25,7 +27,23 @@ pub enum KeyWidth {
     Empty,
     U64,
     U128,
+    /// [`Key192`].
+    U192,
     Bytes,
+}
+
+/// A 192-bit packed key (see [`KeyWidth::U192`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Key192 {
+    pub low: u128,
+    pub high: u64,
+}
+
+impl Key192 {
+    #[inline(always)]
+    pub fn hash(self) -> u64 {
+        hash_u64(hash_u128(self.low) ^ self.high)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +115,8 @@ impl KeyPacker {
             KeyWidth::U64
         } else if offset <= 128 {
             KeyWidth::U128
+        } else if offset <= 192 {
+            KeyWidth::U192
         } else {
             KeyWidth::Bytes
         };
@@ -148,19 +168,18 @@ impl KeyPacker {
                 }
                 PackedKeys::U128 { keys, valid }
             }
+            KeyWidth::U192 => {
+                let mut keys = vec![Key192::default(); rows.len()];
+                for (part, column) in self.parts.iter().zip(columns) {
+                    pack_part(part, column, rows, &mut keys);
+                }
+                PackedKeys::U192 { keys, valid }
+            }
             KeyWidth::Bytes => {
                 if let Some((arena, offsets)) = pack_fixed_bytes(columns, rows, self.nulls_are_values) {
                     return PackedKeys::Bytes { arena, offsets, valid };
                 }
-                let mut arena = Vec::with_capacity(rows.len() * 16);
-                let mut offsets = Vec::with_capacity(rows.len() + 1);
-                offsets.push(0u32);
-                for &r in rows {
-                    for column in columns {
-                        encode_bytes(column, r as usize, self.nulls_are_values, &mut arena);
-                    }
-                    offsets.push(arena.len() as u32);
-                }
+                let (arena, offsets) = pack_bytes(columns, rows, self.nulls_are_values);
                 PackedKeys::Bytes { arena, offsets, valid }
             }
         }
@@ -198,6 +217,34 @@ impl KeyWord for u128 {
     fn clear(&mut self, width: u32, shift: u32) {
         let mask = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
         *self &= !(mask << shift);
+    }
+}
+
+impl KeyWord for Key192 {
+    /// `bits` (at most 128 wide, ending by bit 192) may straddle the two words.
+    #[inline(always)]
+    fn put(&mut self, bits: u128, shift: u32) {
+        if shift >= 128 {
+            self.high |= (bits << (shift - 128)) as u64;
+        } else {
+            self.low |= bits << shift;
+            if shift > 0 {
+                self.high |= (bits >> (128 - shift)) as u64;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn clear(&mut self, width: u32, shift: u32) {
+        let mask = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
+        if shift >= 128 {
+            self.high &= !((mask << (shift - 128)) as u64);
+        } else {
+            self.low &= !(mask << shift);
+            if shift > 0 {
+                self.high &= !((mask >> (128 - shift)) as u64);
+            }
+        }
     }
 }
 
@@ -337,29 +384,87 @@ fn pack_fixed_bytes(columns: &[Vector], rows: &[u32], nulls_are_values: bool) ->
     Some((arena, offsets))
 }
 
-fn encode_bytes(column: &Vector, r: usize, nulls_are_values: bool, out: &mut Vec<u8>) {
-    if nulls_are_values {
-        if column.is_null(r) {
-            out.push(0);
-            return;
-        }
-        out.push(1);
-    }
-    match &column.data {
-        VectorData::Bool(v) => out.push(v[r] as u8),
-        VectorData::I16(v) => out.extend_from_slice(&v[r].to_le_bytes()),
-        VectorData::I32(v) => out.extend_from_slice(&v[r].to_le_bytes()),
-        VectorData::I64(v) => out.extend_from_slice(&v[r].to_le_bytes()),
-        VectorData::I128(v) => out.extend_from_slice(&v[r].to_le_bytes()),
-        VectorData::F32(v) => out.extend_from_slice(&canonical_f32(v[r]).to_le_bytes()),
-        VectorData::F64(v) => out.extend_from_slice(&canonical_f64(v[r]).to_le_bytes()),
-        VectorData::Interval(v) => out.extend_from_slice(&v[r].normalized().to_le_bytes()),
-        VectorData::Str(s) => {
-            let bytes = s.get_bytes(r);
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
+/// Byte-string keys of any columns, written column by column (a type switch per column,
+/// not per value): first every key's length, then each column's bytes at every key's
+/// cursor. Per column and key, with `nulls_are_values`: a NULL is one 0 byte, a value a 1
+/// byte and then its bytes (without: just its bytes); a string's bytes are its length
+/// (4 bytes) and its bytes. Returns the arena and the offsets.
+fn pack_bytes(columns: &[Vector], rows: &[u32], nulls_are_values: bool) -> (Vec<u8>, Vec<u32>) {
+    let flag = usize::from(nulls_are_values);
+    let is_null = |column: &Vector, r: usize| nulls_are_values && column.is_null(r);
+    let mut lengths = vec![0usize; rows.len()];
+    for column in columns {
+        let rows_and_lengths = lengths.iter_mut().zip(rows).map(|(length, &r)| (length, r as usize));
+        match &column.data {
+            VectorData::Str(s) => {
+                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + 4 + s.views[r].len() })
+            }
+            data => {
+                let width = fixed_byte_width(data).unwrap_or_default();
+                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + width })
+            }
         }
     }
+    let mut offsets = Vec::with_capacity(rows.len() + 1);
+    let mut total = 0usize;
+    offsets.push(0u32);
+    for length in &lengths {
+        total += length;
+        offsets.push(total as u32);
+    }
+    let mut arena = vec![0u8; total];
+    // Each key's write position; reuses `lengths`' memory.
+    let mut cursors = lengths;
+    cursors.iter_mut().zip(&offsets).for_each(|(cursor, &offset)| *cursor = offset as usize);
+    for column in columns {
+        // Writes the NULL flag of key `j`: true when the value follows.
+        let mut flagged = |arena: &mut [u8], cursor: &mut usize, r: usize| -> bool {
+            if !nulls_are_values {
+                return true;
+            }
+            let valid = !column.is_null(r);
+            arena[*cursor] = valid as u8;
+            *cursor += 1;
+            valid
+        };
+        fn put<const N: usize>(
+            arena: &mut [u8],
+            cursors: &mut [usize],
+            rows: &[u32],
+            flagged: &mut impl FnMut(&mut [u8], &mut usize, usize) -> bool,
+            bytes: impl Fn(usize) -> [u8; N],
+        ) {
+            for (cursor, &r) in cursors.iter_mut().zip(rows) {
+                if flagged(arena, cursor, r as usize) {
+                    arena[*cursor..*cursor + N].copy_from_slice(&bytes(r as usize));
+                    *cursor += N;
+                }
+            }
+        }
+        let cursors = cursors.as_mut_slice();
+        match &column.data {
+            VectorData::Bool(v) => put(&mut arena, cursors, rows, &mut flagged, |r| [v[r] as u8]),
+            VectorData::I16(v) => put(&mut arena, cursors, rows, &mut flagged, |r| v[r].to_le_bytes()),
+            VectorData::I32(v) => put(&mut arena, cursors, rows, &mut flagged, |r| v[r].to_le_bytes()),
+            VectorData::I64(v) => put(&mut arena, cursors, rows, &mut flagged, |r| v[r].to_le_bytes()),
+            VectorData::I128(v) => put(&mut arena, cursors, rows, &mut flagged, |r| v[r].to_le_bytes()),
+            VectorData::F32(v) => put(&mut arena, cursors, rows, &mut flagged, |r| canonical_f32(v[r]).to_le_bytes()),
+            VectorData::F64(v) => put(&mut arena, cursors, rows, &mut flagged, |r| canonical_f64(v[r]).to_le_bytes()),
+            VectorData::Interval(v) => put(&mut arena, cursors, rows, &mut flagged, |r| v[r].normalized().to_le_bytes()),
+            VectorData::Str(s) => {
+                for (cursor, &r) in cursors.iter_mut().zip(rows) {
+                    let r = r as usize;
+                    if flagged(&mut arena, cursor, r) {
+                        let bytes = s.get_bytes(r);
+                        arena[*cursor..*cursor + 4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+                        arena[*cursor + 4..*cursor + 4 + bytes.len()].copy_from_slice(bytes);
+                        *cursor += 4 + bytes.len();
+                    }
+                }
+            }
+        }
+    }
+    (arena, offsets)
 }
 
 /// Packed keys of a batch, one per input row.
@@ -368,6 +473,7 @@ pub enum PackedKeys {
     Empty { rows: usize },
     U64 { keys: Vec<u64>, valid: Vec<bool> },
     U128 { keys: Vec<u128>, valid: Vec<bool> },
+    U192 { keys: Vec<Key192>, valid: Vec<bool> },
     Bytes { arena: Vec<u8>, offsets: Vec<u32>, valid: Vec<bool> },
 }
 
@@ -377,6 +483,7 @@ impl PackedKeys {
             PackedKeys::Empty { rows } => *rows,
             PackedKeys::U64 { keys, .. } => keys.len(),
             PackedKeys::U128 { keys, .. } => keys.len(),
+            PackedKeys::U192 { keys, .. } => keys.len(),
             PackedKeys::Bytes { offsets, .. } => offsets.len() - 1,
         }
     }
@@ -390,7 +497,10 @@ impl PackedKeys {
     pub fn is_valid(&self, j: usize) -> bool {
         match self {
             PackedKeys::Empty { .. } => true,
-            PackedKeys::U64 { valid, .. } | PackedKeys::U128 { valid, .. } | PackedKeys::Bytes { valid, .. } => valid[j],
+            PackedKeys::U64 { valid, .. }
+            | PackedKeys::U128 { valid, .. }
+            | PackedKeys::U192 { valid, .. }
+            | PackedKeys::Bytes { valid, .. } => valid[j],
         }
     }
 
@@ -398,7 +508,10 @@ impl PackedKeys {
     pub fn validity(&self) -> &[bool] {
         match self {
             PackedKeys::Empty { .. } => &[],
-            PackedKeys::U64 { valid, .. } | PackedKeys::U128 { valid, .. } | PackedKeys::Bytes { valid, .. } => valid,
+            PackedKeys::U64 { valid, .. }
+            | PackedKeys::U128 { valid, .. }
+            | PackedKeys::U192 { valid, .. }
+            | PackedKeys::Bytes { valid, .. } => valid,
         }
     }
 
@@ -435,6 +548,10 @@ impl PackedKeys {
                 keys.reserve(additional);
                 valid.reserve(additional);
             }
+            PackedKeys::U192 { keys, valid } => {
+                keys.reserve(additional);
+                valid.reserve(additional);
+            }
             PackedKeys::Bytes { offsets, valid, .. } => {
                 offsets.reserve(additional);
                 valid.reserve(additional);
@@ -455,6 +572,10 @@ impl PackedKeys {
                 keys.extend_from_slice(&k);
                 valid.extend_from_slice(&v);
             }
+            (PackedKeys::U192 { keys, valid }, PackedKeys::U192 { keys: k, valid: v }) => {
+                keys.extend_from_slice(&k);
+                valid.extend_from_slice(&v);
+            }
             (PackedKeys::Bytes { arena, offsets, valid }, PackedKeys::Bytes { arena: a, offsets: o, valid: v }) => {
                 let base = arena.len() as u32;
                 arena.extend_from_slice(&a);
@@ -472,6 +593,7 @@ impl PackedKeys {
             PackedKeys::Empty { .. } => 0,
             PackedKeys::U64 { keys, .. } => hash_u64(keys[j]),
             PackedKeys::U128 { keys, .. } => hash_u128(keys[j]),
+            PackedKeys::U192 { keys, .. } => keys[j].hash(),
             PackedKeys::Bytes { .. } => hash_bytes(self.bytes(j)),
         }
     }
@@ -482,6 +604,7 @@ impl PackedKeys {
             PackedKeys::Empty { rows } => vec![0; *rows],
             PackedKeys::U64 { keys, .. } => hash_u64_batch(keys),
             PackedKeys::U128 { keys, .. } => keys.iter().map(|&k| hash_u128(k)).collect(),
+            PackedKeys::U192 { keys, .. } => keys.iter().map(|&k| k.hash()).collect(),
             PackedKeys::Bytes { .. } => (0..self.len()).map(|j| hash_bytes(self.bytes(j))).collect(),
         }
     }
@@ -534,16 +657,53 @@ mod tests {
     }
 
     #[test]
-    fn two_nullable_bigints_pack_into_equal_length_byte_keys() {
-        // 64 + 64 bits and two NULL flags: byte strings of 2 * (1 + 8) bytes.
+    fn group_keys_up_to_192_bits_pack_fixed_width() {
+        // Two nullable BIGINTs: 130 bits. Values that differ only in the bits above 128
+        // (the NULL flags) or across the word boundary must stay distinct.
+        let validity = apiary_common::Bitmap::from_bools([true, false, true, false, true, true]);
+        let a = Vector::new(DataType::BigInt, VectorData::I64(vec![1, 5, 1, 6, 0, -1].into()), Some(validity.clone()));
+        let b = Vector::new(DataType::BigInt, VectorData::I64(vec![2, 3, 2, 3, 0, -1].into()), Some(validity));
+        let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt], &[true, true], true);
+        assert_eq!(packer.width, KeyWidth::U192);
+        let PackedKeys::U192 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2, 3, 4, 5]) else { panic!("192-bit keys") };
+        assert_eq!(keys[0], keys[2]);
+        assert_eq!(keys[1], keys[3], "NULLs pack equal whatever their slots hold");
+        assert_ne!(keys[1], keys[4], "NULL is not 0");
+        assert_eq!(keys[5], Key192 { low: u128::MAX, high: 0 });
+        assert_eq!(keys[1], Key192 { low: 0, high: 0b11 });
+        // 193 bits and more are byte strings.
+        let three = [DataType::BigInt, DataType::BigInt, DataType::BigInt];
+        assert_eq!(KeyPacker::new(&three, &[true; 3], false).width, KeyWidth::U192);
+        assert_eq!(KeyPacker::new(&three, &[true, false, false], true).width, KeyWidth::Bytes);
+    }
+
+    #[test]
+    fn a_192_bit_part_straddling_the_words_is_cleared_under_nulls() {
+        // BIGINT then DECIMAL(38): the 128-bit value sits at bits 64..192.
+        let wide = DataType::decimal(38, 2);
+        let validity = apiary_common::Bitmap::from_bools([true, false, false]);
+        let a = Vector::from_native(DataType::BigInt, vec![7i64, 7, 7]);
+        let b = Vector::new(wide, VectorData::I128(vec![-3, 99, -42].into()), Some(validity));
+        let packer = KeyPacker::new(&[DataType::BigInt, wide], &[false, false], true);
+        assert_eq!(packer.width, KeyWidth::U192);
+        let PackedKeys::U192 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2]) else { panic!("192-bit keys") };
+        assert_eq!(keys[0], Key192 { low: 7 | ((-3i128 as u128) << 64), high: u64::MAX });
+        let packer = KeyPacker::new(&[DataType::BigInt, wide], &[false, true], true);
+        assert_eq!(packer.width, KeyWidth::Bytes, "64 + 128 + a NULL flag is 193 bits");
+    }
+
+    #[test]
+    fn three_bigints_with_a_nullable_one_pack_into_equal_length_byte_keys() {
+        // 3 * 64 bits and a NULL flag: byte strings of 3 * (1 + 8) bytes.
         let validity = apiary_common::Bitmap::from_bools([true, false, true, false, true]);
         let a = Vector::new(DataType::BigInt, VectorData::I64(vec![1, 5, 1, 6, 0].into()), Some(validity));
         let b = Vector::from_native(DataType::BigInt, vec![2i64, 3, 2, 3, 0]);
-        let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt], &[true, false], true);
+        let c = Vector::from_native(DataType::BigInt, vec![9i64; 5]);
+        let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt, DataType::BigInt], &[true, false, false], true);
         assert_eq!(packer.width, KeyWidth::Bytes);
-        let packed = packer.pack(&[a, b], &[0, 1, 2, 3, 4]);
+        let packed = packer.pack(&[a, b, c], &[0, 1, 2, 3, 4]);
         for j in 0..5 {
-            assert_eq!(packed.bytes(j).len(), 18);
+            assert_eq!(packed.bytes(j).len(), 27);
         }
         // Equal values and NULLs with different hidden values pack equal; NULL is not 0.
         assert_eq!(packed.bytes(0), packed.bytes(2));
@@ -551,6 +711,39 @@ mod tests {
         assert_ne!(packed.bytes(0), packed.bytes(1));
         assert_ne!(packed.bytes(4)[..9], packed.bytes(1)[..9]);
         assert_eq!(packed.bytes(0)[..9], [1, 1, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn byte_keys_of_strings_and_numbers_are_written_column_by_column() {
+        let mut strings = VectorBuilder::new(DataType::Varchar(None));
+        for v in [Some("ab"), None, Some(""), Some("ab"), Some("a-string-longer-than-twelve-bytes")] {
+            match v {
+                Some(v) => strings.push_scalar(&apiary_types::ScalarValue::Utf8(v.to_string())),
+                None => strings.push_null(),
+            }
+        }
+        let strings = strings.finish();
+        let validity = apiary_common::Bitmap::from_bools([true, true, false, true, true]);
+        let numbers = Vector::new(DataType::Integer, VectorData::I32(vec![7, 8, 9, 7, -1].into()), Some(validity));
+        let packer = KeyPacker::new(&[DataType::Varchar(None), DataType::Integer], &[true, true], true);
+        let packed = packer.pack(&[strings.clone(), numbers.clone()], &[0, 1, 2, 3, 4]);
+        assert_eq!(packed.bytes(0), [1, 2, 0, 0, 0, b'a', b'b', 1, 7, 0, 0, 0]);
+        assert_eq!(packed.bytes(1), [0, 1, 8, 0, 0, 0], "a NULL string is one 0 byte");
+        assert_eq!(packed.bytes(2), [1, 0, 0, 0, 0, 0], "the empty string is not NULL; a NULL number is one 0 byte");
+        assert_eq!(packed.bytes(0), packed.bytes(3));
+        assert_eq!(packed.bytes(4).len(), 1 + 4 + 33 + 1 + 4);
+        // A subset of the rows, in another order, packs the same keys.
+        let subset = packer.pack(&[strings, numbers], &[4, 0]);
+        assert_eq!(subset.bytes(0), packed.bytes(4));
+        assert_eq!(subset.bytes(1), packed.bytes(0));
+        // Without NULLs as values there are no flag bytes, and NULL keys are not valid.
+        let join = KeyPacker::new(&[DataType::Varchar(None)], &[true], false);
+        let mut b = VectorBuilder::new(DataType::Varchar(None));
+        b.push_scalar(&apiary_types::ScalarValue::Utf8("xyz".into()));
+        b.push_null();
+        let keys = join.pack(&[b.finish()], &[0, 1]);
+        assert_eq!(keys.bytes(0), [3, 0, 0, 0, b'x', b'y', b'z']);
+        assert!(keys.is_valid(0) && !keys.is_valid(1));
     }
 
     #[test]

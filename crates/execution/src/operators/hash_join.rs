@@ -456,7 +456,7 @@ impl Operator for HashJoinProbe {
                 }
                 candidates
             }
-            _ => (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize)).collect(),
+            _ => valid_keys(&keys),
         };
         // Group prefetching (ROF §4.3) happens inside, for directories larger than cache.
         let mut heads = vec![NONE; rows.len()];
@@ -482,6 +482,23 @@ impl Operator for HashJoinProbe {
             _ => self.emit_pairs(&chunk, &rows, &keys, &candidates, &heads, built, ctx, emit),
         }
     }
+}
+
+/// Indices of the keys without a NULL, compacted without a branch per key.
+fn valid_keys(keys: &PackedKeys) -> Vec<u32> {
+    let valid = keys.validity();
+    if valid.is_empty() {
+        // Key-less (cross join): every row.
+        return (0..keys.len() as u32).collect();
+    }
+    let mut indices = vec![0u32; valid.len()];
+    let mut count = 0;
+    for (j, &v) in valid.iter().enumerate() {
+        indices[count] = j as u32;
+        count += v as usize;
+    }
+    indices.truncate(count);
+    indices
 }
 
 /// Per-worker probe state: how well the Bloom filter rejects keys.
@@ -586,8 +603,17 @@ impl HashJoinProbe {
         let mut next_hit = 0;
         let (mut j, mut cursor) = (0usize, NONE);
         let single = join.mode == JoinMode::Single;
+        let tracks_probe_matches = !matches!(join.mode, JoinMode::Inner | JoinMode::BuildOuter | JoinMode::BuildSemi | JoinMode::BuildAnti);
         loop {
             // Fill a batch of candidate pairs.
+            if built.table.unique_keys {
+                // One pair per hit: no chains to follow.
+                let take = &hits[next_hit..(next_hit + batch).min(hits.len())];
+                next_hit += take.len();
+                pair_probe.extend(take.iter().map(|&hit| rows[hit as usize]));
+                pair_j.extend_from_slice(take);
+                pair_build.extend(take.iter().map(|&hit| heads[hit as usize]));
+            }
             while pair_probe.len() < batch {
                 if cursor == NONE {
                     let Some(&hit) = hits.get(next_hit) else { break };
@@ -616,11 +642,13 @@ impl HashJoinProbe {
                 None => std::mem::take(&mut pair_j),
                 Some(pass) => pass.iter().map(|&i| pair_j[i as usize]).collect(),
             };
-            for &pj in &passing_j {
-                if single && probe_matched[pj as usize] {
-                    return Err(exec_err!("more than one row returned by a subquery used as an expression"));
+            if tracks_probe_matches {
+                for &pj in &passing_j {
+                    if single && probe_matched[pj as usize] {
+                        return Err(exec_err!("more than one row returned by a subquery used as an expression"));
+                    }
+                    probe_matched[pj as usize] = true;
                 }
-                probe_matched[pj as usize] = true;
             }
             if join.mode.tracks_build_matches() {
                 for &b in &build_rows {

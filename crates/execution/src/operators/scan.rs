@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use apiary_common::Result;
+use apiary_common::{Bitmap, Result};
 use apiary_storage::block::Block;
 use apiary_storage::encoding::Dictionary;
 use apiary_storage::{Table, TableData};
@@ -571,28 +571,43 @@ impl TableScan {
 /// The rows of `column` (among `selected`, or all `len` rows) whose value is not NULL and
 /// lies in `lo..=hi`: branch-free over the integer values.
 fn select_in_range(column: &Vector, selected: Option<Vec<u32>>, len: usize, lo: i64, hi: i64) -> Vec<u32> {
-    fn keep<T: Copy>(values: &[T], mut rows: Vec<u32>, lo: i64, hi: i64, to_i64: impl Fn(T) -> i64) -> Vec<u32> {
-        // Compacts in place: each row is written, and the write position advances only
-        // when the value is inside.
+    /// Compacts in place: each row is written, and the write position advances only when
+    /// the value is inside (and not NULL): no branch per row.
+    fn keep<T: Copy>(values: &[T], validity: Option<&Bitmap>, mut rows: Vec<u32>, lo: i64, hi: i64, to_i64: impl Fn(T) -> i64) -> Vec<u32> {
         let mut kept = 0;
-        for i in 0..rows.len() {
-            let r = rows[i];
-            let v = to_i64(values[r as usize]);
-            rows[kept] = r;
-            kept += usize::from((v >= lo) & (v <= hi));
+        match validity {
+            None => {
+                for i in 0..rows.len() {
+                    let r = rows[i];
+                    let v = to_i64(values[r as usize]);
+                    rows[kept] = r;
+                    kept += usize::from((v >= lo) & (v <= hi));
+                }
+            }
+            Some(validity) => {
+                for i in 0..rows.len() {
+                    let r = rows[i];
+                    let v = to_i64(values[r as usize]);
+                    rows[kept] = r;
+                    kept += usize::from((v >= lo) & (v <= hi) & validity.get(r as usize));
+                }
+            }
         }
         rows.truncate(kept);
         rows
     }
     let rows = selected.unwrap_or_else(|| (0..len as u32).collect());
-    let mut kept = match &column.data {
-        VectorData::I16(v) => keep(v, rows, lo, hi, i64::from),
-        VectorData::I32(v) => keep(v, rows, lo, hi, i64::from),
-        VectorData::I64(v) => keep(v, rows, lo, hi, |x| x),
-        _ => rows,
-    };
-    if let Some(validity) = &column.validity {
-        kept.retain(|&r| validity.get(r as usize));
+    let validity = column.validity.as_ref();
+    match &column.data {
+        VectorData::I16(v) => keep(v, validity, rows, lo, hi, i64::from),
+        VectorData::I32(v) => keep(v, validity, rows, lo, hi, i64::from),
+        VectorData::I64(v) => keep(v, validity, rows, lo, hi, |x| x),
+        _ => {
+            let mut rows = rows;
+            if let Some(validity) = validity {
+                rows.retain(|&r| validity.get(r as usize));
+            }
+            rows
+        }
     }
-    kept
 }
