@@ -287,9 +287,25 @@ pub fn join_estimate(kind: JoinKind, l: &Estimate, r: &Estimate, condition: Opti
     };
     let rows = rows.max(if l.rows > 0.0 && r.rows > 0.0 { 1.0 } else { 0.0 });
     let keep_right = kind.outputs_right();
-    let mut columns = l.columns.clone();
+    // The NULL-extended side of an outer join is NULL in the rows of the other side
+    // that found no partner: `LEFT JOIN r ... WHERE r.key IS NULL` (TPC-DS Q78's "not
+    // returned" sales) keeps those rows, not none.
+    let null_extended = |side: &Estimate, unmatched: f64| -> HashMap<ColumnId, ColumnEstimate> {
+        let added = if rows > 0.0 { (unmatched / rows).clamp(0.0, 1.0) } else { 0.0 };
+        side.columns
+            .iter()
+            .map(|(k, v)| (*k, ColumnEstimate { null_fraction: added + (1.0 - added) * v.null_fraction, ..v.clone() }))
+            .collect()
+    };
+    let (left_columns, right_columns) = match kind {
+        JoinKind::Left => (l.columns.clone(), null_extended(r, l.rows * (1.0 - semi_fraction()))),
+        JoinKind::Right => (null_extended(l, (r.rows - inner_rows).max(0.0)), r.columns.clone()),
+        JoinKind::Full => (null_extended(l, (r.rows - inner_rows).max(0.0)), null_extended(r, l.rows * (1.0 - semi_fraction()))),
+        _ => (l.columns.clone(), r.columns.clone()),
+    };
+    let mut columns = left_columns;
     if keep_right {
-        columns.extend(r.columns.iter().map(|(k, v)| (*k, v.clone())));
+        columns.extend(right_columns);
     }
     for stat in columns.values_mut() {
         stat.ndv = stat.ndv.min(rows.max(1.0));
