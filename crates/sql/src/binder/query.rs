@@ -208,17 +208,21 @@ impl Binder<'_> {
                     return Ok(self.set_operation_all(kind, left_plan, right_plan, names));
                 }
                 // Distinct left rows with (INTERSECT) / without (EXCEPT) a NULL-safe match.
-                let left_columns = left_plan.output();
-                let right_columns = right_plan.output();
+                // Both inputs are made distinct before the join: the right side only
+                // answers whether a match exists, so one row per value will do (TPC-DS
+                // Q14 built its semi join on 860K catalog rows of a few thousand values),
+                // and the left rows are then distinct already. An input that is a
+                // SELECT DISTINCT already is left as it is.
+                let (left_plan, left_columns) = self.distinct_unless_distinct(left_plan, &names);
+                let (right_plan, right_columns) = self.distinct_unless_distinct(right_plan, &names);
                 let condition = Expr::conjunction(
                     left_columns
                         .iter()
                         .zip(&right_columns)
-                        .map(|(l, r)| Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
+                        .map(|((_, l), (_, r))| Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
                 );
                 let joined = LogicalPlan::Join { kind, left: Box::new(left_plan), right: Box::new(right_plan), condition, mark: None };
-                let columns: OutputColumns = names.into_iter().zip(left_columns).collect();
-                Ok(self.distinct(joined, columns))
+                Ok((joined, left_columns))
             }
         }
     }
@@ -289,6 +293,35 @@ impl Binder<'_> {
     }
 
     /// `SELECT DISTINCT` over `columns` of `plan`: an aggregation with only group keys.
+    /// `plan` with its output columns named `names`, grouped by all of them unless its
+    /// rows are distinct already (a grouping without aggregates whose groups are the
+    /// output, possibly renamed or reordered by a projection of plain columns).
+    fn distinct_unless_distinct(&mut self, plan: LogicalPlan, names: &[String]) -> (LogicalPlan, OutputColumns) {
+        let columns: OutputColumns = names.iter().cloned().zip(plan.output()).collect();
+        fn is_distinct(plan: &LogicalPlan) -> bool {
+            match plan {
+                LogicalPlan::Aggregate { aggregates, grouping_sets: None, .. } => aggregates.is_empty(),
+                LogicalPlan::Project { exprs, input } => {
+                    let inner = input.output();
+                    // Every input column, each once, as a plain column: the same rows.
+                    let mut seen: Vec<_> =
+                        exprs.iter().filter_map(|(e, _)| if let Expr::Column(c) = e { Some(c.id) } else { None }).collect();
+                    seen.sort();
+                    seen.dedup();
+                    seen.len() == exprs.len()
+                        && seen.len() == inner.len()
+                        && inner.iter().all(|c| seen.contains(&c.id))
+                        && is_distinct(input)
+                }
+                _ => false,
+            }
+        }
+        if is_distinct(&plan) {
+            return (plan, columns);
+        }
+        self.distinct(plan, columns)
+    }
+
     fn distinct(&mut self, plan: LogicalPlan, columns: OutputColumns) -> (LogicalPlan, OutputColumns) {
         let mut groups = Vec::new();
         let mut output = Vec::new();
