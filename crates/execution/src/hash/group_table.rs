@@ -7,7 +7,7 @@
 
 use apiary_common::hash::{hash_bytes, hash_u128, hash_u64};
 
-use super::keys::{Key192, KeyWidth, PackedKeys};
+use super::keys::{Key256, KeyWidth, PackedKeys};
 
 const EMPTY: u32 = u32::MAX;
 /// Tables smaller than this stay in cache: prefetching would only cost instructions.
@@ -150,7 +150,7 @@ impl FixedKeyHash for u128 {
     }
 }
 
-impl FixedKeyHash for Key192 {
+impl FixedKeyHash for Key256 {
     fn hash_key(&self) -> u64 {
         self.hash()
     }
@@ -219,7 +219,7 @@ enum Table {
     },
     U64(FixedTable<u64>),
     U128(FixedTable<u128>),
-    U192(FixedTable<Key192>),
+    U256(FixedTable<Key256>),
     Bytes(BytesTable),
 }
 
@@ -248,7 +248,7 @@ fn run_starts(keys: &PackedKeys, indices: &[u32]) -> Option<Vec<u32>> {
     match keys {
         PackedKeys::U64 { keys, .. } => starts(keys, indices),
         PackedKeys::U128 { keys, .. } => starts(keys, indices),
-        PackedKeys::U192 { keys, .. } => starts(keys, indices),
+        PackedKeys::U256 { keys, .. } => starts(keys, indices),
         PackedKeys::Empty { .. } | PackedKeys::Bytes { .. } => None,
     }
 }
@@ -273,7 +273,7 @@ impl GroupTable {
             KeyWidth::Empty => Table::Single { exists: false },
             KeyWidth::U64 => Table::U64(FixedTable::new(groups)),
             KeyWidth::U128 => Table::U128(FixedTable::new(groups)),
-            KeyWidth::U192 => Table::U192(FixedTable::new(groups)),
+            KeyWidth::U256 => Table::U256(FixedTable::new(groups)),
             KeyWidth::Bytes => Table::Bytes(BytesTable::new()),
         };
         GroupTable { table }
@@ -284,7 +284,7 @@ impl GroupTable {
             Table::Single { exists } => *exists as usize,
             Table::U64(t) => t.keys.len(),
             Table::U128(t) => t.keys.len(),
-            Table::U192(t) => t.keys.len(),
+            Table::U256(t) => t.keys.len(),
             Table::Bytes(t) => t.hashes.len(),
         }
     }
@@ -296,7 +296,7 @@ impl GroupTable {
             Table::Single { .. } => return,
             Table::U64(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
             Table::U128(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
-            Table::U192(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
+            Table::U256(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
             Table::Bytes(t) => &t.slots[hash as usize & (t.slots.len() - 1)] as *const _ as *const u8,
         };
         super::join_table::prefetch_read(address);
@@ -386,7 +386,7 @@ impl GroupTable {
                     }
                 }
             }
-            (Table::U192(t), PackedKeys::U192 { keys, .. }) => {
+            (Table::U256(t), PackedKeys::U256 { keys, .. }) => {
                 for &j in indices {
                     let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
                     groups.push(g);
@@ -425,7 +425,7 @@ impl GroupTable {
             }
             (Table::U64(t), Table::U64(o)) => t.merge(o, &mut mapping, &mut new_groups),
             (Table::U128(t), Table::U128(o)) => t.merge(o, &mut mapping, &mut new_groups),
-            (Table::U192(t), Table::U192(o)) => t.merge(o, &mut mapping, &mut new_groups),
+            (Table::U256(t), Table::U256(o)) => t.merge(o, &mut mapping, &mut new_groups),
             (Table::Bytes(t), Table::Bytes(o)) => {
                 for g in 0..o.hashes.len() {
                     let key = o.key(g as u32);
@@ -447,7 +447,7 @@ impl GroupTable {
             Table::Single { .. } => 0,
             Table::U64(t) => t.slots.len() * 16 + t.keys.len() * 8,
             Table::U128(t) => t.slots.len() * 32 + t.keys.len() * 16,
-            Table::U192(t) => t.slots.len() * size_of::<Slot<Key192>>() + t.keys.len() * size_of::<Key192>(),
+            Table::U256(t) => t.slots.len() * size_of::<Slot<Key256>>() + t.keys.len() * size_of::<Key256>(),
             Table::Bytes(t) => t.slots.len() * 16 + t.arena.len() + t.offsets.len() * 4 + t.hashes.len() * 8,
         }
     }

@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::bloom::{BloomFilter, SharedBloomBuilder};
-use super::keys::{Key192, PackedKeys};
+use super::keys::{Key256, PackedKeys};
 use apiary_common::hash::hash_u64;
 
 /// Marks an empty slot / the end of a chain.
@@ -55,7 +55,7 @@ enum Slots {
     },
     U64(Vec<Slot<u64>>),
     U128(Vec<Slot<u128>>),
-    U192(Vec<Slot<Key192>>),
+    U256(Vec<Slot<Key256>>),
     /// For byte keys, `key` is the full hash.
     Bytes(Vec<Slot<u64>>),
 }
@@ -208,7 +208,7 @@ impl JoinTableBuilder {
             }
             PackedKeys::U64 { .. } => Directory::U64(RegionDirectory::new(partitions, region_size)),
             PackedKeys::U128 { .. } => Directory::U128(RegionDirectory::new(partitions, region_size)),
-            PackedKeys::U192 { .. } => Directory::U192(RegionDirectory::new(partitions, region_size)),
+            PackedKeys::U256 { .. } => Directory::U256(RegionDirectory::new(partitions, region_size)),
             PackedKeys::Bytes { .. } => Directory::Bytes(RegionDirectory::new(partitions, region_size)),
         };
         // A direct table rejects absent keys as cheaply as a Bloom filter would.
@@ -217,7 +217,7 @@ impl JoinTableBuilder {
         // Group prefetching (ROF §4.3) pays only when a region does not stay in cache.
         let slot_bytes = match keys {
             PackedKeys::U128 { .. } => size_of::<Slot<u128>>(),
-            PackedKeys::U192 { .. } => size_of::<Slot<Key192>>(),
+            PackedKeys::U256 { .. } => size_of::<Slot<Key256>>(),
             _ => size_of::<Slot<u64>>(),
         };
         let prefetch_group = if region_size * slot_bytes > PREFETCH_MIN_DIRECTORY_BYTES { prefetch_group } else { 0 };
@@ -289,7 +289,7 @@ impl JoinTableBuilder {
                 self.for_each_entry(p, |hash, row| inserter.push(keys[row as usize], hash, row));
                 inserter.finish();
             }
-            (Directory::U192(directory), PackedKeys::U192 { keys, .. }) => {
+            (Directory::U256(directory), PackedKeys::U256 { keys, .. }) => {
                 let Some(slots) = directory.claim(p) else { return };
                 let mut inserter = Inserter::new(slots, mask, self.prefetch_group, bloom, &self.next);
                 self.for_each_entry(p, |hash, row| inserter.push(keys[row as usize], hash, row));
@@ -336,7 +336,7 @@ impl JoinTableBuilder {
             Directory::Direct { min, heads } => Slots::Direct { min, heads: heads.into_iter().map(AtomicU32::into_inner).collect() },
             Directory::U64(d) => Slots::U64(d.finish()),
             Directory::U128(d) => Slots::U128(d.finish()),
-            Directory::U192(d) => Slots::U192(d.finish()),
+            Directory::U256(d) => Slots::U256(d.finish()),
             Directory::Bytes(d) => Slots::Bytes(d.finish()),
         };
         // A Bloom filter lets probes reject absent keys in a few branch-free instructions,
@@ -367,7 +367,7 @@ enum Directory {
     },
     U64(RegionDirectory<u64>),
     U128(RegionDirectory<u128>),
-    U192(RegionDirectory<Key192>),
+    U256(RegionDirectory<Key256>),
     /// For byte keys, `key` is the full hash.
     Bytes(RegionDirectory<u64>),
 }
@@ -551,7 +551,7 @@ impl JoinTable {
             (Slots::U128(slots), PackedKeys::U128 { keys, .. }) => {
                 find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
             }
-            (Slots::U192(slots), PackedKeys::U192 { keys, .. }) => {
+            (Slots::U256(slots), PackedKeys::U256 { keys, .. }) => {
                 find_fixed(slots, layout, candidates, heads, prefetch_group, |j| (keys[j], hashes[j]), |slot, key| slot.key == key)
             }
             (Slots::Bytes(slots), PackedKeys::Bytes { .. }) => find_fixed(
@@ -589,7 +589,7 @@ impl JoinTable {
             Slots::Direct { heads, .. } => heads.len() * size_of::<u32>(),
             Slots::U64(s) | Slots::Bytes(s) => s.len() * size_of::<Slot<u64>>(),
             Slots::U128(s) => s.len() * size_of::<Slot<u128>>(),
-            Slots::U192(s) => s.len() * size_of::<Slot<Key192>>(),
+            Slots::U256(s) => s.len() * size_of::<Slot<Key256>>(),
         }
     }
 }

@@ -5,16 +5,16 @@
 //! one machine word per row:
 //!
 //! ```text
-//!  u64 / u128 / 192-bit key:  [ col0 bits | col1 bits | ... | null flags ]   (fixed offsets)
+//!  u64 / u128 / 256-bit key:  [ col0 bits | col1 bits | ... | null flags ]   (fixed offsets)
 //!  bytes key:       [ null byte? | col0 bytes | len+bytes of strings | ... ]  (arena)
 //! ```
 //!
 //! Widths: BOOLEAN 1 bit, SMALLINT 16, INTEGER/DATE/REAL 32, BIGINT/TIMESTAMP/DOUBLE and
 //! DECIMAL(<=18) 64, DECIMAL(>18)/INTERVAL 128, short CHAR/VARCHAR (at most 3 characters)
 //! 8 + 32*n; longer strings force the byte-string form. Packing only needs equality, so
-//! signed values are stored as their raw bits. Keys up to 192 bits (two nullable
-//! BIGINTs grouped: 130 bits with their NULL flags; three BIGINT join keys) are compared
-//! as three words instead of as byte strings.
+//! signed values are stored as their raw bits. Keys up to 256 bits (two or three nullable
+//! BIGINTs grouped: 130 or 195 bits with their NULL flags) are compared as two `u128`
+//! words instead of as byte strings.
 
 use apiary_common::hash::{hash_bytes, hash_u128, hash_u64, hash_u64_batch};
 use apiary_types::datatype::PhysicalType;
@@ -27,22 +27,23 @@ pub enum KeyWidth {
     Empty,
     U64,
     U128,
-    /// [`Key192`].
-    U192,
+    /// [`Key256`].
+    U256,
     Bytes,
 }
 
-/// A 192-bit packed key (see [`KeyWidth::U192`]).
+/// A 256-bit packed key (see [`KeyWidth::U256`]): as large as a `u128` and a `u64`
+/// would be with the `u128`'s alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Key192 {
+pub struct Key256 {
     pub low: u128,
-    pub high: u64,
+    pub high: u128,
 }
 
-impl Key192 {
+impl Key256 {
     #[inline(always)]
     pub fn hash(self) -> u64 {
-        hash_u64(hash_u128(self.low) ^ self.high)
+        hash_u64(hash_u128(self.low) ^ hash_u128(self.high).rotate_left(17))
     }
 }
 
@@ -115,8 +116,8 @@ impl KeyPacker {
             KeyWidth::U64
         } else if offset <= 128 {
             KeyWidth::U128
-        } else if offset <= 192 {
-            KeyWidth::U192
+        } else if offset <= 256 {
+            KeyWidth::U256
         } else {
             KeyWidth::Bytes
         };
@@ -168,12 +169,12 @@ impl KeyPacker {
                 }
                 PackedKeys::U128 { keys, valid }
             }
-            KeyWidth::U192 => {
-                let mut keys = vec![Key192::default(); rows.len()];
+            KeyWidth::U256 => {
+                let mut keys = vec![Key256::default(); rows.len()];
                 for (part, column) in self.parts.iter().zip(columns) {
                     pack_part(part, column, rows, &mut keys);
                 }
-                PackedKeys::U192 { keys, valid }
+                PackedKeys::U256 { keys, valid }
             }
             KeyWidth::Bytes => {
                 if let Some((arena, offsets)) = pack_fixed_bytes(columns, rows, self.nulls_are_values) {
@@ -220,16 +221,16 @@ impl KeyWord for u128 {
     }
 }
 
-impl KeyWord for Key192 {
-    /// `bits` (at most 128 wide, ending by bit 192) may straddle the two words.
+impl KeyWord for Key256 {
+    /// `bits` (at most 128 wide, ending by bit 256) may straddle the two words.
     #[inline(always)]
     fn put(&mut self, bits: u128, shift: u32) {
         if shift >= 128 {
-            self.high |= (bits << (shift - 128)) as u64;
+            self.high |= bits << (shift - 128);
         } else {
             self.low |= bits << shift;
             if shift > 0 {
-                self.high |= (bits >> (128 - shift)) as u64;
+                self.high |= bits >> (128 - shift);
             }
         }
     }
@@ -238,11 +239,11 @@ impl KeyWord for Key192 {
     fn clear(&mut self, width: u32, shift: u32) {
         let mask = if width >= 128 { u128::MAX } else { (1u128 << width) - 1 };
         if shift >= 128 {
-            self.high &= !((mask << (shift - 128)) as u64);
+            self.high &= !(mask << (shift - 128));
         } else {
             self.low &= !(mask << shift);
             if shift > 0 {
-                self.high &= !((mask >> (128 - shift)) as u64);
+                self.high &= !(mask >> (128 - shift));
             }
         }
     }
@@ -473,7 +474,7 @@ pub enum PackedKeys {
     Empty { rows: usize },
     U64 { keys: Vec<u64>, valid: Vec<bool> },
     U128 { keys: Vec<u128>, valid: Vec<bool> },
-    U192 { keys: Vec<Key192>, valid: Vec<bool> },
+    U256 { keys: Vec<Key256>, valid: Vec<bool> },
     Bytes { arena: Vec<u8>, offsets: Vec<u32>, valid: Vec<bool> },
 }
 
@@ -483,7 +484,7 @@ impl PackedKeys {
             PackedKeys::Empty { rows } => *rows,
             PackedKeys::U64 { keys, .. } => keys.len(),
             PackedKeys::U128 { keys, .. } => keys.len(),
-            PackedKeys::U192 { keys, .. } => keys.len(),
+            PackedKeys::U256 { keys, .. } => keys.len(),
             PackedKeys::Bytes { offsets, .. } => offsets.len() - 1,
         }
     }
@@ -499,7 +500,7 @@ impl PackedKeys {
             PackedKeys::Empty { .. } => true,
             PackedKeys::U64 { valid, .. }
             | PackedKeys::U128 { valid, .. }
-            | PackedKeys::U192 { valid, .. }
+            | PackedKeys::U256 { valid, .. }
             | PackedKeys::Bytes { valid, .. } => valid[j],
         }
     }
@@ -510,7 +511,7 @@ impl PackedKeys {
             PackedKeys::Empty { .. } => &[],
             PackedKeys::U64 { valid, .. }
             | PackedKeys::U128 { valid, .. }
-            | PackedKeys::U192 { valid, .. }
+            | PackedKeys::U256 { valid, .. }
             | PackedKeys::Bytes { valid, .. } => valid,
         }
     }
@@ -548,7 +549,7 @@ impl PackedKeys {
                 keys.reserve(additional);
                 valid.reserve(additional);
             }
-            PackedKeys::U192 { keys, valid } => {
+            PackedKeys::U256 { keys, valid } => {
                 keys.reserve(additional);
                 valid.reserve(additional);
             }
@@ -572,7 +573,7 @@ impl PackedKeys {
                 keys.extend_from_slice(&k);
                 valid.extend_from_slice(&v);
             }
-            (PackedKeys::U192 { keys, valid }, PackedKeys::U192 { keys: k, valid: v }) => {
+            (PackedKeys::U256 { keys, valid }, PackedKeys::U256 { keys: k, valid: v }) => {
                 keys.extend_from_slice(&k);
                 valid.extend_from_slice(&v);
             }
@@ -593,7 +594,7 @@ impl PackedKeys {
             PackedKeys::Empty { .. } => 0,
             PackedKeys::U64 { keys, .. } => hash_u64(keys[j]),
             PackedKeys::U128 { keys, .. } => hash_u128(keys[j]),
-            PackedKeys::U192 { keys, .. } => keys[j].hash(),
+            PackedKeys::U256 { keys, .. } => keys[j].hash(),
             PackedKeys::Bytes { .. } => hash_bytes(self.bytes(j)),
         }
     }
@@ -604,7 +605,7 @@ impl PackedKeys {
             PackedKeys::Empty { rows } => vec![0; *rows],
             PackedKeys::U64 { keys, .. } => hash_u64_batch(keys),
             PackedKeys::U128 { keys, .. } => keys.iter().map(|&k| hash_u128(k)).collect(),
-            PackedKeys::U192 { keys, .. } => keys.iter().map(|&k| k.hash()).collect(),
+            PackedKeys::U256 { keys, .. } => keys.iter().map(|&k| k.hash()).collect(),
             PackedKeys::Bytes { .. } => (0..self.len()).map(|j| hash_bytes(self.bytes(j))).collect(),
         }
     }
@@ -657,53 +658,59 @@ mod tests {
     }
 
     #[test]
-    fn group_keys_up_to_192_bits_pack_fixed_width() {
+    fn group_keys_up_to_256_bits_pack_fixed_width() {
         // Two nullable BIGINTs: 130 bits. Values that differ only in the bits above 128
         // (the NULL flags) or across the word boundary must stay distinct.
         let validity = apiary_common::Bitmap::from_bools([true, false, true, false, true, true]);
         let a = Vector::new(DataType::BigInt, VectorData::I64(vec![1, 5, 1, 6, 0, -1].into()), Some(validity.clone()));
         let b = Vector::new(DataType::BigInt, VectorData::I64(vec![2, 3, 2, 3, 0, -1].into()), Some(validity));
         let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt], &[true, true], true);
-        assert_eq!(packer.width, KeyWidth::U192);
-        let PackedKeys::U192 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2, 3, 4, 5]) else { panic!("192-bit keys") };
+        assert_eq!(packer.width, KeyWidth::U256);
+        let PackedKeys::U256 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2, 3, 4, 5]) else { panic!("256-bit keys") };
         assert_eq!(keys[0], keys[2]);
         assert_eq!(keys[1], keys[3], "NULLs pack equal whatever their slots hold");
         assert_ne!(keys[1], keys[4], "NULL is not 0");
-        assert_eq!(keys[5], Key192 { low: u128::MAX, high: 0 });
-        assert_eq!(keys[1], Key192 { low: 0, high: 0b11 });
-        // 193 bits and more are byte strings.
+        assert_eq!(keys[5], Key256 { low: u128::MAX, high: 0 });
+        assert_eq!(keys[1], Key256 { low: 0, high: 0b11 });
+        // Three nullable BIGINTs grouped are 195 bits; 257 bits and more are byte strings.
         let three = [DataType::BigInt, DataType::BigInt, DataType::BigInt];
-        assert_eq!(KeyPacker::new(&three, &[true; 3], false).width, KeyWidth::U192);
-        assert_eq!(KeyPacker::new(&three, &[true, false, false], true).width, KeyWidth::Bytes);
+        assert_eq!(KeyPacker::new(&three, &[true; 3], true).width, KeyWidth::U256);
+        let four = [DataType::BigInt, DataType::BigInt, DataType::BigInt, DataType::BigInt];
+        assert_eq!(KeyPacker::new(&four, &[false; 4], true).width, KeyWidth::U256);
+        assert_eq!(KeyPacker::new(&four, &[true, false, false, false], true).width, KeyWidth::Bytes);
     }
 
     #[test]
-    fn a_192_bit_part_straddling_the_words_is_cleared_under_nulls() {
+    fn a_part_straddling_the_words_is_cleared_under_nulls() {
         // BIGINT then DECIMAL(38): the 128-bit value sits at bits 64..192.
         let wide = DataType::decimal(38, 2);
         let validity = apiary_common::Bitmap::from_bools([true, false, false]);
         let a = Vector::from_native(DataType::BigInt, vec![7i64, 7, 7]);
         let b = Vector::new(wide, VectorData::I128(vec![-3, 99, -42].into()), Some(validity));
-        let packer = KeyPacker::new(&[DataType::BigInt, wide], &[false, false], true);
-        assert_eq!(packer.width, KeyWidth::U192);
-        let PackedKeys::U192 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2]) else { panic!("192-bit keys") };
-        assert_eq!(keys[0], Key192 { low: 7 | ((-3i128 as u128) << 64), high: u64::MAX });
+        // And its NULL flag at bit 192.
         let packer = KeyPacker::new(&[DataType::BigInt, wide], &[false, true], true);
-        assert_eq!(packer.width, KeyWidth::Bytes, "64 + 128 + a NULL flag is 193 bits");
+        assert_eq!(packer.width, KeyWidth::U256);
+        let PackedKeys::U256 { keys, .. } = packer.pack(&[a, b], &[0, 1, 2]) else { panic!("256-bit keys") };
+        assert_eq!(keys[0], Key256 { low: 7 | ((-3i128 as u128) << 64), high: u64::MAX as u128 });
+        assert_eq!(keys[1], Key256 { low: 7, high: 1 << 64 }, "the NULL's hidden value is cleared in both words");
+        assert_eq!(keys[1], keys[2]);
+        let packer = KeyPacker::new(&[DataType::BigInt, wide, wide], &[false, false, false], true);
+        assert_eq!(packer.width, KeyWidth::Bytes, "64 + 2 * 128 bits");
     }
 
     #[test]
-    fn three_bigints_with_a_nullable_one_pack_into_equal_length_byte_keys() {
-        // 3 * 64 bits and a NULL flag: byte strings of 3 * (1 + 8) bytes.
+    fn four_bigints_with_a_nullable_one_pack_into_equal_length_byte_keys() {
+        // 4 * 64 bits and a NULL flag: byte strings of 4 * (1 + 8) bytes.
         let validity = apiary_common::Bitmap::from_bools([true, false, true, false, true]);
         let a = Vector::new(DataType::BigInt, VectorData::I64(vec![1, 5, 1, 6, 0].into()), Some(validity));
         let b = Vector::from_native(DataType::BigInt, vec![2i64, 3, 2, 3, 0]);
         let c = Vector::from_native(DataType::BigInt, vec![9i64; 5]);
-        let packer = KeyPacker::new(&[DataType::BigInt, DataType::BigInt, DataType::BigInt], &[true, false, false], true);
+        let types = [DataType::BigInt, DataType::BigInt, DataType::BigInt, DataType::BigInt];
+        let packer = KeyPacker::new(&types, &[true, false, false, false], true);
         assert_eq!(packer.width, KeyWidth::Bytes);
-        let packed = packer.pack(&[a, b, c], &[0, 1, 2, 3, 4]);
+        let packed = packer.pack(&[a, b, c.clone(), c], &[0, 1, 2, 3, 4]);
         for j in 0..5 {
-            assert_eq!(packed.bytes(j).len(), 27);
+            assert_eq!(packed.bytes(j).len(), 36);
         }
         // Equal values and NULLs with different hidden values pack equal; NULL is not 0.
         assert_eq!(packed.bytes(0), packed.bytes(2));
