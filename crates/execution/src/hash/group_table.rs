@@ -75,6 +75,17 @@ impl<K: Copy + Eq + Default + FixedKeyHash> FixedTable<K> {
         }
     }
 
+    /// See [`GroupTable::lookup`].
+    fn lookup(&mut self, keys: &[K], hashes: &[u64], indices: &[u32], groups: &mut Vec<u32>, new_groups: &mut Vec<u32>) {
+        for &j in indices {
+            let (g, new) = self.find_or_insert(keys[j as usize], hashes[j as usize]);
+            groups.push(g);
+            if new {
+                new_groups.push(j);
+            }
+        }
+    }
+
     /// Adds `other`'s groups (see [`GroupTable::merge`]), prefetching slots a group of
     /// keys ahead when the table is larger than the cache.
     fn merge(&mut self, other: &FixedTable<K>, mapping: &mut Vec<u32>, new_groups: &mut Vec<u32>) {
@@ -368,33 +379,9 @@ impl GroupTable {
                 }
                 groups.extend(std::iter::repeat_n(0, indices.len()));
             }
-            (Table::U64(t), PackedKeys::U64 { keys, .. }) => {
-                for &j in indices {
-                    let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
-                    groups.push(g);
-                    if new {
-                        new_groups.push(j);
-                    }
-                }
-            }
-            (Table::U128(t), PackedKeys::U128 { keys, .. }) => {
-                for &j in indices {
-                    let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
-                    groups.push(g);
-                    if new {
-                        new_groups.push(j);
-                    }
-                }
-            }
-            (Table::U256(t), PackedKeys::U256 { keys, .. }) => {
-                for &j in indices {
-                    let (g, new) = t.find_or_insert(keys[j as usize], hashes[j as usize]);
-                    groups.push(g);
-                    if new {
-                        new_groups.push(j);
-                    }
-                }
-            }
+            (Table::U64(t), PackedKeys::U64 { keys, .. }) => t.lookup(keys, hashes, indices, groups, new_groups),
+            (Table::U128(t), PackedKeys::U128 { keys, .. }) => t.lookup(keys, hashes, indices, groups, new_groups),
+            (Table::U256(t), PackedKeys::U256 { keys, .. }) => t.lookup(keys, hashes, indices, groups, new_groups),
             (Table::Bytes(t), PackedKeys::Bytes { .. }) => {
                 for &j in indices {
                     let (g, new) = t.find_or_insert(keys.bytes(j as usize), hashes[j as usize]);
