@@ -29,6 +29,22 @@ fn a_cte_referenced_twice_is_computed_once() {
 }
 
 #[test]
+fn a_cte_joining_an_aggregating_derived_table_is_computed_once() {
+    // TPC-DS Q14's `cross_items`: rows of a table joined with an INTERSECT, read by three
+    // IN subqueries.
+    let (_db, mut conn) = setup();
+    let sql = "WITH s AS (SELECT t.a FROM t, (SELECT a FROM t INTERSECT SELECT b FROM t) d WHERE t.a = d.a) \
+               SELECT * FROM t WHERE a IN (SELECT a FROM s) OR b IN (SELECT a FROM s)";
+    let plan = explain(&mut conn, sql);
+    assert_eq!(plan.matches("Materialize CTE s").count(), 1, "{plan}");
+    assert_eq!(plan.matches("CteScan").count(), 2, "{plan}");
+    let nested = "WITH s AS (SELECT t.a FROM t JOIN (t AS u JOIN (SELECT DISTINCT a FROM t) d ON u.a = d.a) ON t.a = u.a) \
+                  SELECT * FROM s x JOIN s y ON x.a = y.a";
+    let plan = explain(&mut conn, nested);
+    assert_eq!(plan.matches("Materialize CTE s").count(), 1, "{plan}");
+}
+
+#[test]
 fn a_cte_referenced_once_or_not_aggregating_is_inlined() {
     let (_db, mut conn) = setup();
     for sql in [
@@ -36,11 +52,21 @@ fn a_cte_referenced_once_or_not_aggregating_is_inlined() {
         // Each reference of a scan or join gets its own predicates pushed into it.
         "WITH s AS (SELECT a, b FROM t WHERE b > 1) SELECT * FROM s x JOIN s y ON x.a = y.b WHERE x.a = 1",
         "WITH s AS (SELECT t1.a, t2.b FROM t t1 JOIN t t2 ON t1.a = t2.b) SELECT * FROM s x JOIN s y ON x.a = y.b",
-        "WITH s AS NOT MATERIALIZED (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x JOIN s y ON x.a = y.a",
     ] {
         let plan = explain(&mut conn, sql);
         assert!(!plan.contains("Materialize CTE"), "{sql}\n{plan}");
     }
+    // NOT MATERIALIZED inlines the references, each open to its own predicates; where
+    // they stay equal, `share_subplans` still computes the aggregation once.
+    let sql = "WITH s AS NOT MATERIALIZED (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x JOIN s y ON x.a = y.a";
+    let plan = explain(&mut conn, sql);
+    assert!(!plan.contains("Materialize CTE s "), "{plan}");
+    assert_eq!(plan.matches("Materialize CTE subplan1").count(), 1, "{plan}");
+    let filtered = explain(
+        &mut conn,
+        "WITH s AS NOT MATERIALIZED (SELECT a, sum(b) AS total FROM t GROUP BY a) SELECT * FROM s x LEFT JOIN s y ON x.a = y.a AND y.a > 1",
+    );
+    assert!(!filtered.contains("Materialize CTE"), "{filtered}");
     let forced = explain(&mut conn, "WITH s AS MATERIALIZED (SELECT a FROM t) SELECT * FROM s");
     assert!(forced.contains("Materialize CTE s"), "{forced}");
 }

@@ -4,8 +4,10 @@
 //!
 //! ```text
 //! LogicalPlan ─▶ unnest_subqueries ─▶ fold_constants ─▶ push_down_predicates
-//!             ─▶ push_down_semi_joins ─▶ reorder_joins ─▶ reduce_aggregate_inputs
-//!             ─▶ push_down_predicates ─▶ prune_columns ─▶ LogicalPlan
+//!             ─▶ fold_constants ─▶ push_down_semi_joins ─▶ reorder_joins
+//!             ─▶ reduce_aggregate_inputs ─▶ push_down_predicates ─▶ share_subplans
+//!             ─▶ pre_aggregate_grouping_sets ─▶ eager_aggregation ─▶ prune_columns
+//!             ─▶ LogicalPlan
 //!                       ▲
 //!                 cardinality: row counts, selectivities, distinct counts from table
 //!                 statistics (apiary-storage) propagated through the plan
@@ -84,6 +86,8 @@ pub const RULES: &[(&str, RuleFn)] = &[
     ("reorder_joins", rules::reorder_joins::run),
     ("reduce_aggregate_inputs", rules::reduce_aggregate_inputs::run),
     ("push_down_predicates", rules::push_down_predicates::run),
+    // After the predicates found their places: occurrences filtered alike are equal.
+    ("share_subplans", rules::share_subplans::run),
     ("pre_aggregate_grouping_sets", rules::pre_aggregate_grouping_sets::run),
     ("eager_aggregation", rules::eager_aggregation::run),
     ("prune_columns", rules::prune_columns::run),

@@ -15,7 +15,7 @@ use apiary_common::{exec_err, internal_err, ApiaryError, Result};
 use apiary_sql::expr::BinaryOp;
 use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION, MAX_DECIMAL_PRECISION};
 use apiary_types::datetime::{self, Interval, MICROS_PER_DAY};
-use apiary_types::decimal::{div_round, POW10};
+use apiary_types::decimal::{scaled_div_round, POW10};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone, Vector};
 
@@ -320,8 +320,8 @@ impl PhysicalExpr for DecimalDivide {
                 failure = Some(exec_err!("division by zero"));
                 return;
             }
-            match lv[i].checked_mul(factor) {
-                Some(scaled) => out[i] = div_round(scaled, rv[i]),
+            match scaled_div_round(lv[i], factor, rv[i]) {
+                Some(quotient) => out[i] = quotient,
                 None => failure = Some(exec_err!("numeric overflow in decimal division")),
             }
         });
@@ -551,7 +551,7 @@ pub fn arithmetic(
             other => Err(internal_err!("{other:?} on decimals")),
         }?;
         // At the 38-digit cap a result can exceed its precision without overflowing i128.
-        let bounded = precision < MAX_DECIMAL_PRECISION || (fits && op != BinaryOp::Div && op != BinaryOp::Mod);
+        let bounded = precision < MAX_DECIMAL_PRECISION || (fits && op != BinaryOp::Mod);
         return Ok(if bounded { computed } else { Arc::new(DecimalBound { child: computed, data_type }) });
     }
     // Integers and floats are checked (overflow is an error, never a wrapped value or an

@@ -304,6 +304,12 @@ fn decimal_digits(expr: &Expr) -> Option<u32> {
             (decimal_digits(left)? + (scale - ls)).max(decimal_digits(right)? + (scale - rs)) + 1
         }
         Expr::Binary { op: BinaryOp::Mul, left, right, .. } => decimal_digits(left)? + decimal_digits(right)?,
+        // The dividend's unscaled value times 10^shift, divided by a divisor of at least 1
+        // in its last digit (zero is an error): no more digits than the scaled dividend.
+        Expr::Binary { op: BinaryOp::Div, left, right, .. } if matches!(expr.data_type(), DataType::Decimal { .. }) => {
+            let shift = (scale_of(expr)? + scale_of(right)?).saturating_sub(scale_of(left)?);
+            decimal_digits(left)? + shift
+        }
         // Other leaves (columns, functions, aggregates): what their type allows. Stored
         // values were checked against it on the way in; computed ones are bounded by the
         // operation that made them.

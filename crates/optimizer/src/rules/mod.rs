@@ -10,4 +10,5 @@ pub mod push_down_predicates;
 pub mod push_down_semi_joins;
 pub mod reduce_aggregate_inputs;
 pub mod reorder_joins;
+pub mod share_subplans;
 pub mod unnest_subqueries;

@@ -20,4 +20,5 @@ mod push_down_predicates;
 mod push_down_semi_joins;
 mod reduce_aggregate_inputs;
 mod reorder_joins;
+mod share_subplans;
 mod unnest_subqueries;
