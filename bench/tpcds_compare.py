@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""TPC-DS side by side: Apiary and DuckDB on the same Parquet data, in the same run.
+"""TPC-DS side by side: Apiary and DuckDB (and with --hyper, Tableau Hyper) on the same
+Parquet data, in the same run.
 
-    bench/.venv/bin/python bench/tpcds_compare.py --sf 1 --threads 2 --runs 3 [--queries 1,5-9] [--timeout 120]
+    bench/.venv/bin/python bench/tpcds_compare.py --sf 1 --threads 2 --runs 3 [--hyper] [--queries 1,5-9] [--timeout 120]
 
 Needs bench/tpcds_setup.sh (DuckDB in bench/.venv for the timing runs; DuckDB 1.5.5 with the
 tpcds extension in bench/.venv/tpcds for the data). The data: one Parquet file per table in
@@ -30,7 +31,9 @@ blanks.
 
 Prints per query: Apiary's status (correct / wrong: why / order? / error: first line /
 timeout), both median times, the ratio Apiary/DuckDB, and the geometric means over the
-queries correct in both.
+queries correct in both. With --hyper, also Hyper's median time and Apiary/Hyper (Hyper's
+answers are not compared; its errors are reported), and a second geometric mean over the
+queries Hyper ran too.
 """
 
 import argparse
@@ -494,6 +497,44 @@ class DuckDB:
             timer.cancel()
 
 
+class Hyper:
+    """Tableau Hyper (PyPI tableauhyperapi) on the same DDL and Parquet files: a hyperd process
+    pinned to --threads cores (tpch_compare.hyper_server), one database file, queried over
+    one connection; a query past the timeout is cancelled."""
+
+    def __init__(self, data_dir, threads):
+        import tableauhyperapi
+        from tableauhyperapi import Connection, CreateMode
+        import tpch_compare
+        self._server = tpch_compare.hyper_server(threads)
+        hyper, workdir = self._server.__enter__()
+        self.con = Connection(hyper.endpoint, os.path.join(workdir, "tpcds.hyper"), CreateMode.CREATE_AND_REPLACE)
+        started = time.perf_counter()
+        for statement in schema_statements():
+            self.con.execute_command(statement)
+        for t in TABLES:
+            self.con.execute_command(f"INSERT INTO {t} SELECT * FROM external('{os.path.join(data_dir, t + '.parquet')}')")
+        self.load_seconds = time.perf_counter() - started
+        self.version = getattr(tableauhyperapi, "__version__", "?")
+        print(f"hyper {self.version} loaded {data_dir} in {self.load_seconds:.2f} s", file=sys.stderr)
+
+    def execute(self, sql, timeout):
+        timer = threading.Timer(timeout, self.con.cancel)
+        timer.start()
+        try:
+            started = time.perf_counter()
+            with self.con.execute_query(sql) as result:
+                columns = [str(c.name) for c in result.schema.columns]
+                rows = [list(r) for r in result]
+            return columns, rows, time.perf_counter() - started
+        finally:
+            timer.cancel()
+
+    def close(self):
+        self.con.close()
+        self._server.__exit__(None, None, None)
+
+
 def first_line(error):
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -560,6 +601,7 @@ def main():
     parser.add_argument("--build", action="store_true", help="cargo build --release --bin apiary first")
     parser.add_argument("--no-duckdb", action="store_true", help="compare with tests/tpcds/answers only (SF0.01)")
     parser.add_argument("--no-apiary", action="store_true")
+    parser.add_argument("--hyper", action="store_true", help="also time Tableau Hyper (tableauhyperapi in bench/.venv)")
     parser.add_argument("--json", help="also write one JSON line per query to this file")
     parser.add_argument("--write-order-keys", action="store_true",
                         help="write tests/tpcds/order_keys.txt (what the Rust test compares in order) and exit")
@@ -574,6 +616,7 @@ def main():
         subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "apiary"], cwd=ROOT, check=True)
 
     duck = None if args.no_duckdb else DuckDB(data_dir, args.threads)
+    hyper = Hyper(data_dir, args.threads) if args.hyper else None
     apiary = None
     if not args.no_apiary:
         apiary = ApiaryServer(args.apiary, data_dir, args.threads, args.set)
@@ -582,12 +625,14 @@ def main():
 
     print(f"TPC-DS SF{args.sf:g}, {args.threads} threads, median of {args.runs} hot runs (ms), timeout {args.timeout:g} s; "
           f"ratio = Apiary / DuckDB{' ' + duck.version if duck else ''}")
-    print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'ratio':>7} {'ref':>4} {'rows':>5}  apiary's answer")
+    hyper_header = f" {'hyper':>10} {'a/hyper':>7}" if hyper else ""
+    print(f"{'query':>5} {'apiary':>10} {'duckdb':>10} {'ratio':>7}{hyper_header} {'ref':>4} {'rows':>5}  apiary's answer")
     records = []
     try:
         for q in queries:
             sql = query_text(q)
             d = run_query(duck, sql, args.runs, args.timeout) if duck else None
+            h = run_query(hyper, sql, args.runs, args.timeout) if hyper else None
             a = run_query(apiary, sql, args.runs, args.timeout) if apiary else None
             reference = reference_rows(q) if with_reference else None
             if d and d["status"] == "ok":
@@ -613,13 +658,20 @@ def main():
             text = verdict + (": " + note if note else "")
             if d and d["status"] != "ok":
                 text += f" (duckdb {d['status']}: {d['error']})"
-            print(f"{'Q%02d' % q:>5} {ms(a):10.1f} {ms(d):10.1f} {ratio:7.2f} {ref:>4} {rows:5d}  {text}", flush=True)
+            hyper_ratio = ms(a) / ms(h) if a and h else float("nan")
+            hyper_cells = f" {ms(h):10.1f} {hyper_ratio:7.2f}" if hyper else ""
+            if h and h["status"] != "ok":
+                text += f" (hyper {h['status']}: {h['error']})"
+            print(f"{'Q%02d' % q:>5} {ms(a):10.1f} {ms(d):10.1f} {ratio:7.2f}{hyper_cells} {ref:>4} {rows:5d}  {text}", flush=True)
             records.append({"q": q, "sf": args.sf, "threads": args.threads, "apiary_ms": ms(a), "duckdb_ms": ms(d),
+                            "hyper_ms": ms(h), "hyper_ratio": hyper_ratio,
                             "ratio": ratio, "status": verdict, "note": note, "reference": ref, "rows": rows,
-                            "duckdb_error": d.get("error") if d else None})
+                            "duckdb_error": d.get("error") if d else None, "hyper_error": h.get("error") if h else None})
     finally:
         if apiary:
             apiary.stop()
+        if hyper:
+            hyper.close()
 
     both = [r for r in records if r["status"] == "correct" and not math.isnan(r["ratio"])]
     counts = {}
@@ -627,6 +679,11 @@ def main():
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     print(f"{'geo':>5} {geomean([r['apiary_ms'] for r in both]):10.1f} {geomean([r['duckdb_ms'] for r in both]):10.1f} "
           f"{geomean([r['ratio'] for r in both]):7.2f}  over {len(both)} queries correct in both")
+    if hyper:
+        with_hyper = [r for r in both if not math.isnan(r["hyper_ratio"])]
+        print(f"{'geo':>5} {geomean([r['apiary_ms'] for r in with_hyper]):10.1f} {geomean([r['duckdb_ms'] for r in with_hyper]):10.1f} "
+              f"{geomean([r['ratio'] for r in with_hyper]):7.2f} {geomean([r['hyper_ms'] for r in with_hyper]):10.1f} "
+              f"{geomean([r['hyper_ratio'] for r in with_hyper]):7.2f}  over {len(with_hyper)} queries correct in Apiary that Hyper also ran")
     over = [f"Q{r['q']:02d} ({r['ratio']:.1f}x)" for r in both if r["ratio"] > 2]
     print("apiary: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + f" of {len(records)}; "
           f"over 2x DuckDB's time: {', '.join(over) or 'none'}")
