@@ -110,6 +110,9 @@ pub struct PhysicalPlanner<'a> {
     ctes: HashMap<usize, (Arc<CollectSink>, usize, Vec<ColumnId>)>,
     /// The recursive CTEs whose recursive terms are being planned: their sinks.
     work_tables: HashMap<usize, Arc<RecursiveCteSink>>,
+    /// For the recursive CTE about to be planned: the most rows its reader takes (an
+    /// outer `LIMIT` right over its only scan), so the iterations may stop there.
+    recursive_row_limit: Option<u64>,
     loops: Vec<PipelineLoop>,
 }
 
@@ -125,6 +128,7 @@ impl<'a> PhysicalPlanner<'a> {
             stateful: Vec::new(),
             ctes: HashMap::new(),
             work_tables: HashMap::new(),
+            recursive_row_limit: None,
             loops: Vec::new(),
         }
     }
@@ -261,7 +265,8 @@ impl<'a> PhysicalPlanner<'a> {
             return Err(apiary_common::not_impl_err!("a recursive CTE inside the recursive term of another recursive CTE"));
         }
         let types = output.iter().map(|c| c.data_type).collect();
-        let sink = self.stateful(|slot| Arc::new(RecursiveCteSink::new(name.to_string(), types, distinct, slot)));
+        let row_limit = self.recursive_row_limit.take();
+        let sink = self.stateful(|slot| Arc::new(RecursiveCteSink::new(name.to_string(), types, distinct, row_limit, slot)));
         let sink_id = self.sink_count;
         self.sink_count += 1;
         let label = sink.name();
@@ -280,8 +285,12 @@ impl<'a> PhysicalPlanner<'a> {
         let feeders = recursive_branches.len();
         self.attach(recursive_branches, sink.clone(), &label, sink_id, anchor_feeders);
         let pipelines: Vec<usize> = (first_pipeline..self.pending.len()).collect();
+        let until = match row_limit {
+            Some(rows) => format!("until one adds no rows or {rows} rows were produced"),
+            None => "until one adds no rows".to_string(),
+        };
         self.explain.push(format!(
-            "Loop: pipelines {} run once per iteration of {name} (until one adds no rows) [sink #{sink_id}]",
+            "Loop: pipelines {} run once per iteration of {name} ({until}) [sink #{sink_id}]",
             pipelines.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
         ));
         self.loops.push(PipelineLoop {
@@ -376,7 +385,12 @@ impl<'a> PhysicalPlanner<'a> {
                 // The definition's rows are collected once; the body's scans of the CTE
                 // read them after that sink finished.
                 let layout = definition.output();
-                let mut branches = self.plan_node(definition, &definition.output_ids())?;
+                if matches!(definition.as_ref(), LogicalPlan::RecursiveCte { .. }) {
+                    self.recursive_row_limit = rows_read_by_limit(body, *id);
+                }
+                let branches = self.plan_node(definition, &definition.output_ids());
+                self.recursive_row_limit = None;
+                let mut branches = branches?;
                 for branch in branches.iter_mut() {
                     self.reorder_to(branch, &layout)?;
                 }
@@ -1081,4 +1095,33 @@ fn needs_aggregate_state(call: &apiary_sql::window::WindowCall, func: AggregateF
             F::Sum | F::Avg => !numeric,
             _ => true,
         }
+}
+
+/// The most rows of materialized CTE `id` that `body` can read: `offset + limit` when its
+/// only scan in `body` sits under a LIMIT with nothing but projections between them
+/// (PostgreSQL reads a recursive CTE lazily, so `WITH RECURSIVE t AS (... UNION ALL ...)
+/// SELECT * FROM t LIMIT 10` ends although the recursion alone would not). `None` when it
+/// is scanned more than once, or a filter, sort, join or aggregate could need more rows.
+fn rows_read_by_limit(body: &LogicalPlan, id: usize) -> Option<u64> {
+    /// Per scan of `id`: the LIMIT right above it (through projections), if any.
+    fn visit(node: &LogicalPlan, id: usize, above: Option<u64>, found: &mut Vec<Option<u64>>) {
+        match node {
+            LogicalPlan::CteScan(scan) if scan.id == id => found.push(above),
+            LogicalPlan::Limit { limit, offset, input } => {
+                visit(input, id, limit.and_then(|l| l.checked_add(*offset)), found);
+            }
+            LogicalPlan::Project { exprs, input } if !exprs.iter().any(|(e, _)| e.contains_subquery()) => visit(input, id, above, found),
+            other => {
+                for child in other.children() {
+                    visit(child, id, None, found);
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    visit(body, id, None, &mut found);
+    match found.as_slice() {
+        [only] => *only,
+        _ => None,
+    }
 }

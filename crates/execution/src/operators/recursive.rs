@@ -33,6 +33,9 @@ pub struct RecursiveCteSink {
     pub types: Vec<DataType>,
     /// UNION (not ALL): rows already produced, and repeats within an iteration, are dropped.
     pub distinct: bool,
+    /// Iterations stop once this many rows were produced (the reader's LIMIT, see
+    /// `rows_read_by_limit` in the planner).
+    pub row_limit: Option<u64>,
     slot: StateSlot,
 }
 
@@ -53,6 +56,7 @@ struct Inner {
     /// Bytes of `result` (and `seen`) reserved in the memory budget.
     reported_memory: usize,
     result_bytes: usize,
+    result_rows: u64,
     iterations: u64,
 }
 
@@ -62,8 +66,8 @@ struct RecursiveLocal {
 }
 
 impl RecursiveCteSink {
-    pub fn new(name: String, types: Vec<DataType>, distinct: bool, slot: StateSlot) -> Self {
-        RecursiveCteSink { name, types, distinct, slot }
+    pub fn new(name: String, types: Vec<DataType>, distinct: bool, row_limit: Option<u64>, slot: StateSlot) -> Self {
+        RecursiveCteSink { name, types, distinct, row_limit, slot }
     }
 
     fn inner<'a>(&self, ctx: &'a ExecContext) -> Result<std::sync::MutexGuard<'a, Inner>> {
@@ -73,7 +77,8 @@ impl RecursiveCteSink {
     /// After `finish`: whether the recursive term must run again (the last iteration
     /// added rows). Called by the scheduler, once per finish.
     pub fn iterate(&self, ctx: &ExecContext) -> Result<bool> {
-        Ok(!self.inner(ctx)?.work_table.is_empty())
+        let inner = self.inner(ctx)?;
+        Ok(!inner.work_table.is_empty() && self.row_limit.is_none_or(|limit| inner.result_rows < limit))
     }
 
     /// Iterations run so far (the non-recursive term counts as the first).
@@ -126,6 +131,7 @@ impl Stateful for RecursiveCteSink {
                 seen,
                 reported_memory: 0,
                 result_bytes: 0,
+                result_rows: 0,
                 iterations: 0,
             }),
         }))
@@ -170,6 +176,7 @@ impl Sink for RecursiveCteSink {
             None => incoming,
         };
         inner.result_bytes += added.iter().map(super::estimated_bytes).sum::<usize>();
+        inner.result_rows += added.iter().map(|c| c.row_count() as u64).sum::<u64>();
         let held = inner.result_bytes + inner.seen.as_ref().map_or(0, GroupTable::memory_bytes);
         let Inner { reported_memory, result, .. } = &mut *inner;
         ctx.memory.charge(reported_memory, held)?;
