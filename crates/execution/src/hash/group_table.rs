@@ -468,6 +468,44 @@ mod tests {
         assert_eq!(new_groups, vec![1]);
     }
 
+    /// Wide (256-bit) and byte-string keys through many doublings: a key whose
+    /// packed bits are all zero (two zeros, not NULL) is a group like any other, and every
+    /// key keeps its id.
+    #[test]
+    fn growing_tables_of_wide_and_byte_keys_keep_every_group() {
+        let rows = 60_000u32;
+        let all: Vec<u32> = (0..rows).collect();
+        let valid: Vec<bool> = (0..rows).map(|i| i % 97 != 3).collect();
+        let a = Vector::from_native(DataType::BigInt, (0..rows as i64).map(|i| i % 5000).collect())
+            .with_validity(Some(apiary_common::bitmap::Bitmap::from_bool_slice(&valid)));
+        let b = Vector::from_native(DataType::BigInt, (0..rows as i64).map(|i| (i * 7) % 3000).collect());
+        let strings: Vec<String> = (0..rows).map(|i| format!("k{}", i % 4000)).collect();
+        let c = Vector::new(
+            DataType::Varchar(None),
+            apiary_types::VectorData::Str(apiary_types::string::StrColumn::from_strs(strings.iter().map(String::as_str))),
+            None,
+        );
+        for (columns, nullable) in [(vec![a.clone(), b.clone()], vec![true, true]), (vec![c.clone(), b.clone()], vec![false, false])] {
+            let types: Vec<DataType> = columns.iter().map(|v| v.data_type).collect();
+            let packer = KeyPacker::new(&types, &nullable, true);
+            let keys = packer.pack(&columns, &all);
+            let hashes = keys.hashes();
+            let mut table = GroupTable::new(packer.width);
+            let (mut groups, mut new) = (Vec::new(), Vec::new());
+            for chunk in all.chunks(1024) {
+                table.lookup(&keys, &hashes, chunk, &mut groups, &mut new);
+            }
+            let mut expected: std::collections::HashMap<Vec<u8>, u32> = std::collections::HashMap::new();
+            for (row, &g) in groups.iter().enumerate() {
+                let key = format!("{:?}|{:?}", columns[0].get_scalar(row), columns[1].get_scalar(row)).into_bytes();
+                let first = *expected.entry(key).or_insert(g);
+                assert_eq!(first, g, "{:?} row {row}", packer.width);
+            }
+            assert_eq!(table.group_count(), expected.len(), "{:?}", packer.width);
+            assert_eq!(new.len(), expected.len());
+        }
+    }
+
     /// Keys in runs (like lineitem grouped by l_orderkey) on a table past the run and
     /// prefetch thresholds give the same groups as one lookup per key.
     #[test]

@@ -36,53 +36,68 @@ use crate::OptimizerContext;
 /// the copies are thrown away).
 const CANONICAL_FIRST_COLUMN_ID: u32 = 0;
 
+/// Plans with more nodes are left alone: finding repeats compares subtrees of equal size,
+/// quadratic in the worst case (a chain of 1,500 INTERSECTs is 10,000 nodes).
+const MAX_PLAN_NODES: usize = 1000;
+
+/// Most subplans shared in one plan.
+const MAX_SHARED: usize = 16;
+
 pub fn run(mut plan: LogicalPlan, ctx: &mut OptimizerContext) -> Result<LogicalPlan> {
-    while let Some(target) = largest_repeated(&plan, ctx) {
+    if size(&plan) > MAX_PLAN_NODES {
+        return Ok(plan);
+    }
+    for _ in 0..MAX_SHARED {
+        let Some(target) = largest_repeated(&plan, ctx) else { break };
         let (definition, _) = fresh_copy(&target.original, ctx)?;
         let id = ctx.new_cte_id();
         let name = format!("subplan{}", id - crate::FIRST_OPTIMIZER_CTE_ID + 1);
         let estimates = Arc::new(definition.clone());
-        let mut replacer = Replacer { target: &target.canonical, id, name: &name, definition: &estimates, ctx };
+        let mut replacer = Replacer { target: &target.canonical, size: target.size, id, name: &name, definition: &estimates, ctx };
         let body = replacer.replace(plan)?;
         plan = LogicalPlan::Cte { id, name, definition: Box::new(definition), body: Box::new(body) };
     }
     Ok(plan)
 }
 
-/// A subplan found more than once: one occurrence and its canonical copy.
+/// A subplan found more than once: one occurrence, its canonical copy and its size.
 struct Repeated {
     original: LogicalPlan,
     canonical: LogicalPlan,
+    size: usize,
 }
 
 /// The largest subplan that can be shared and occurs at least twice.
 fn largest_repeated(plan: &LogicalPlan, ctx: &OptimizerContext) -> Option<Repeated> {
-    let mut candidates: Vec<(usize, LogicalPlan, &LogicalPlan)> = Vec::new();
-    collect(plan, ctx, &mut candidates);
-    // Largest first; among equal sizes, the first found.
-    candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
-    for (i, (size, canonical, original)) in candidates.iter().enumerate() {
-        let repeated = candidates[i + 1..].iter().take_while(|(s, _, _)| s == size).any(|(_, other, _)| other == canonical);
-        if repeated {
-            return Some(Repeated { original: (*original).clone(), canonical: canonical.clone() });
+    let mut nodes: Vec<(usize, &LogicalPlan)> = Vec::new();
+    collect(plan, &mut nodes);
+    // Largest first; among equal sizes, the first found. Only subtrees of equal size can
+    // be equal: each is copied (canonically) only when another has its size.
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.0));
+    for same_size in nodes.chunk_by(|a, b| a.0 == b.0).filter(|group| group.len() > 1) {
+        let canonicals: Vec<(LogicalPlan, &LogicalPlan)> =
+            same_size.iter().filter_map(|(_, node)| canonical(node, ctx).map(|c| (c, *node))).collect();
+        for (i, (canonical, original)) in canonicals.iter().enumerate() {
+            if canonicals[i + 1..].iter().any(|(other, _)| other == canonical) {
+                return Some(Repeated { original: (*original).clone(), canonical: canonical.clone(), size: same_size[0].0 });
+            }
         }
     }
     None
 }
 
-/// Every subplan of `plan` that could be shared, with its size and canonical copy.
-fn collect<'p>(plan: &'p LogicalPlan, ctx: &OptimizerContext, out: &mut Vec<(usize, LogicalPlan, &'p LogicalPlan)>) {
+/// Every node of `plan` except leaves, with its size.
+fn collect<'p>(plan: &'p LogicalPlan, out: &mut Vec<(usize, &'p LogicalPlan)>) -> usize {
     // The recursive term of a recursive CTE runs once per iteration: nothing in it can be
     // computed once for all of them.
     if matches!(plan, LogicalPlan::RecursiveCte { .. }) {
-        return;
+        return size(plan);
     }
-    if let Some(canonical) = canonical(plan, ctx) {
-        out.push((size(plan), canonical, plan));
+    let size = 1 + plan.children().into_iter().map(|child| collect(child, out)).sum::<usize>();
+    if size > 1 {
+        out.push((size, plan));
     }
-    for child in plan.children() {
-        collect(child, ctx, out);
-    }
+    size
 }
 
 /// `plan` with its columns renumbered in the order it defines them, when it can be shared.
@@ -113,6 +128,7 @@ fn size(plan: &LogicalPlan) -> usize {
 /// Replaces every occurrence of `target` with a scan of CTE `id`.
 struct Replacer<'r, 'c> {
     target: &'r LogicalPlan,
+    size: usize,
     id: usize,
     name: &'r str,
     definition: &'r Arc<LogicalPlan>,
@@ -124,7 +140,7 @@ impl Replacer<'_, '_> {
         if matches!(plan, LogicalPlan::RecursiveCte { .. }) {
             return Ok(plan);
         }
-        if canonical(&plan, self.ctx).as_ref() == Some(self.target) {
+        if size(&plan) == self.size && canonical(&plan, self.ctx).as_ref() == Some(self.target) {
             // Equal canonical copies produce their columns in the same order.
             let columns = self.definition.output().into_iter().zip(plan.output()).map(|(source, here)| (source.id, here)).collect();
             return Ok(LogicalPlan::CteScan(CteScan {
