@@ -467,6 +467,24 @@ class ApiaryServer:
                 t.cancel()
 
 
+def timed(run, interrupt, timeout):
+    """(columns, rows, seconds) of `run()`, which returns columns and rows; `interrupt` is
+    called after `timeout` seconds, and the error of a run it stopped becomes TimeoutError."""
+    timer = threading.Timer(timeout, interrupt)
+    timer.start()
+    try:
+        started = time.perf_counter()
+        columns, rows = run()
+        return columns, rows, time.perf_counter() - started
+    except Exception:
+        # `finished` is set here only when the timer fired (cancel() comes after).
+        if timer.finished.is_set():
+            raise TimeoutError(f"timeout after {timeout:g} s")
+        raise
+    finally:
+        timer.cancel()
+
+
 class DuckDB:
     def __init__(self, data_dir, threads):
         import duckdb
@@ -482,19 +500,11 @@ class DuckDB:
         print(f"duckdb {self.version} loaded {data_dir} in {self.load_seconds:.2f} s", file=sys.stderr)
 
     def execute(self, sql, timeout):
-        import duckdb
-        timer = threading.Timer(timeout, self.con.interrupt)
-        timer.start()
-        try:
-            started = time.perf_counter()
+        def run():
             cur = self.con.execute(sql)
             rows = cur.fetchall()
-            columns = [d[0] for d in cur.description]
-            return columns, rows, time.perf_counter() - started
-        except duckdb.InterruptException:
-            raise TimeoutError(f"timeout after {timeout:g} s")
-        finally:
-            timer.cancel()
+            return [d[0] for d in cur.description], rows
+        return timed(run, self.con.interrupt, timeout)
 
 
 class Hyper:
@@ -519,16 +529,10 @@ class Hyper:
         print(f"hyper {self.version} loaded {data_dir} in {self.load_seconds:.2f} s", file=sys.stderr)
 
     def execute(self, sql, timeout):
-        timer = threading.Timer(timeout, self.con.cancel)
-        timer.start()
-        try:
-            started = time.perf_counter()
+        def run():
             with self.con.execute_query(sql) as result:
-                columns = [str(c.name) for c in result.schema.columns]
-                rows = [list(r) for r in result]
-            return columns, rows, time.perf_counter() - started
-        finally:
-            timer.cancel()
+                return [str(c.name) for c in result.schema.columns], [list(r) for r in result]
+        return timed(run, self.con.cancel, timeout)
 
     def close(self):
         self.con.close()

@@ -45,27 +45,23 @@ pub fn div_round(value: i128, divisor: i128) -> i128 {
     // several times slower); `i64::MIN / -1` would overflow, so -1 takes the wide path.
     if let (Ok(v), Ok(d)) = (i64::try_from(value), i64::try_from(divisor)) {
         if d != -1 {
-            let (quotient, remainder) = (v / d, v % d);
-            let rounded = if remainder.unsigned_abs() * 2 >= d.unsigned_abs() {
-                if (v < 0) != (d < 0) {
-                    quotient - 1
-                } else {
-                    quotient + 1
-                }
-            } else {
-                quotient
-            };
-            return i128::from(rounded);
+            return i128::from(div_round_i64(v, d));
         }
     }
-    let quotient = value / divisor;
-    let remainder = value % divisor;
+    let (quotient, remainder) = (value / divisor, value % divisor);
     if remainder.unsigned_abs() * 2 >= divisor.unsigned_abs() {
-        if (value < 0) != (divisor < 0) {
-            quotient - 1
-        } else {
-            quotient + 1
-        }
+        quotient + if (value < 0) != (divisor < 0) { -1 } else { 1 }
+    } else {
+        quotient
+    }
+}
+
+/// [`div_round`] in 64 bits; `divisor` must be neither 0 nor -1.
+#[inline]
+fn div_round_i64(value: i64, divisor: i64) -> i64 {
+    let (quotient, remainder) = (value / divisor, value % divisor);
+    if remainder.unsigned_abs() * 2 >= divisor.unsigned_abs() {
+        quotient + if (value < 0) != (divisor < 0) { -1 } else { 1 }
     } else {
         quotient
     }
@@ -85,8 +81,7 @@ pub fn scaled_div_round(value: i128, factor: i128, divisor: i128) -> Option<i128
         if d != -1 {
             let (quotient, remainder) = (v / d, v % d);
             if let Some(scaled) = remainder.checked_mul(f) {
-                let rounded = i128::from(div_round(i128::from(scaled), i128::from(d)) as i64);
-                return i128::from(quotient).checked_mul(factor)?.checked_add(rounded);
+                return i128::from(quotient).checked_mul(factor)?.checked_add(i128::from(div_round_i64(scaled, d)));
             }
         }
     }
@@ -95,34 +90,12 @@ pub fn scaled_div_round(value: i128, factor: i128, divisor: i128) -> Option<i128
 }
 
 /// The average `sum / count` of decimals, scaled up by `factor` (10^(output scale - input
-/// scale)) and rounded half away from zero; `None` when it overflows. Computed as
-/// `(q + r/count) * factor`, so a large sum times the factor cannot overflow when the
-/// average itself fits. `count` must be positive.
+/// scale)) and rounded half away from zero; `None` when it overflows: the decimal
+/// division `sum * factor / count` ([`scaled_div_round`]), so a large sum times the
+/// factor cannot overflow when the average itself fits. `count` must be positive.
 #[inline]
 pub fn decimal_average(sum: i128, count: i64, factor: i128) -> Option<i128> {
-    // 64-bit division when everything fits (the common case; i128 division is a
-    // library call): the same quotient and rounding.
-    if let (Ok(s), Ok(f)) = (i64::try_from(sum), i64::try_from(factor)) {
-        let (q, r) = (s / count, s % count);
-        if let (Some(whole), Some(scaled)) = (q.checked_mul(f), r.checked_mul(f)) {
-            let (qq, rr) = (scaled / count, scaled % count);
-            let rounded = if rr.unsigned_abs() * 2 >= count.unsigned_abs() {
-                if scaled < 0 {
-                    qq - 1
-                } else {
-                    qq + 1
-                }
-            } else {
-                qq
-            };
-            if let Some(average) = whole.checked_add(rounded) {
-                return Some(i128::from(average));
-            }
-        }
-    }
-    let count = count as i128;
-    let (q, r) = (sum / count, sum % count);
-    q.checked_mul(factor).and_then(|whole| whole.checked_add(div_round(r * factor, count)))
+    scaled_div_round(sum, factor, i128::from(count))
 }
 
 /// Whether `value` fits in `precision` digits.

@@ -132,7 +132,7 @@ struct Replacer<'r, 'c> {
     id: usize,
     name: &'r str,
     definition: &'r Arc<LogicalPlan>,
-    ctx: &'r mut OptimizerContext<'c>,
+    ctx: &'r OptimizerContext<'c>,
 }
 
 impl Replacer<'_, '_> {
