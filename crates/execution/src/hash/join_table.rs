@@ -656,7 +656,7 @@ pub const PREFETCH_MIN_DIRECTORY_BYTES: usize = 1 << 20;
 
 /// A software prefetch hint for a line about to be written (no-op where unsupported).
 #[inline(always)]
-fn prefetch_write(address: *const u8) {
+pub fn prefetch_write(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: prefetching is a hint; it never faults, whatever the address.
     unsafe {
