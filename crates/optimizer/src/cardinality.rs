@@ -46,6 +46,21 @@ impl Estimate {
         self
     }
 
+    /// A column that a conjunct restricts to a list of values (`c = 1`, `c IN (1, 2)`,
+    /// `c = 1 OR c = 2`) has at most that many distinct values left: sampling rows
+    /// ([`Estimate::scaled`]) would keep nearly all of a column's values when each value
+    /// has many rows (two years of `date_dim` still look like 195 years).
+    fn restricted_to_values(mut self, conjuncts: &[Expr]) -> Estimate {
+        for conjunct in conjuncts {
+            if let Some((column, values)) = value_count(conjunct) {
+                if let Some(stat) = self.columns.get_mut(&column) {
+                    stat.ndv = stat.ndv.min(values).max(1.0);
+                }
+            }
+        }
+        self
+    }
+
     pub(crate) fn ndv(&self, expr: &Expr) -> f64 {
         match expr {
             Expr::Column(c) => self.columns.get(&c.id).map_or(self.rows, |s| s.ndv).max(1.0),
@@ -81,7 +96,7 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             }
             let base = Estimate { rows, columns };
             let selectivity = conjunction_selectivity(&scan.filters, &base);
-            base.scaled(selectivity)
+            base.scaled(selectivity).restricted_to_values(&scan.filters)
         }
         LogicalPlan::Cte { body, .. } => estimate(body),
         // Unknown depth: a few iterations of the non-recursive term's size.
@@ -113,8 +128,9 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         }
         LogicalPlan::Filter { predicate, input } => {
             let input = estimate(input);
-            let selectivity = conjunction_selectivity(&predicate.clone().split_conjunction(), &input);
-            input.scaled(selectivity)
+            let conjuncts = predicate.clone().split_conjunction();
+            let selectivity = conjunction_selectivity(&conjuncts, &input);
+            input.scaled(selectivity).restricted_to_values(&conjuncts)
         }
         LogicalPlan::Project { exprs, input } => {
             let input = estimate(input);
@@ -323,6 +339,7 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
     // hash map's order varies, and with it the last bits of the product): pinned plans
     // print these estimates.
     let mut ranges: BTreeMap<ColumnId, (Option<f64>, Option<f64>)> = BTreeMap::new();
+    let mut values: BTreeMap<ColumnId, f64> = BTreeMap::new();
     let mut selectivity = 1.0;
     // Equalities between columns (join keys) are assumed correlated: a composite key
     // (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is about as selective as its most
@@ -335,6 +352,14 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
                 column_equality = Some(column_equality.map_or(s, |c: f64| c.min(s)));
                 continue;
             }
+        }
+        // Lists of values on one column (`d_year IN (2001, 2002)`, and the same list again
+        // as `d_year = 2001 OR d_year = 2002` from a CTE's pushed filter) are intersected:
+        // the smallest list counts once.
+        if let Some((column, count)) = value_count(conjunct) {
+            let entry = values.entry(column).or_insert(count);
+            *entry = entry.min(count);
+            continue;
         }
         if let Some((column, lower, upper)) = range_bound(conjunct) {
             if input.columns.get(&column).is_some_and(|s| s.min.is_some() && s.max.is_some()) {
@@ -361,9 +386,34 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
         let fraction = fraction.max(1.0 / stat.ndv.max(1.0)).max(MIN_SELECTIVITY);
         selectivity *= fraction * (1.0 - stat.null_fraction);
     }
+    for (column, count) in values {
+        let stat = input.columns.get(&column);
+        let ndv = stat.map_or(input.rows, |s| s.ndv).max(1.0);
+        selectivity *= (count / ndv).min(1.0) * (1.0 - stat.map_or(0.0, |s| s.null_fraction));
+    }
     selectivity *= column_equality.unwrap_or(1.0);
     // No lower clamp: an equi-join's selectivity is legitimately tiny (1 / distinct keys).
     selectivity.clamp(0.0, 1.0)
+}
+
+/// The column a predicate restricts to a list of values, and how many values.
+fn value_count(expr: &Expr) -> Option<(ColumnId, f64)> {
+    match expr {
+        Expr::Binary { op: BinaryOp::Eq, left, right, .. } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(..)) | (Expr::Literal(..), Expr::Column(c)) => Some((c.id, 1.0)),
+            _ => None,
+        },
+        Expr::InList { expr, list, negated: false } => match expr.as_ref() {
+            Expr::Column(c) if list.iter().all(|v| matches!(v, Expr::Literal(..))) => Some((c.id, list.len() as f64)),
+            _ => None,
+        },
+        Expr::Binary { op: BinaryOp::Or, left, right, .. } => {
+            let (a, n) = value_count(left)?;
+            let (b, m) = value_count(right)?;
+            (a == b).then_some((a, n + m))
+        }
+        _ => None,
+    }
 }
 
 /// `column op literal` as a range: (column, lower bound, upper bound).

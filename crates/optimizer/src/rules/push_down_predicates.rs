@@ -23,6 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 use apiary_common::Result;
 use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
 use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_types::{DataType, ScalarValue};
 
 use crate::OptimizerContext;
 
@@ -106,6 +107,15 @@ fn push(plan: LogicalPlan, mut predicates: Vec<Expr>) -> LogicalPlan {
                     (grouping_sets.is_none() || !columns.is_empty()) && columns.iter().all(|c| map.contains_key(c))
                 })
             };
+            // A disjunction mixing keys and aggregates still implies the disjunction of
+            // its key conjuncts (TPC-DS Q4/Q11: a CTE read once per year and channel keeps
+            // `(year = 2001 AND total > 0) OR year = 2002`, so only those years are
+            // aggregated).
+            let keys: BTreeSet<ColumnId> = map.keys().copied().collect();
+            let mut down = down;
+            for p in &keep {
+                push_new(&mut down, implied_for_side(p, &keys));
+            }
             let down = down.into_iter().map(|p| p.replace_columns(&|c| map.get(&c.id).cloned())).collect();
             let input = push(*input, down);
             wrap(LogicalPlan::Aggregate { groups, aggregates, grouping_sets, input: Box::new(input) }, keep)
@@ -213,8 +223,8 @@ fn push_join(
                     to_right.push(p);
                 } else {
                     // A disjunction over both sides implies one per side.
-                    to_left.extend(implied_for_side(&p, &left_ids));
-                    to_right.extend(implied_for_side(&p, &right_ids));
+                    push_new(&mut to_left, implied_for_side(&p, &left_ids));
+                    push_new(&mut to_right, implied_for_side(&p, &right_ids));
                     join_conditions.push(p);
                 }
             }
@@ -359,20 +369,56 @@ pub(crate) fn factor_disjunction(predicate: Expr) -> Expr {
     Expr::conjunction(parts).expect("non-empty")
 }
 
-/// For a disjunction spanning several relations: the disjunction of, per disjunct, the
-/// conjuncts that only read `ids` — implied by the original. `None` when some disjunct
-/// has no such conjunct (nothing is implied).
+/// For a disjunction spanning several relations (or keys and aggregates): the
+/// disjunction of, per disjunct, the conjuncts that only read `ids` — implied by the
+/// original. `None` when some disjunct has no such conjunct (nothing is implied).
+/// Disjuncts that compare two different literals for equality are never true and are
+/// left out (a CTE's pushed filter `('s' = 'w' AND ...) OR ...`); equal parts appear once,
+/// in a canonical order, so that equal implications from different predicates are equal.
 fn implied_for_side(predicate: &Expr, ids: &BTreeSet<ColumnId>) -> Option<Expr> {
     if !matches!(predicate, Expr::Binary { op: BinaryOp::Or, .. }) {
         return None;
     }
-    let mut parts = Vec::new();
+    // Only where the values' equality is SQL's: CHAR pads, decimals differ in scale.
+    let never_true = |c: &Expr| {
+        let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = c else { return false };
+        let (Expr::Literal(a, at), Expr::Literal(b, bt)) = (left.as_ref(), right.as_ref()) else { return false };
+        at == bt
+            && !matches!(at, DataType::Char(_))
+            && matches!(
+                (a, b),
+                (ScalarValue::Utf8(_), ScalarValue::Utf8(_))
+                    | (ScalarValue::Int32(_), ScalarValue::Int32(_))
+                    | (ScalarValue::Int64(_), ScalarValue::Int64(_))
+                    | (ScalarValue::Boolean(_), ScalarValue::Boolean(_))
+            )
+            && a != b
+    };
+    let mut parts: Vec<Expr> = Vec::new();
     for disjunct in predicate.split_disjunction() {
-        let local: Vec<Expr> =
-            disjunct.clone().split_conjunction().into_iter().filter(|c| !c.columns().is_empty() && subset(c, ids)).collect();
-        parts.push(Expr::conjunction(local)?);
+        let conjuncts = disjunct.clone().split_conjunction();
+        if conjuncts.iter().any(never_true) {
+            continue;
+        }
+        let local: Vec<Expr> = conjuncts.into_iter().filter(|c| !c.columns().is_empty() && subset(c, ids)).collect();
+        let part = Expr::conjunction(local)?;
+        for p in part.split_disjunction() {
+            if !parts.contains(p) {
+                parts.push(p.clone());
+            }
+        }
     }
+    parts.sort_by_cached_key(|p| p.to_string());
     Expr::disjunction(parts)
+}
+
+/// Adds `predicate` to `list` unless an equal one is there.
+fn push_new(list: &mut Vec<Expr>, predicate: Option<Expr>) {
+    if let Some(p) = predicate {
+        if !list.contains(&p) {
+            list.push(p);
+        }
+    }
 }
 
 /// Whether `predicate` is never TRUE when all of `columns` are NULL.

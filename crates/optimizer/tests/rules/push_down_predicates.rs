@@ -340,6 +340,41 @@ fn through_an_aggregation_only_on_group_keys() {
 }
 
 #[test]
+fn a_disjunction_of_keys_and_aggregates_implies_one_on_the_keys() {
+    // `(xk = 1 AND s > 10) OR xk = 2` keeps only groups 1 and 2: the input is filtered on
+    // `xk` (TPC-DS Q4/Q11, a CTE of yearly totals read for two years).
+    assert_plan(
+        &push("SELECT * FROM (SELECT xk, sum(xd) AS s FROM x GROUP BY xk) g WHERE (xk = 1 AND s > 10) OR xk = 2"),
+        "
+        Project xk AS xk, sum(xd) AS sum(xd)
+          Project xk AS xk, sum(xd) AS sum(xd)
+            Filter (xk = 1 AND sum(xd) > 10) OR (xk = 2)
+              Aggregate groups=[xk] aggregates=[sum(xd)]
+                Scan x [xk, xd] filters=[(xk = 1) OR (xk = 2)]
+        ",
+    );
+}
+
+#[test]
+fn equal_implied_disjunctions_are_pushed_once_and_never_true_disjuncts_imply_nothing() {
+    // Both predicates imply `xk = 1 OR xk = 2` (in different orders); the disjunct
+    // `'a' = 'b' AND xk = 3` can never be true, so it does not widen the implication.
+    assert_plan(
+        &push(
+            "SELECT * FROM (SELECT xk, sum(xd) AS s FROM x GROUP BY xk) g \
+             WHERE ((xk = 1 AND s > 10) OR xk = 2) AND ((xk = 2 AND s > 5) OR xk = 1 OR ('a' = 'b' AND xk = 3))",
+        ),
+        "
+        Project xk AS xk, sum(xd) AS sum(xd)
+          Project xk AS xk, sum(xd) AS sum(xd)
+            Filter ((xk = 1 AND sum(xd) > 10) OR (xk = 2)) AND ((xk = 2 AND sum(xd) > 5) OR ((xk = 1) OR ('a' = 'b' AND xk = 3)))
+              Aggregate groups=[xk] aggregates=[sum(xd)]
+                Scan x [xk, xd] filters=[(xk = 1) OR (xk = 2)]
+        ",
+    );
+}
+
+#[test]
 fn not_below_an_aggregation_without_groups() {
     // A scalar aggregation has a row even over no input: `WHERE 1 = 0` must stay above it.
     assert_plan(

@@ -169,3 +169,20 @@ fn rows_without_a_partner_in_a_left_join_are_not_estimated_away_by_is_null() {
     let LogicalPlan::Join { right, .. } = inner_joins(&plan)[0] else { unreachable!() };
     assert!(matches!(right.as_ref(), LogicalPlan::Scan(s) if s.table.name == "dim"), "{plan}");
 }
+
+#[test]
+fn a_list_of_values_keeps_that_many_distinct_values_and_repeated_lists_count_once() {
+    // 1,000 rows, 100 years of 10 rows each: `y IN (1, 2)` keeps 20 rows and 2 distinct
+    // years (sampling 2% of the rows would keep about 18 of the 100 years), and the same
+    // list again as `y = 1 OR y = 2` (a CTE's pushed filter) does not halve it again.
+    let db = TestDb::new().table("d", 1000, "k, y MOD 100");
+    for sql in ["SELECT k, y FROM d WHERE y IN (1, 2)", "SELECT k, y FROM d WHERE y IN (1, 2) AND (y = 1 OR y = 2)"] {
+        let plan = db.plan(sql, RULES);
+        let scan = find(&plan, &|p| matches!(p, LogicalPlan::Scan(_)))[0];
+        let e = estimate(scan);
+        assert!((15.0..=25.0).contains(&e.rows), "{sql}: {} rows", e.rows);
+        let LogicalPlan::Scan(s) = scan else { unreachable!() };
+        let year = s.columns.iter().find(|(_, c)| &*c.name == "y").expect("y").1.id;
+        assert!(e.columns[&year].ndv <= 2.0, "{sql}: {} years", e.columns[&year].ndv);
+    }
+}
