@@ -592,13 +592,26 @@ impl<'a> PhysicalPlanner<'a> {
         let group_exprs = groups.iter().map(|(e, _)| self.compile_expr(e, &ids)).collect::<Result<Vec<_>>>()?;
         let group_nullable = groups.iter().map(|(e, _)| e.nullable()).collect();
         let mut inputs = Vec::new();
+        // Aggregates with equal FILTERs (merged scalar subqueries: one per bucket) share one
+        // compiled filter, which the aggregation evaluates once per chunk.
+        let mut compiled_filters: Vec<(&Expr, ExprRef)> = Vec::new();
         for (call, column) in aggregates {
             let arguments = if call.func == AggregateFunction::CountStar {
                 Vec::new()
             } else {
                 call.args.iter().map(|a| self.compile_expr(a, &ids)).collect::<Result<Vec<_>>>()?
             };
-            let filter = call.filter.as_ref().map(|f| self.compile_expr(f, &ids)).transpose()?;
+            let filter = match call.filter.as_deref() {
+                None => None,
+                Some(f) => match compiled_filters.iter().find(|(e, _)| *e == f) {
+                    Some((_, compiled)) => Some(Arc::clone(compiled)),
+                    None => {
+                        let compiled = self.compile_expr(f, &ids)?;
+                        compiled_filters.push((f, Arc::clone(&compiled)));
+                        Some(compiled)
+                    }
+                },
+            };
             let spec = AggregateSpec {
                 func: call.func,
                 input_type: arguments.first().map(|a| a.data_type()),

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! LogicalPlan ─▶ unnest_subqueries ─▶ fold_constants ─▶ push_down_predicates
-//!             ─▶ fold_constants ─▶ push_down_semi_joins ─▶ reorder_joins
+//!             ─▶ fold_constants ─▶ merge_scalar_aggregates ─▶ push_down_semi_joins
+//!             ─▶ reorder_joins
 //!             ─▶ reduce_aggregate_inputs ─▶ push_down_predicates ─▶ share_subplans
 //!             ─▶ pre_aggregate_grouping_sets ─▶ eager_aggregation ─▶ prune_columns
 //!             ─▶ LogicalPlan
@@ -82,6 +83,8 @@ pub const RULES: &[(&str, RuleFn)] = &[
     // Pushed-down predicates can become constant (a UNION branch's literal column
     // compared with a constant): fold them, and drop what can produce no rows.
     ("fold_constants", rules::fold_constants::run),
+    // Before join ordering: merged aggregations are fewer relations to order.
+    ("merge_scalar_aggregates", rules::merge_scalar_aggregates::run),
     ("push_down_semi_joins", rules::push_down_semi_joins::run),
     ("reorder_joins", rules::reorder_joins::run),
     ("reduce_aggregate_inputs", rules::reduce_aggregate_inputs::run),

@@ -142,6 +142,48 @@ struct AggregateLocal {
     order: Vec<u32>,
 }
 
+/// The FILTER (WHERE ...) clauses of a chunk: the rows passing each distinct filter
+/// (aggregates with equal filters share one compiled expression, see the planner, and one
+/// evaluation), and which one each aggregate has.
+struct ChunkFilters {
+    of: Vec<Option<usize>>,
+    passing: Vec<Vec<u32>>,
+}
+
+impl ChunkFilters {
+    fn evaluate(aggregates: &[AggregateInput], chunk: &DataChunk, rows: &[u32]) -> Result<ChunkFilters> {
+        let mut filters = ChunkFilters { of: Vec::with_capacity(aggregates.len()), passing: Vec::new() };
+        let mut evaluated: Vec<&ExprRef> = Vec::new();
+        for a in aggregates {
+            let Some(f) = &a.filter else {
+                filters.of.push(None);
+                continue;
+            };
+            match evaluated.iter().position(|g| Arc::ptr_eq(f, g)) {
+                Some(index) => filters.of.push(Some(index)),
+                None => {
+                    filters.passing.push(f.select(chunk, rows)?);
+                    evaluated.push(f);
+                    filters.of.push(Some(evaluated.len() - 1));
+                }
+            }
+        }
+        Ok(filters)
+    }
+
+    /// Per distinct filter, a mask over the chunk's rows up to the last passing one.
+    fn masks(&self) -> Vec<Vec<bool>> {
+        self.passing
+            .iter()
+            .map(|passing| {
+                let mut mask = vec![false; passing.iter().max().map_or(0, |&r| r as usize + 1)];
+                passing.iter().for_each(|&r| mask[r as usize] = true);
+                mask
+            })
+            .collect()
+    }
+}
+
 impl AggregateSink {
     /// Groups the chunk's `rows` by `keys` into the worker's tables and updates their
     /// aggregate states with `arguments` (`filters`: FILTER masks over chunk rows).
@@ -150,7 +192,7 @@ impl AggregateSink {
         keys: &[Vector],
         rows: &[u32],
         arguments: &[Vec<Vector>],
-        filters: &[Option<Vec<bool>>],
+        filters: &ChunkFilters,
         state: &mut AggregateLocal,
         ctx: &ExecContext,
     ) -> Result<()> {
@@ -163,16 +205,14 @@ impl AggregateSink {
                 table.states.iter_mut().for_each(|s| s.resize(1));
             }
             for (i, s) in table.states.iter_mut().enumerate() {
-                match &filters[i] {
+                match filters.of[i] {
                     None => s.update_single(&arguments[i], rows)?,
-                    Some(mask) => {
-                        let kept: Vec<u32> = rows.iter().copied().filter(|&r| mask[r as usize]).collect();
-                        s.update_single(&arguments[i], &kept)?;
-                    }
+                    Some(f) => s.update_single(&arguments[i], &filters.passing[f])?,
                 }
             }
             return Ok(());
         }
+        let masks = filters.masks();
 
         let packed = agg.packer.pack(keys, rows);
         let hashes = packed.hashes();
@@ -204,12 +244,13 @@ impl AggregateSink {
             }
             let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
             for (i, s) in table.states.iter_mut().enumerate() {
-                match &filters[i] {
+                match filters.of[i] {
                     None => s.update(&arguments[i], &physical, &state.groups)?,
-                    Some(mask) => {
+                    Some(f) => {
+                        let mask = &masks[f];
                         let (mut kept_rows, mut kept_groups) = (Vec::new(), Vec::new());
                         for (&r, &g) in physical.iter().zip(&state.groups) {
-                            if mask[r as usize] {
+                            if mask.get(r as usize) == Some(&true) {
                                 kept_rows.push(r);
                                 kept_groups.push(g);
                             }
@@ -250,23 +291,7 @@ impl Sink for AggregateSink {
             .iter()
             .map(|a| a.arguments.iter().map(|e| e.evaluate(&chunk)).collect::<Result<Vec<_>>>())
             .collect::<Result<_>>()?;
-        // FILTER (WHERE ...): per aggregate, a mask over chunk rows.
-        let filters: Vec<Option<Vec<bool>>> = agg
-            .aggregates
-            .iter()
-            .map(|a| {
-                a.filter
-                    .as_ref()
-                    .map(|f| {
-                        let passing = f.select(&chunk, &rows)?;
-                        let mut mask = vec![false; chunk.physical_len()];
-                        passing.iter().for_each(|&r| mask[r as usize] = true);
-                        Ok(mask)
-                    })
-                    .transpose()
-            })
-            .collect::<Result<_>>()?;
-
+        let filters = ChunkFilters::evaluate(&agg.aggregates, &chunk, &rows)?;
         match &agg.grouping_sets {
             None => self.group_rows(&keys, &rows, &arguments, &filters, state, ctx)?,
             Some(sets) => {

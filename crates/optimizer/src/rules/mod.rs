@@ -3,6 +3,7 @@
 pub(crate) mod decorrelate;
 pub mod eager_aggregation;
 pub mod fold_constants;
+pub mod merge_scalar_aggregates;
 pub(crate) mod partial_aggregates;
 pub mod pre_aggregate_grouping_sets;
 pub mod prune_columns;

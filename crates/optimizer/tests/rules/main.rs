@@ -13,6 +13,7 @@ mod common;
 mod decorrelate;
 mod eager_aggregation;
 mod fold_constants;
+mod merge_scalar_aggregates;
 mod optimizer;
 mod pre_aggregate_grouping_sets;
 mod prune_columns;
