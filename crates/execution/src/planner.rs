@@ -505,23 +505,21 @@ impl<'a> PhysicalPlanner<'a> {
             None => None,
         };
         let zone_predicates = zone_predicates(scan);
-        // Each conjunct on its own, and for one on a single string column also over that
-        // column alone: a dictionary-encoded stripe evaluates it once per distinct value.
+        // Each conjunct on its own, and for one on one or two string columns also over
+        // those columns alone: dictionary-encoded stripes evaluate it once per distinct
+        // value (or combination of values).
         let mut conjuncts = Vec::with_capacity(scan.filters.len());
         for conjunct in &scan.filters {
             let mut columns = BTreeSet::new();
             conjunct.collect_columns(&mut columns);
-            let single = match columns.iter().next() {
-                Some(&id) if columns.len() == 1 => {
-                    let position = read_ids.iter().position(|&r| r == id);
-                    match position {
-                        Some(p) if scan.columns[p].1.data_type.is_string() => Some((p, self.compile_expr(conjunct, &vec![id])?)),
-                        _ => None,
-                    }
-                }
+            let ids: Vec<ColumnId> = columns.into_iter().collect();
+            let positions: Option<Vec<usize>> =
+                ids.iter().map(|id| read_ids.iter().position(|r| r == id).filter(|&p| scan.columns[p].1.data_type.is_string())).collect();
+            let on_codes = match positions {
+                Some(positions) if (1..=2).contains(&positions.len()) => Some((positions, self.compile_expr(conjunct, &ids)?)),
                 _ => None,
             };
-            conjuncts.push(ScanConjunct { expr: self.compile_expr(conjunct, &read_ids)?, dictionary: single });
+            conjuncts.push(ScanConjunct { expr: self.compile_expr(conjunct, &read_ids)?, dictionary: on_codes });
         }
         let output: Vec<usize> = scan.columns.iter().enumerate().filter(|(_, (_, c))| required.contains(&c.id)).map(|(i, _)| i).collect();
         let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();

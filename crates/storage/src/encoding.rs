@@ -71,6 +71,22 @@ impl Dictionary {
         }
     }
 
+    /// `index[j] = index[j] * (distinct values) + code of row offset + rows[j]`: applied
+    /// for several dictionaries in turn, the index of each row's combination of codes.
+    pub fn accumulate_codes(&self, offset: usize, rows: &[u32], index: &mut [u32]) {
+        fn run<C: Copy + Into<u32>>(codes: &[C], rows: &[u32], radix: u32, index: &mut [u32]) {
+            for (i, &row) in index.iter_mut().zip(rows) {
+                *i = *i * radix + codes[row as usize].into();
+            }
+        }
+        let radix = self.values.len() as u32;
+        match &self.codes {
+            Codes::U8(c) => run(&c[offset..], rows, radix, index),
+            Codes::U16(c) => run(&c[offset..], rows, radix, index),
+            Codes::U32(c) => run(&c[offset..], rows, radix, index),
+        }
+    }
+
     pub fn allocated_bytes(&self) -> usize {
         self.values.allocated_bytes()
             + match &self.codes {

@@ -93,9 +93,9 @@ struct MembershipCounters {
 pub struct ScanConjunct {
     /// Over the read columns.
     pub expr: ExprRef,
-    /// For a conjunct on one string column: its position in the read columns and the
-    /// conjunct over a chunk of that column alone.
-    pub dictionary: Option<(usize, ExprRef)>,
+    /// For a conjunct on one or two string columns: their positions in the read columns
+    /// and the conjunct over a chunk of those columns alone.
+    pub dictionary: Option<(Vec<usize>, ExprRef)>,
 }
 
 pub struct TableScan {
@@ -210,10 +210,36 @@ impl Stateful for TableScan {
     }
 }
 
-/// A conjunct evaluated on a block's dictionary: the codes whose value passes.
+/// Most combinations of dictionary values a conjunct on two columns is evaluated on
+/// (TPC-DS Q91's `(marital = 'M' AND education = 'Unknown') OR (...)`: 5 x 7).
+const MAX_CODE_COMBINATIONS: usize = 4096;
+
+/// A conjunct evaluated on a block's dictionaries: the combinations of codes whose values
+/// pass, indexed by the codes in mixed radix (the first column's code most significant).
 struct CodeFilter {
-    dictionary: Arc<Dictionary>,
+    dictionaries: Vec<Arc<Dictionary>>,
     keep: Vec<bool>,
+}
+
+impl CodeFilter {
+    /// The rows among `rows` (of the vector at `offset` in the block) whose codes pass.
+    fn select(&self, offset: usize, rows: &[u32]) -> Vec<u32> {
+        if let [dictionary] = self.dictionaries.as_slice() {
+            return dictionary.select(&self.keep, offset, rows);
+        }
+        let mut index = vec![0u32; rows.len()];
+        for dictionary in &self.dictionaries {
+            dictionary.accumulate_codes(offset, rows, &mut index);
+        }
+        let mut kept = vec![0u32; rows.len()];
+        let mut count = 0;
+        for (&row, &i) in rows.iter().zip(&index) {
+            kept[count] = row;
+            count += self.keep[i as usize] as usize;
+        }
+        kept.truncate(count);
+        kept
+    }
 }
 
 /// How a block's rows are filtered.
@@ -287,34 +313,50 @@ impl TableScan {
     /// no row of the block can pass.
     fn block_filter<'a>(&'a self, dictionaries: &[Option<Arc<Dictionary>>]) -> Result<Option<BlockFilter<'a>>> {
         let Some(filter) = &self.filter else { return Ok(Some(BlockFilter::None)) };
-        let coded = |c: &ScanConjunct| c.dictionary.as_ref().is_some_and(|(position, _)| dictionaries[*position].is_some());
+        let coded =
+            |c: &ScanConjunct| c.dictionary.as_ref().is_some_and(|(positions, _)| positions.iter().all(|p| dictionaries[*p].is_some()));
         if !self.conjuncts.iter().any(coded) {
             return Ok(Some(BlockFilter::Values(filter)));
         }
         let mut codes = Vec::new();
         let mut rest = Vec::new();
         for conjunct in &self.conjuncts {
-            let Some((position, single)) = conjunct.dictionary.as_ref().filter(|_| coded(conjunct)) else {
+            let Some((positions, alone)) = conjunct.dictionary.as_ref().filter(|_| coded(conjunct)) else {
                 rest.push(&conjunct.expr);
                 continue;
             };
-            let dictionary = dictionaries[*position].clone().expect("checked by coded");
-            let values = dictionary.values.len();
-            let all: Vec<u32> = (0..values as u32).collect();
+            let coded: Vec<Arc<Dictionary>> = positions.iter().map(|p| dictionaries[*p].clone().expect("checked by coded")).collect();
+            let sizes: Vec<usize> = coded.iter().map(|d| d.values.len()).collect();
+            let combinations: usize = sizes.iter().product();
+            if combinations > MAX_CODE_COMBINATIONS {
+                rest.push(&conjunct.expr);
+                continue;
+            }
+            // Every combination of the dictionaries' values, in the order of their index.
+            let columns: Vec<Vector> = coded
+                .iter()
+                .enumerate()
+                .map(|(k, d)| {
+                    let stride: usize = sizes[k + 1..].iter().product();
+                    let codes: Vec<u32> = (0..combinations).map(|i| ((i / stride) % sizes[k]) as u32).collect();
+                    d.values.gather(&codes)
+                })
+                .collect();
+            let all: Vec<u32> = (0..combinations as u32).collect();
             // A value the block holds may fail the conjunct with an error (a failed cast)
             // where row by row an earlier conjunct would have removed its rows first: then
             // the conjunct runs on the rows, as without codes.
-            let Ok(passing) = single.select(&DataChunk::new(vec![dictionary.values.clone()], values), &all) else {
+            let Ok(passing) = alone.select(&DataChunk::new(columns, combinations), &all) else {
                 rest.push(&conjunct.expr);
                 continue;
             };
             if passing.is_empty() {
                 return Ok(None);
             }
-            if passing.len() < values {
-                let mut keep = vec![false; values];
+            if passing.len() < combinations {
+                let mut keep = vec![false; combinations];
                 passing.iter().for_each(|&code| keep[code as usize] = true);
-                codes.push(CodeFilter { dictionary, keep });
+                codes.push(CodeFilter { dictionaries: coded, keep });
             }
         }
         Ok(Some(BlockFilter::Codes { codes, rest }))
@@ -490,7 +532,7 @@ impl TableScan {
         // and the dictionaries of the columns conjuncts could use.
         let vectors: Vec<Vector> = self.read_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
         let mut dictionaries: Vec<Option<Arc<Dictionary>>> = vec![None; self.read_columns.len()];
-        for (position, _) in self.conjuncts.iter().filter_map(|c| c.dictionary.as_ref()) {
+        for position in self.conjuncts.iter().filter_map(|c| c.dictionary.as_ref()).flat_map(|(positions, _)| positions) {
             if dictionaries[*position].is_none() {
                 dictionaries[*position] = block.column(self.read_columns[*position]).dictionary()?;
             }
@@ -514,7 +556,7 @@ impl TableScan {
                 BlockFilter::Codes { codes, rest } => {
                     let mut selected: Vec<u32> = (0..len as u32).collect();
                     for code in codes {
-                        selected = code.dictionary.select(&code.keep, offset, &selected);
+                        selected = code.select(offset, &selected);
                     }
                     for conjunct in rest {
                         if selected.is_empty() {
