@@ -48,6 +48,7 @@ fn rewrite(plan: LogicalPlan) -> Result<LogicalPlan> {
     } {
         return map_children(plan, &mut rewrite);
     }
+    let output = plan.output();
     let mut leaves = Vec::new();
     flatten(plan, &mut leaves);
     let leaves = leaves.into_iter().map(rewrite).collect::<Result<Vec<_>>>()?;
@@ -65,13 +66,19 @@ fn rewrite(plan: LogicalPlan) -> Result<LogicalPlan> {
     }
     let mut remaining = slots.into_iter().flatten();
     let first = remaining.next().expect("a cross join has leaves");
-    Ok(remaining.fold(first, |left, right| LogicalPlan::Join {
+    let joined = remaining.fold(first, |left, right| LogicalPlan::Join {
         kind: JoinKind::Inner,
         left: Box::new(left),
         right: Box::new(right),
         condition: None,
         mark: None,
-    }))
+    });
+    // A merged member's columns moved to the first member's place: consumers that read
+    // columns by position (a UNION input) get them in the original order.
+    if joined.output().iter().map(|c| c.id).eq(output.iter().map(|c| c.id)) {
+        return Ok(joined);
+    }
+    Ok(LogicalPlan::Project { exprs: output.into_iter().map(|c| (c.expr(), c)).collect(), input: Box::new(joined) })
 }
 
 /// Members over the same table (two or more), by position, in the order they appear.

@@ -44,15 +44,30 @@ fn derived_tables_in_from_are_merged_and_other_tables_stay() {
                            (SELECT sum(xd) AS s2 FROM x WHERE xk >= 50 AND xk < 60) b",
             RULES,
         ),
+        // The join's columns are restored to their order (count, y's, sum) for consumers
+        // that read them by position.
         "
         Project count(xd) AS count(xd), yd AS yd, ye AS ye, sum(xd) AS sum(xd)
-          Join INNER
-            Project count(xd) AS count(xd), sum(xd) AS sum(xd)
-              Aggregate groups=[] aggregates=[count(xd) FILTER (WHERE xk < 10), sum(xd) FILTER (WHERE xk >= 50 AND xk < 60)]
-                Scan x [xk, xd] filters=[xk < 60]
-            Scan y [yd, ye]
+          Project count(xd) AS count(xd), yd AS yd, ye AS ye, sum(xd) AS sum(xd)
+            Join INNER
+              Project count(xd) AS count(xd), sum(xd) AS sum(xd)
+                Aggregate groups=[] aggregates=[count(xd) FILTER (WHERE xk < 10), sum(xd) FILTER (WHERE xk >= 50 AND xk < 60)]
+                  Scan x [xk, xd] filters=[xk < 60]
+              Scan y [yd, ye]
         ",
     );
+}
+
+#[test]
+fn merged_members_inside_a_union_keep_their_columns_in_order() {
+    let sql = "SELECT * FROM (SELECT count(xd) AS c1 FROM x WHERE xk < 10) a, y, (SELECT sum(xd) AS s2 FROM x WHERE xk > 50) b \
+               UNION ALL SELECT 1, 2, 3, 4";
+    let before = db().plan(sql, &[unnest_subqueries::run, fold_constants::run, push_down_predicates::run]);
+    let after = db().plan(sql, RULES);
+    assert_well_formed(&after);
+    assert_eq!(scans(&after), 2, "{after}");
+    let types = |p: &LogicalPlan| p.output().iter().map(|c| c.data_type).collect::<Vec<_>>();
+    assert_eq!(types(&before), types(&after));
 }
 
 #[test]
