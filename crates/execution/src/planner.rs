@@ -29,7 +29,9 @@ use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
-use crate::operators::hash_join::{integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode};
+use crate::operators::hash_join::{
+    integer_key, CompareOp, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode, ResidualComparison,
+};
 use crate::operators::project::ProjectOperator;
 use crate::operators::recursive::{RecursiveCteSink, RecursiveResultSource, WorkTableSource};
 use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ZonePredicate};
@@ -928,6 +930,7 @@ impl<'a> PhysicalPlanner<'a> {
         let residual_layout: Vec<ColumnId> =
             probe_residual.iter().map(|&i| probe_layout[i].id).chain(build_residual.iter().map(|&i| build_payload_columns[i].id)).collect();
         let compiled_residual = residual_expr.as_ref().map(|r| self.compile_expr(r, &residual_layout)).transpose()?;
+        let residual_comparison = residual_expr.as_ref().and_then(|r| residual_comparison(r, &probe_layout, &build_payload_columns));
 
         let mut description = format!("{mode:?}");
         if !probe_keys.is_empty() {
@@ -951,6 +954,7 @@ impl<'a> PhysicalPlanner<'a> {
             residual: compiled_residual,
             probe_residual,
             build_residual,
+            residual_comparison,
             parallelism: self.threads,
             prefetch_group: self.config.prefetch_group,
             description: description.clone(),
@@ -1059,6 +1063,53 @@ fn mode_outputs_build(mode: JoinMode) -> bool {
             | JoinMode::BuildSemi
             | JoinMode::BuildAnti
     )
+}
+
+/// A join's residual when it compares an integer column of the probe side with one of the
+/// build side (either maybe widened by a cast): tested on the candidate pairs in place.
+fn residual_comparison(residual: &Expr, probe: &[ColumnRef], build: &[ColumnRef]) -> Option<ResidualComparison> {
+    let Expr::Binary { op, left, right, .. } = residual else { return None };
+    let op = match op {
+        BinaryOp::Eq => CompareOp::Eq,
+        BinaryOp::NotEq => CompareOp::NotEq,
+        BinaryOp::Lt => CompareOp::Lt,
+        BinaryOp::LtEq => CompareOp::LtEq,
+        BinaryOp::Gt => CompareOp::Gt,
+        BinaryOp::GtEq => CompareOp::GtEq,
+        _ => return None,
+    };
+    fn width(t: DataType) -> Option<u8> {
+        match t {
+            DataType::SmallInt => Some(16),
+            DataType::Integer => Some(32),
+            DataType::BigInt => Some(64),
+            _ => None,
+        }
+    }
+    fn integer_column(e: &Expr) -> Option<&ColumnRef> {
+        match e {
+            Expr::Column(c) => width(c.data_type).map(|_| c),
+            // Widening casts keep every value; narrowing ones could fail.
+            Expr::Cast { expr, to } => match expr.as_ref() {
+                Expr::Column(c) if width(c.data_type)? <= width(*to)? => Some(c),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    let (l, r) = (integer_column(left)?, integer_column(right)?);
+    let position = |columns: &[ColumnRef], c: &ColumnRef| columns.iter().position(|x| x.id == c.id);
+    if let (Some(p), Some(b)) = (position(probe, l), position(build, r)) {
+        return Some(ResidualComparison { probe: p, build: b, op });
+    }
+    let flipped = match op {
+        CompareOp::Lt => CompareOp::Gt,
+        CompareOp::LtEq => CompareOp::GtEq,
+        CompareOp::Gt => CompareOp::Lt,
+        CompareOp::GtEq => CompareOp::LtEq,
+        same => same,
+    };
+    Some(ResidualComparison { probe: position(probe, r)?, build: position(build, l)?, op: flipped })
 }
 
 /// Range conditions of scan filters that zone maps can test.

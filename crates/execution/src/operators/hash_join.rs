@@ -90,10 +90,115 @@ pub struct HashJoin {
     residual: Option<ExprRef>,
     probe_residual: Vec<usize>,
     build_residual: Vec<usize>,
+    /// The residual when it compares an integer probe column with an integer build
+    /// column: tested on the pairs in place, without gathering them into vectors.
+    residual_comparison: Option<ResidualComparison>,
     parallelism: usize,
     prefetch_group: usize,
     pub description: String,
     slot: StateSlot,
+}
+
+/// A residual `probe column <op> build column` over integer columns (TPC-DS Q72's
+/// `inv_quantity_on_hand < cs_quantity` over five million candidate pairs): compared as
+/// 64-bit integers, which every integer type widens to exactly; NULL on either side fails.
+#[derive(Clone, Copy, Debug)]
+pub struct ResidualComparison {
+    /// Position in the probe chunk.
+    pub probe: usize,
+    /// Position in the build payload.
+    pub build: usize,
+    /// `Lt`, `LtEq`, `Gt`, `GtEq`, `Eq` or `NotEq`, with the probe column on the left.
+    pub op: CompareOp,
+}
+
+/// The comparisons [`ResidualComparison`] supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareOp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+/// An integer column read as `i64`, with its validity.
+struct IntColumn<'a> {
+    values: IntValues<'a>,
+    validity: Option<&'a Bitmap>,
+}
+
+enum IntValues<'a> {
+    I16(&'a [i16]),
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+impl<'a> IntColumn<'a> {
+    fn of(vector: &'a Vector) -> Option<IntColumn<'a>> {
+        let values = match &vector.data {
+            VectorData::I16(v) => IntValues::I16(v),
+            VectorData::I32(v) => IntValues::I32(v),
+            VectorData::I64(v) => IntValues::I64(v),
+            _ => return None,
+        };
+        Some(IntColumn { values, validity: vector.validity.as_ref() })
+    }
+
+    #[inline(always)]
+    fn value(&self, row: usize) -> i64 {
+        match self.values {
+            IntValues::I16(v) => v[row] as i64,
+            IntValues::I32(v) => v[row] as i64,
+            IntValues::I64(v) => v[row],
+        }
+    }
+
+    #[inline(always)]
+    fn is_valid(&self, row: usize) -> bool {
+        self.validity.is_none_or(|b| b.get(row))
+    }
+}
+
+impl ResidualComparison {
+    /// Keeps the pairs (probe row, build row, probe index) whose values compare true.
+    fn retain(&self, chunk: &DataChunk, built: &BuiltTable, probe: &mut Vec<u32>, build: &mut Vec<u32>, j: &mut Vec<u32>) -> Result<()> {
+        let (Some(left), Some(right)) = (IntColumn::of(&chunk.columns[self.probe]), IntColumn::of(&built.columns[self.build])) else {
+            return Err(internal_err!("a residual comparison over non-integer columns"));
+        };
+        fn run(
+            left: &IntColumn,
+            right: &IntColumn,
+            probe: &mut Vec<u32>,
+            build: &mut Vec<u32>,
+            j: &mut Vec<u32>,
+            compare: impl Fn(i64, i64) -> bool,
+        ) {
+            let mut kept = 0;
+            for i in 0..probe.len() {
+                let (p, b) = (probe[i] as usize, build[i] as usize);
+                // An unmatched outer row (NONE) never reaches the residual.
+                let pass = compare(left.value(p), right.value(b)) && left.is_valid(p) && right.is_valid(b);
+                probe[kept] = probe[i];
+                build[kept] = build[i];
+                j[kept] = j[i];
+                kept += pass as usize;
+            }
+            probe.truncate(kept);
+            build.truncate(kept);
+            j.truncate(kept);
+        }
+        match self.op {
+            CompareOp::Eq => run(&left, &right, probe, build, j, |a, b| a == b),
+            CompareOp::NotEq => run(&left, &right, probe, build, j, |a, b| a != b),
+            CompareOp::Lt => run(&left, &right, probe, build, j, |a, b| a < b),
+            CompareOp::LtEq => run(&left, &right, probe, build, j, |a, b| a <= b),
+            CompareOp::Gt => run(&left, &right, probe, build, j, |a, b| a > b),
+            CompareOp::GtEq => run(&left, &right, probe, build, j, |a, b| a >= b),
+        }
+        Ok(())
+    }
 }
 
 /// One execution's build side.
@@ -133,6 +238,8 @@ pub struct HashJoinSpec {
     pub residual: Option<ExprRef>,
     pub probe_residual: Vec<usize>,
     pub build_residual: Vec<usize>,
+    /// The residual as a comparison of two integer columns, when it is one.
+    pub residual_comparison: Option<ResidualComparison>,
     pub parallelism: usize,
     /// Build rows inserted per prefetch group (`SET prefetch_group`; 0 = no prefetching).
     pub prefetch_group: usize,
@@ -157,6 +264,7 @@ impl HashJoin {
             residual: spec.residual,
             probe_residual: spec.probe_residual,
             build_residual: spec.build_residual,
+            residual_comparison: spec.residual_comparison,
             parallelism: spec.parallelism.max(1),
             prefetch_group: spec.prefetch_group,
             description: spec.description,
@@ -629,7 +737,13 @@ impl HashJoinProbe {
             if pair_probe.is_empty() {
                 break;
             }
-            let passing = self.apply_residual(chunk, &pair_probe, &pair_build, built)?;
+            let passing = match &join.residual_comparison {
+                Some(comparison) => {
+                    comparison.retain(chunk, built, &mut pair_probe, &mut pair_build, &mut pair_j)?;
+                    None
+                }
+                None => self.apply_residual(chunk, &pair_probe, &pair_build, built)?,
+            };
             let (probe_rows, build_rows): (Vec<u32>, Vec<u32>) = match &passing {
                 None => (std::mem::take(&mut pair_probe), std::mem::take(&mut pair_build)),
                 Some(pass) => {
