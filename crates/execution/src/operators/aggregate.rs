@@ -186,7 +186,7 @@ impl ChunkFilters {
 
 impl AggregateSink {
     /// Groups the chunk's `rows` by `keys` into the worker's tables and updates their
-    /// aggregate states with `arguments` (`filters`: FILTER masks over chunk rows).
+    /// aggregate states with `arguments` (`filters`: the rows passing each FILTER).
     fn group_rows(
         &self,
         keys: &[Vector],
