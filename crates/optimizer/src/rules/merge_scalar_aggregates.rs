@@ -17,10 +17,11 @@
 //! that a scalar subquery in a SELECT without FROM is joined to) only appends its columns,
 //! wherever it sits in the join tree.
 //!
-//! The merged scan keeps what all the members' filters imply: their common conjuncts and,
-//! where every member bounds a column by literals, the hull of their ranges, as plain
-//! range conjuncts that zone maps test, so the blocks no member reads are still skipped. Merged are only members whose
-//! aggregates read columns or literals and have no FILTER of their own: an argument or
+//! The merged scan keeps what all the members' filters imply: their common conjuncts that
+//! cannot fail and, where every member bounds a column by literals, the hull of their
+//! ranges, as plain range conjuncts that zone maps test, so the blocks no member reads are
+//! still skipped. Merged are only members whose aggregates read columns or literals and
+//! have no FILTER of their own: an argument or
 //! filter evaluated on the other members' rows must not be able to fail.
 
 use std::collections::BTreeMap;
@@ -185,8 +186,10 @@ fn merge(members: Vec<&Member>) -> LogicalPlan {
         Some(filters) => {
             let mut conjuncts = range_hull(&filters);
             let either = factor_disjunction(Expr::disjunction(filters).expect("members"));
+            // Only common conjuncts that cannot fail: factored out, one runs on rows that
+            // the conjuncts before it in a member's filter would have removed.
             for conjunct in either.split_conjunction() {
-                if !matches!(conjunct, Expr::Binary { op: BinaryOp::Or, .. }) && !conjuncts.contains(&conjunct) {
+                if cannot_fail(&conjunct) && !conjuncts.contains(&conjunct) {
                     conjuncts.push(conjunct);
                 }
             }
@@ -273,6 +276,18 @@ fn range_hull(filters: &[Expr]) -> Vec<Expr> {
         hull.extend(loosest(&|b| &b.1, false));
     }
     hull
+}
+
+/// Whether `conjunct` is a test that no value makes fail: a column compared with a column
+/// or literal, IS [NOT] NULL of a column, a column IN a list of literals.
+fn cannot_fail(conjunct: &Expr) -> bool {
+    let plain = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Literal(..));
+    match conjunct {
+        Expr::Binary { op, left, right, .. } => op.is_comparison() && plain(left) && plain(right),
+        Expr::IsNull { expr, .. } => matches!(expr.as_ref(), Expr::Column(_)),
+        Expr::InList { expr, list, .. } => matches!(expr.as_ref(), Expr::Column(_)) && list.iter().all(|e| matches!(e, Expr::Literal(..))),
+        _ => false,
+    }
 }
 
 /// A literal's value on a number line, for comparing bounds of one column.

@@ -374,7 +374,8 @@ pub(crate) fn factor_disjunction(predicate: Expr) -> Expr {
 /// original. `None` when some disjunct has no such conjunct (nothing is implied).
 /// Disjuncts that compare two different literals for equality are never true and are
 /// left out (a CTE's pushed filter `('s' = 'w' AND ...) OR ...`); equal parts appear once,
-/// in a canonical order, so that equal implications from different predicates are equal.
+/// in the order they first appear (a later part may only be safe to evaluate where an
+/// earlier one is not true).
 fn implied_for_side(predicate: &Expr, ids: &BTreeSet<ColumnId>) -> Option<Expr> {
     if !matches!(predicate, Expr::Binary { op: BinaryOp::Or, .. }) {
         return None;
@@ -408,16 +409,20 @@ fn implied_for_side(predicate: &Expr, ids: &BTreeSet<ColumnId>) -> Option<Expr> 
             }
         }
     }
-    parts.sort_by_cached_key(|p| p.to_string());
     Expr::disjunction(parts)
 }
 
-/// Adds `predicate` to `list` unless an equal one is there.
+/// Adds `predicate` to `list` unless one with the same disjuncts (in any order) is there:
+/// the same implication reached from different predicates is pushed once.
 fn push_new(list: &mut Vec<Expr>, predicate: Option<Expr>) {
-    if let Some(p) = predicate {
-        if !list.contains(&p) {
-            list.push(p);
-        }
+    let Some(p) = predicate else { return };
+    let parts = p.split_disjunction();
+    let same = |q: &Expr| {
+        let other = q.split_disjunction();
+        other.len() == parts.len() && parts.iter().all(|x| other.contains(x))
+    };
+    if !list.iter().any(same) {
+        list.push(p);
     }
 }
 
