@@ -24,13 +24,13 @@ use apiary_sql::{JoinKind, LogicalPlan};
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
-use crate::expr::{compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
+use crate::expr::{comparison_kind, compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
 use crate::operators::filter::FilterOperator;
 use crate::operators::hash_join::{
-    integer_key, CompareOp, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode, ResidualComparison,
+    integer_key, HashJoin, HashJoinBuild, HashJoinProbe, HashJoinSpec, HashJoinUnmatched, JoinMode, ResidualComparison,
 };
 use crate::operators::project::ProjectOperator;
 use crate::operators::recursive::{RecursiveCteSink, RecursiveResultSource, WorkTableSource};
@@ -1069,15 +1069,7 @@ fn mode_outputs_build(mode: JoinMode) -> bool {
 /// build side (either maybe widened by a cast): tested on the candidate pairs in place.
 fn residual_comparison(residual: &Expr, probe: &[ColumnRef], build: &[ColumnRef]) -> Option<ResidualComparison> {
     let Expr::Binary { op, left, right, .. } = residual else { return None };
-    let op = match op {
-        BinaryOp::Eq => CompareOp::Eq,
-        BinaryOp::NotEq => CompareOp::NotEq,
-        BinaryOp::Lt => CompareOp::Lt,
-        BinaryOp::LtEq => CompareOp::LtEq,
-        BinaryOp::Gt => CompareOp::Gt,
-        BinaryOp::GtEq => CompareOp::GtEq,
-        _ => return None,
-    };
+    let kind = comparison_kind(*op)?;
     fn width(t: DataType) -> Option<u8> {
         match t {
             DataType::SmallInt => Some(16),
@@ -1100,16 +1092,9 @@ fn residual_comparison(residual: &Expr, probe: &[ColumnRef], build: &[ColumnRef]
     let (l, r) = (integer_column(left)?, integer_column(right)?);
     let position = |columns: &[ColumnRef], c: &ColumnRef| columns.iter().position(|x| x.id == c.id);
     if let (Some(p), Some(b)) = (position(probe, l), position(build, r)) {
-        return Some(ResidualComparison { probe: p, build: b, op });
+        return Some(ResidualComparison { probe: p, build: b, op: kind });
     }
-    let flipped = match op {
-        CompareOp::Lt => CompareOp::Gt,
-        CompareOp::LtEq => CompareOp::GtEq,
-        CompareOp::Gt => CompareOp::Lt,
-        CompareOp::GtEq => CompareOp::LtEq,
-        same => same,
-    };
-    Some(ResidualComparison { probe: position(probe, r)?, build: position(build, l)?, op: flipped })
+    Some(ResidualComparison { probe: position(probe, r)?, build: position(build, l)?, op: comparison_kind(op.flipped())? })
 }
 
 /// Range conditions of scan filters that zone maps can test.

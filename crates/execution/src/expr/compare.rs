@@ -201,14 +201,22 @@ impl<T: MaybeSimd> PhysicalExpr for RangeConst<T> {
     }
 }
 
-fn cmp_kind(op: BinaryOp) -> Option<CmpKind> {
+/// The kernel comparison of a comparison operator (not the DISTINCT FROM ones).
+pub(crate) fn comparison_kind(op: BinaryOp) -> Option<CmpKind> {
     Some(match op {
+        BinaryOp::Eq => CmpKind::Eq,
+        BinaryOp::NotEq => CmpKind::NotEq,
         BinaryOp::Lt => CmpKind::Lt,
         BinaryOp::LtEq => CmpKind::LtEq,
         BinaryOp::Gt => CmpKind::Gt,
         BinaryOp::GtEq => CmpKind::GtEq,
         _ => return None,
     })
+}
+
+/// The kernel comparison of a range bound (`<`, `<=`, `>`, `>=`).
+fn cmp_kind(op: BinaryOp) -> Option<CmpKind> {
+    comparison_kind(op).filter(|k| !matches!(k, CmpKind::Eq | CmpKind::NotEq))
 }
 
 /// Splits conjuncts into (column, lower bound, upper bound) ranges on one column and the

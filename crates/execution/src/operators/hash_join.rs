@@ -27,6 +27,7 @@ use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
 use super::scan::{KeyRange, KeyRangeSource};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Operator, Sink, Source, StateSlot, Stateful};
+use crate::expr::simd::CmpKind;
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::join_table::{BuildPiece, JoinTable, JoinTableBuilder, FINE_PARTITION_BITS, NONE, PREFETCH_MIN_DIRECTORY_BYTES};
 use crate::hash::keys::{KeyPacker, PackedKeys};
@@ -108,19 +109,8 @@ pub struct ResidualComparison {
     pub probe: usize,
     /// Position in the build payload.
     pub build: usize,
-    /// `Lt`, `LtEq`, `Gt`, `GtEq`, `Eq` or `NotEq`, with the probe column on the left.
-    pub op: CompareOp,
-}
-
-/// The comparisons [`ResidualComparison`] supports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CompareOp {
-    Eq,
-    NotEq,
-    Lt,
-    LtEq,
-    Gt,
-    GtEq,
+    /// The comparison, with the probe column on the left.
+    pub op: CmpKind,
 }
 
 /// An integer column read as `i64`, with its validity.
@@ -190,12 +180,12 @@ impl ResidualComparison {
             j.truncate(kept);
         }
         match self.op {
-            CompareOp::Eq => run(&left, &right, probe, build, j, |a, b| a == b),
-            CompareOp::NotEq => run(&left, &right, probe, build, j, |a, b| a != b),
-            CompareOp::Lt => run(&left, &right, probe, build, j, |a, b| a < b),
-            CompareOp::LtEq => run(&left, &right, probe, build, j, |a, b| a <= b),
-            CompareOp::Gt => run(&left, &right, probe, build, j, |a, b| a > b),
-            CompareOp::GtEq => run(&left, &right, probe, build, j, |a, b| a >= b),
+            CmpKind::Eq => run(&left, &right, probe, build, j, |a, b| CmpKind::Eq.test(a, b)),
+            CmpKind::NotEq => run(&left, &right, probe, build, j, |a, b| CmpKind::NotEq.test(a, b)),
+            CmpKind::Lt => run(&left, &right, probe, build, j, |a, b| CmpKind::Lt.test(a, b)),
+            CmpKind::LtEq => run(&left, &right, probe, build, j, |a, b| CmpKind::LtEq.test(a, b)),
+            CmpKind::Gt => run(&left, &right, probe, build, j, |a, b| CmpKind::Gt.test(a, b)),
+            CmpKind::GtEq => run(&left, &right, probe, build, j, |a, b| CmpKind::GtEq.test(a, b)),
         }
         Ok(())
     }

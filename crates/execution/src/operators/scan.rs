@@ -325,15 +325,15 @@ impl TableScan {
                 rest.push(&conjunct.expr);
                 continue;
             };
-            let coded: Vec<Arc<Dictionary>> = positions.iter().map(|p| dictionaries[*p].clone().expect("checked by coded")).collect();
-            let sizes: Vec<usize> = coded.iter().map(|d| d.values.len()).collect();
+            let own: Vec<Arc<Dictionary>> = positions.iter().map(|p| dictionaries[*p].clone().expect("checked by coded")).collect();
+            let sizes: Vec<usize> = own.iter().map(|d| d.values.len()).collect();
             let combinations: usize = sizes.iter().product();
             if combinations > MAX_CODE_COMBINATIONS {
                 rest.push(&conjunct.expr);
                 continue;
             }
             // Every combination of the dictionaries' values, in the order of their index.
-            let columns: Vec<Vector> = coded
+            let columns: Vec<Vector> = own
                 .iter()
                 .enumerate()
                 .map(|(k, d)| {
@@ -356,7 +356,7 @@ impl TableScan {
             if passing.len() < combinations {
                 let mut keep = vec![false; combinations];
                 passing.iter().for_each(|&code| keep[code as usize] = true);
-                codes.push(CodeFilter { dictionaries: coded, keep });
+                codes.push(CodeFilter { dictionaries: own, keep });
             }
         }
         Ok(Some(BlockFilter::Codes { codes, rest }))
