@@ -737,6 +737,32 @@ impl Expr {
         found
     }
 
+    /// Whether evaluating this predicate raises no error for any row: comparisons of
+    /// columns (or their widening casts) with columns or literals, `IS [NOT] NULL` and
+    /// `IN` lists of literals, combined with AND, OR and NOT. Such a predicate may be
+    /// evaluated on rows an earlier test would have removed (copied below a join, hoisted
+    /// out of a disjunct) without making a query fail that did not.
+    pub fn cannot_fail(&self) -> bool {
+        let widening = |from: &DataType, to: &DataType| {
+            use DataType::*;
+            matches!((from, to), (SmallInt, Integer | BigInt | Double) | (Integer, BigInt | Double) | (Real, Double) | (Date, Timestamp))
+        };
+        let plain = |e: &Expr| match e {
+            Expr::Column(_) | Expr::Literal(..) => true,
+            Expr::Cast { expr, to } => matches!(expr.as_ref(), Expr::Column(_)) && widening(&expr.data_type(), to),
+            _ => false,
+        };
+        match self {
+            Expr::Binary { op: BinaryOp::And | BinaryOp::Or, left, right, .. } => left.cannot_fail() && right.cannot_fail(),
+            Expr::Binary { op, left, right, .. } => op.is_comparison() && plain(left) && plain(right),
+            Expr::Unary(UnaryOp::Not, inner) => inner.cannot_fail(),
+            Expr::IsNull { expr, .. } => plain(expr),
+            Expr::InList { expr, list, .. } => plain(expr) && list.iter().all(Expr::is_literal),
+            Expr::Column(_) | Expr::Literal(..) => true,
+            _ => false,
+        }
+    }
+
     pub fn is_literal(&self) -> bool {
         matches!(self, Expr::Literal(..))
     }

@@ -186,10 +186,11 @@ fn merge(members: Vec<&Member>) -> LogicalPlan {
         Some(filters) => {
             let mut conjuncts = range_hull(&filters);
             let either = factor_disjunction(Expr::disjunction(filters).expect("members"));
-            // Only common conjuncts that cannot fail: factored out, one runs on rows that
-            // the conjuncts before it in a member's filter would have removed.
+            // Its common conjuncts (factoring keeps them safe to run on every row), not
+            // the disjunction of what remains of each filter.
             for conjunct in either.split_conjunction() {
-                if cannot_fail(&conjunct) && !conjuncts.contains(&conjunct) {
+                let remainders = matches!(conjunct, Expr::Binary { op: BinaryOp::Or, .. });
+                if !remainders && !conjuncts.contains(&conjunct) {
                     conjuncts.push(conjunct);
                 }
             }
@@ -276,18 +277,6 @@ fn range_hull(filters: &[Expr]) -> Vec<Expr> {
         hull.extend(loosest(&|b| &b.1, false));
     }
     hull
-}
-
-/// Whether `conjunct` is a test that no value makes fail: a column compared with a column
-/// or literal, IS [NOT] NULL of a column, a column IN a list of literals.
-fn cannot_fail(conjunct: &Expr) -> bool {
-    let plain = |e: &Expr| matches!(e, Expr::Column(_) | Expr::Literal(..));
-    match conjunct {
-        Expr::Binary { op, left, right, .. } => op.is_comparison() && plain(left) && plain(right),
-        Expr::IsNull { expr, .. } => matches!(expr.as_ref(), Expr::Column(_)),
-        Expr::InList { expr, list, .. } => matches!(expr.as_ref(), Expr::Column(_)) && list.iter().all(|e| matches!(e, Expr::Literal(..))),
-        _ => false,
-    }
 }
 
 /// A literal's value on a number line, for comparing bounds of one column.

@@ -349,13 +349,26 @@ fn transferred_to_right(
 }
 
 /// `(a AND b) OR (a AND c)` -> `a AND (b OR c)`: conjuncts common to every disjunct
-/// are factored out (which turns TPC-H Q19's join key into a plain equi-join).
+/// are factored out (which turns TPC-H Q19's join key into a plain equi-join), unless
+/// that would run one that can fail on rows the original never ran it on.
 pub(crate) fn factor_disjunction(predicate: Expr) -> Expr {
     if !matches!(predicate, Expr::Binary { op: BinaryOp::Or, .. }) {
         return predicate;
     }
     let disjuncts: Vec<Vec<Expr>> = predicate.split_disjunction().into_iter().map(|d| d.clone().split_conjunction()).collect();
-    let common: Vec<Expr> = disjuncts[0].iter().filter(|c| disjuncts[1..].iter().all(|d| d.contains(c))).cloned().collect();
+    // Factored out, a conjunct runs on every row; in the first disjunct it ran only on
+    // rows its predecessors there passed. So it is taken if those predecessors are all
+    // taken before it, or if it cannot fail.
+    let mut common: Vec<Expr> = Vec::new();
+    let mut only_taken_before = true;
+    for c in &disjuncts[0] {
+        let in_all = disjuncts[1..].iter().all(|d| d.contains(c));
+        if in_all && (only_taken_before || c.cannot_fail()) {
+            common.push(c.clone());
+        } else {
+            only_taken_before = false;
+        }
+    }
     if common.is_empty() {
         return predicate;
     }
@@ -401,7 +414,17 @@ fn implied_for_side(predicate: &Expr, ids: &BTreeSet<ColumnId>) -> Option<Expr> 
         if conjuncts.iter().any(never_true) {
             continue;
         }
-        let local: Vec<Expr> = conjuncts.into_iter().filter(|c| !c.columns().is_empty() && subset(c, ids)).collect();
+        // A conjunct after one of another side runs only on rows that one passed: taken
+        // out of the disjunct it would also run on the others, so only if it cannot fail.
+        let mut after_other_side = false;
+        let mut local: Vec<Expr> = Vec::new();
+        for c in conjuncts {
+            if c.columns().is_empty() || !subset(&c, ids) {
+                after_other_side = true;
+            } else if !after_other_side || c.cannot_fail() {
+                local.push(c);
+            }
+        }
         let part = Expr::conjunction(local)?;
         for p in part.split_disjunction() {
             if !parts.contains(p) {
