@@ -24,6 +24,9 @@ pub struct ColumnEstimate {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub null_fraction: f64,
+    /// The relation the values come from (a scan or CTE reference, named by its first
+    /// column), while they are still its column's values; `None` once computed.
+    pub origin: Option<ColumnId>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -82,6 +85,7 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             let mut columns = HashMap::new();
             // A deferred table (read_parquet) has no statistics until it is read.
             let stats = if scan.table.deferred_rows().is_some() { &[][..] } else { &data.stats.columns[..] };
+            let origin = scan.columns.first().map(|(_, c)| c.id);
             for (idx, column) in &scan.columns {
                 let Some(stats) = stats.get(*idx) else { continue };
                 columns.insert(
@@ -91,6 +95,7 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                         min: stats.min.as_f64(),
                         max: stats.max.as_f64(),
                         null_fraction: if rows > 0.0 { stats.null_count as f64 / rows } else { 0.0 },
+                        origin,
                     },
                 );
             }
@@ -103,27 +108,40 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         LogicalPlan::RecursiveCte { anchor, output, .. } => {
             let anchor = estimate(anchor);
             let rows = (anchor.rows * RECURSION_GROWTH).max(1.0);
-            let columns = output.iter().map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 })).collect();
+            let columns = output
+                .iter()
+                .map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0, origin: None }))
+                .collect();
             Estimate { rows, columns }
         }
         LogicalPlan::WorkTableScan(scan) => {
             let anchor = estimate(&scan.anchor);
             let rows = anchor.rows.max(1.0);
-            let columns =
-                scan.columns.iter().map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 })).collect();
+            let columns = scan
+                .columns
+                .iter()
+                .map(|c| (c.id, ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0, origin: None }))
+                .collect();
             Estimate { rows, columns }
         }
-        // The definition's estimate under this reference's column ids.
+        // The definition's estimate under this reference's column ids; each reference is a
+        // relation of its own.
         LogicalPlan::CteScan(scan) => {
             let definition = estimate(&scan.definition);
-            let columns =
-                scan.columns.iter().filter_map(|(source, column)| definition.columns.get(source).map(|s| (column.id, s.clone()))).collect();
+            let origin = scan.columns.first().map(|(_, c)| c.id);
+            let columns = scan
+                .columns
+                .iter()
+                .filter_map(|(source, column)| definition.columns.get(source).map(|s| (column.id, ColumnEstimate { origin, ..s.clone() })))
+                .collect();
             Estimate { rows: definition.rows, columns }
         }
         LogicalPlan::Values { rows, output } => {
             let n = rows.len() as f64;
-            let columns =
-                output.iter().map(|c| (c.id, ColumnEstimate { ndv: n.max(1.0), min: None, max: None, null_fraction: 0.0 })).collect();
+            let columns = output
+                .iter()
+                .map(|c| (c.id, ColumnEstimate { ndv: n.max(1.0), min: None, max: None, null_fraction: 0.0, origin: None }))
+                .collect();
             Estimate { rows: n, columns }
         }
         LogicalPlan::Filter { predicate, input } => {
@@ -148,6 +166,7 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                         min: None,
                         max: None,
                         null_fraction: 0.0,
+                        origin: None,
                     }),
                     // A date part has few values: a year per 365 days of the column's
                     // range, twelve months, ... (so that a GROUP BY year is not taken for a
@@ -168,7 +187,13 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                                 DateField::DayOfYear => 366.0,
                                 _ => s.ndv,
                             };
-                            ColumnEstimate { ndv: parts.min(s.ndv).max(1.0), min: None, max: None, null_fraction: s.null_fraction }
+                            ColumnEstimate {
+                                ndv: parts.min(s.ndv).max(1.0),
+                                min: None,
+                                max: None,
+                                null_fraction: s.null_fraction,
+                                origin: None,
+                            }
                         }),
                         _ => None,
                     },
@@ -183,11 +208,13 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                             min: None,
                             max: None,
                             null_fraction: 0.0,
+                            origin: None,
                         })
                     }
                     _ => None,
                 };
-                let stat = stat.unwrap_or(ColumnEstimate { ndv: input.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+                let stat =
+                    stat.unwrap_or(ColumnEstimate { ndv: input.rows.max(1.0), min: None, max: None, null_fraction: 0.0, origin: None });
                 columns.insert(column.id, stat);
             }
             Estimate { rows: input.rows, columns }
@@ -207,15 +234,16 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                     Expr::Column(c) => input.columns.get(&c.id).cloned(),
                     _ => None,
                 }
-                .unwrap_or(ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0 });
+                .unwrap_or(ColumnEstimate { ndv: rows, min: None, max: None, null_fraction: 0.0, origin: None });
                 stat.ndv = stat.ndv.min(rows).max(1.0);
                 columns.insert(column.id, stat);
             }
             for (_, column) in aggregates {
-                columns.insert(column.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+                columns.insert(column.id, ColumnEstimate { ndv: rows.max(1.0), min: None, max: None, null_fraction: 0.0, origin: None });
             }
             if let Some(g) = grouping_sets {
-                columns.insert(g.id.id, ColumnEstimate { ndv: g.sets.len() as f64, min: None, max: None, null_fraction: 0.0 });
+                columns
+                    .insert(g.id.id, ColumnEstimate { ndv: g.sets.len() as f64, min: None, max: None, null_fraction: 0.0, origin: None });
             }
             Estimate { rows, columns }
         }
@@ -228,7 +256,8 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
         LogicalPlan::Window { windows, input } => {
             let mut e = estimate(input);
             for (_, column) in windows {
-                e.columns.insert(column.id, ColumnEstimate { ndv: e.rows.max(1.0), min: None, max: None, null_fraction: 0.0 });
+                e.columns
+                    .insert(column.id, ColumnEstimate { ndv: e.rows.max(1.0), min: None, max: None, null_fraction: 0.0, origin: None });
             }
             e
         }
@@ -255,7 +284,7 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
                         .zip(&input_outputs)
                         .map(|(e, out)| out.get(position).map_or(e.rows, |column| e.ndv(&column.expr())))
                         .sum();
-                    (c.id, ColumnEstimate { ndv: ndv.min(rows).max(1.0), min: None, max: None, null_fraction: 0.0 })
+                    (c.id, ColumnEstimate { ndv: ndv.min(rows).max(1.0), min: None, max: None, null_fraction: 0.0, origin: None })
                 })
                 .collect();
             Estimate { rows, columns }
@@ -327,7 +356,7 @@ pub fn join_estimate(kind: JoinKind, l: &Estimate, r: &Estimate, condition: Opti
         stat.ndv = stat.ndv.min(rows.max(1.0));
     }
     if let Some(mark) = mark {
-        columns.insert(mark, ColumnEstimate { ndv: 2.0, min: None, max: None, null_fraction: 0.0 });
+        columns.insert(mark, ColumnEstimate { ndv: 2.0, min: None, max: None, null_fraction: 0.0, origin: None });
     }
     Estimate { rows, columns }
 }
@@ -341,15 +370,32 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
     let mut ranges: BTreeMap<ColumnId, (Option<f64>, Option<f64>)> = BTreeMap::new();
     let mut values: BTreeMap<ColumnId, f64> = BTreeMap::new();
     let mut selectivity = 1.0;
-    // Equalities between columns (join keys) are assumed correlated: a composite key
-    // (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is about as selective as its most
-    // selective part, not the product of the parts (which would badly underestimate).
-    let mut column_equality: Option<f64> = None;
+    // Equalities between columns (join keys) of the same two relations are assumed
+    // correlated: a composite key (l_partkey, l_suppkey) = (ps_partkey, ps_suppkey) is
+    // about as selective as its most selective part, not the product of the parts (which
+    // would badly underestimate). Equalities between different pairs of relations (a
+    // cycle in the join graph: TPC-DS Q72's d1.d_week_seq = d2.d_week_seq beside
+    // inv_date_sk = d2.d_date_sk) are independent, and multiply. Keys of unknown origin
+    // count as one pair.
+    let mut column_equality: BTreeMap<(Option<ColumnId>, Option<ColumnId>), f64> = BTreeMap::new();
+    let origin = |e: &Expr| match e {
+        Expr::Column(c) => input.columns.get(&c.id).and_then(|s| s.origin),
+        Expr::Cast { expr, .. } => match expr.as_ref() {
+            Expr::Column(c) => input.columns.get(&c.id).and_then(|s| s.origin),
+            _ => None,
+        },
+        _ => None,
+    };
     for conjunct in conjuncts {
         if let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct {
             if !matches!(left.as_ref(), Expr::Literal(..)) && !matches!(right.as_ref(), Expr::Literal(..)) {
                 let s = predicate_selectivity(conjunct, input);
-                column_equality = Some(column_equality.map_or(s, |c: f64| c.min(s)));
+                let pair = match (origin(left), origin(right)) {
+                    (Some(a), Some(b)) => (Some(a.min(b)), Some(a.max(b))),
+                    _ => (None, None),
+                };
+                let entry = column_equality.entry(pair).or_insert(s);
+                *entry = entry.min(s);
                 continue;
             }
         }
@@ -391,7 +437,7 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
         let ndv = stat.map_or(input.rows, |s| s.ndv).max(1.0);
         selectivity *= (count / ndv).min(1.0) * (1.0 - stat.map_or(0.0, |s| s.null_fraction));
     }
-    selectivity *= column_equality.unwrap_or(1.0);
+    selectivity *= column_equality.values().product::<f64>();
     // No lower clamp: an equi-join's selectivity is legitimately tiny (1 / distinct keys).
     selectivity.clamp(0.0, 1.0)
 }
