@@ -13,6 +13,9 @@ pub struct ExecutionConfig {
     pub simd: bool,
     /// Materialise selection vectors between stages (relaxed operator fusion).
     pub staging: bool,
+    /// Key few-valued string GROUP BY keys by shared ids, so that they pack fixed-width
+    /// (`crate::hash::string_ids`).
+    pub string_group_ids: bool,
     /// Most rows of a table scan's work order (a range of one block).
     pub morsel_size: usize,
     /// Scans of a table that run at the same time share each block read (DataPath's
@@ -40,6 +43,7 @@ impl Default for ExecutionConfig {
             prefetch_group: 16,
             simd: true,
             staging: true,
+            string_group_ids: true,
             morsel_size: DEFAULT_MORSEL_SIZE,
             shared_scans: false,
             time_zone: TimeZone::UTC,

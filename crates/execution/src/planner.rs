@@ -21,10 +21,12 @@ use apiary_optimizer::cardinality::{estimate, group_count};
 use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::plan::Scan;
 use apiary_sql::{JoinKind, LogicalPlan};
+use apiary_types::datatype::PhysicalType;
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
 use crate::expr::{comparison_kind, compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
+use crate::hash::keys::value_bits;
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
 use crate::operators::collect::{CollectSink, CollectedSource, CteScanSource, DiscardSink};
@@ -44,6 +46,13 @@ use crate::pipeline::{PhysicalPlan, Pipeline, PipelineLoop};
 
 /// Expected groups above which hash aggregation partitions its tables for a parallel merge.
 const PARTITIONED_AGGREGATION_GROUPS: f64 = 20_000.0;
+
+/// A string group key estimated to have at most this many distinct values, each in at
+/// least [`STRING_ID_MIN_ROWS_PER_VALUE`] input rows on average, is keyed by id
+/// ([`crate::hash::string_ids`]). Ids pay off where values repeat: each distinct value
+/// costs a map insertion per worker, each repeat only a cache probe.
+const STRING_ID_MAX_DISTINCT: f64 = 65_536.0;
+const STRING_ID_MIN_ROWS_PER_VALUE: f64 = 8.0;
 
 /// A source plus streaming operators, not yet attached to a sink.
 struct Branch {
@@ -623,14 +632,27 @@ impl<'a> PhysicalPlanner<'a> {
             };
             inputs.push(AggregateInput { spec, arguments, filter });
         }
+        let input_estimate = estimate(input);
         let expected_groups = match grouping_sets {
             None if groups.is_empty() => 1.0,
-            None => group_count(groups.iter().map(|(e, _)| e), &estimate(input)),
-            Some(g) => {
-                let input = estimate(input);
-                g.sets.iter().map(|set| if set.is_empty() { 1.0 } else { group_count(set.iter().map(|&k| &groups[k].0), &input) }).sum()
-            }
+            None => group_count(groups.iter().map(|(e, _)| e), &input_estimate),
+            Some(g) => g
+                .sets
+                .iter()
+                .map(|set| if set.is_empty() { 1.0 } else { group_count(set.iter().map(|&k| &groups[k].0), &input_estimate) })
+                .sum(),
         };
+        let string_ids: Vec<bool> = groups
+            .iter()
+            .map(|(e, _)| {
+                let data_type = e.data_type();
+                self.config.string_group_ids
+                    && data_type.physical() == PhysicalType::Str
+                    && value_bits(&data_type).is_none()
+                    && input_estimate.ndv(e) <= STRING_ID_MAX_DISTINCT
+                    && input_estimate.ndv(e) * STRING_ID_MIN_ROWS_PER_VALUE <= input_estimate.rows
+            })
+            .collect();
         let sets = grouping_sets.map(|g| g.sets.iter().map(|set| (0..groups.len()).map(|k| set.contains(&k)).collect()).collect());
         let partition_bits = if expected_groups >= PARTITIONED_AGGREGATION_GROUPS && self.threads > 1 {
             (self.threads * 2).next_power_of_two().trailing_zeros().min(6)
@@ -648,6 +670,7 @@ impl<'a> PhysicalPlanner<'a> {
             HashAggregate::new(
                 group_exprs,
                 group_nullable,
+                string_ids.clone(),
                 sets,
                 inputs,
                 partition_bits,
@@ -657,7 +680,10 @@ impl<'a> PhysicalPlanner<'a> {
                 slot,
             )
         });
-        let label = format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {})", 1 << partition_bits);
+        let by_id: Vec<String> = groups.iter().zip(&string_ids).filter(|(_, by_id)| **by_id).map(|((e, _), _)| e.to_string()).collect();
+        let by_id = if by_id.is_empty() { String::new() } else { format!(", strings keyed by id: {}", by_id.join(", ")) };
+        let label =
+            format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {}{by_id})", 1 << partition_bits);
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
         let output: Vec<ColumnRef> = groups
             .iter()

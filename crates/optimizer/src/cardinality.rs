@@ -64,7 +64,7 @@ impl Estimate {
         self
     }
 
-    pub(crate) fn ndv(&self, expr: &Expr) -> f64 {
+    pub fn ndv(&self, expr: &Expr) -> f64 {
         match expr {
             Expr::Column(c) => self.columns.get(&c.id).map_or(self.rows, |s| s.ndv).max(1.0),
             Expr::Cast { expr, .. } => self.ndv(expr),

@@ -47,7 +47,7 @@ use apiary_sql::expr::{BinaryOp, ColumnId, Expr, ScalarFunction, UnaryOp};
 use apiary_types::{DataChunk, DataType, ScalarValue, TimeZone, Vector, VectorData};
 
 pub use cast::{cast_vector, cast_vector_in, format_value as cast_vector_value_to_string, format_value_in};
-pub(crate) use compare::comparison_kind;
+pub(crate) use compare::{comparison_kind, BuildBytesHasher};
 pub use string::LikePattern;
 
 pub type ExprRef = Arc<dyn PhysicalExpr>;

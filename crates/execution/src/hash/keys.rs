@@ -70,7 +70,9 @@ pub struct KeyPacker {
 /// Maximum characters for a string to be packed into a fixed-width key.
 const MAX_PACKED_STRING_CHARS: u32 = 3;
 
-fn value_bits(data_type: &DataType) -> Option<u32> {
+/// The bits a value of `data_type` takes in a fixed-width key; `None` when it needs the
+/// byte-string form (strings that may be longer than [`MAX_PACKED_STRING_CHARS`]).
+pub fn value_bits(data_type: &DataType) -> Option<u32> {
     Some(match data_type.physical() {
         PhysicalType::Bool => 1,
         PhysicalType::I16 => 16,

@@ -26,6 +26,7 @@ use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, So
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
 use crate::hash::keys::{KeyPacker, KeyWidth};
+use crate::hash::string_ids::{StringIdCache, StringIds};
 
 /// One aggregate: what it computes, its arguments (then its ORDER BY keys; none for
 /// COUNT(*)) and optional FILTER.
@@ -43,6 +44,8 @@ pub struct HashAggregate {
     /// Grouping sets: per set, which group expressions it groups by.
     grouping_sets: Option<Vec<Vec<bool>>>,
     aggregates: Vec<AggregateInput>,
+    /// Per group expression: whether its strings are keyed by id ([`StringIds`]).
+    string_ids: Vec<bool>,
     packer: KeyPacker,
     partition_bits: u32,
     /// Groups each worker's partition table is sized for (from the planner's estimate).
@@ -58,6 +61,7 @@ struct AggregateGlobal {
     combined: Mutex<Vec<Vec<PartitionTable>>>,
     /// Per partition: the finished output.
     results: Mutex<Vec<Option<DataChunk>>>,
+    string_ids: StringIds,
 }
 
 struct PartitionTable {
@@ -70,6 +74,7 @@ impl HashAggregate {
     pub fn new(
         group_exprs: Vec<ExprRef>,
         group_nullable: Vec<bool>,
+        string_ids: Vec<bool>,
         grouping_sets: Option<Vec<Vec<bool>>>,
         aggregates: Vec<AggregateInput>,
         partition_bits: u32,
@@ -87,7 +92,11 @@ impl HashAggregate {
             group_types.push(DataType::Integer);
             group_nullable.push(false);
         }
-        let packer = KeyPacker::new(&group_types, &group_nullable, true);
+        // A string keyed by id packs as a non-NULL INTEGER (NULL is id 0).
+        let packed_types: Vec<DataType> =
+            group_types.iter().enumerate().map(|(i, t)| if string_ids.get(i) == Some(&true) { DataType::Integer } else { *t }).collect();
+        let packed_nullable: Vec<bool> = group_nullable.iter().enumerate().map(|(i, n)| *n && string_ids.get(i) != Some(&true)).collect();
+        let packer = KeyPacker::new(&packed_types, &packed_nullable, true);
         let partition_bits = if packer.width == KeyWidth::Empty { 0 } else { partition_bits };
         let partitions = 1 << partition_bits;
         Arc::new(HashAggregate {
@@ -95,6 +104,7 @@ impl HashAggregate {
             group_types,
             grouping_sets,
             aggregates,
+            string_ids,
             packer,
             partition_bits,
             expected_partition_groups: (expected_groups.max(0.0) / partitions as f64).min(usize::MAX as f64) as usize,
@@ -127,6 +137,7 @@ impl Stateful for HashAggregate {
         Ok(Box::new(AggregateGlobal {
             combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
             results: Mutex::new(vec![None; partitions]),
+            string_ids: StringIds::default(),
         }))
     }
 }
@@ -140,6 +151,7 @@ struct AggregateLocal {
     new_groups: Vec<u32>,
     /// Key indices ordered by partition (reused across chunks).
     order: Vec<u32>,
+    string_ids: StringIdCache,
 }
 
 /// The FILTER (WHERE ...) clauses of a chunk: the rows passing each distinct filter
@@ -187,9 +199,13 @@ impl ChunkFilters {
 impl AggregateSink {
     /// Groups the chunk's `rows` by `keys` into the worker's tables and updates their
     /// aggregate states with `arguments` (`filters`: the rows passing each FILTER).
+    /// `packed_columns` are the keys as packed: `keys`, with strings keyed by id replaced
+    /// by their ids.
+    #[allow(clippy::too_many_arguments)]
     fn group_rows(
         &self,
         keys: &[Vector],
+        packed_columns: &[Vector],
         rows: &[u32],
         arguments: &[Vec<Vector>],
         filters: &ChunkFilters,
@@ -214,7 +230,7 @@ impl AggregateSink {
         }
         let masks = filters.masks();
 
-        let packed = agg.packer.pack(keys, rows);
+        let packed = agg.packer.pack(packed_columns, rows);
         let hashes = packed.hashes();
         let partitions = agg.partitions();
         let mut order = std::mem::take(&mut state.order);
@@ -272,7 +288,13 @@ impl Sink for AggregateSink {
 
     fn local_state(&self) -> LocalState {
         let tables = (0..self.0.partitions()).map(|_| self.0.new_table()).collect::<Result<Vec<_>>>();
-        Box::new(AggregateLocal { tables: tables.unwrap_or_default(), groups: Vec::new(), new_groups: Vec::new(), order: Vec::new() })
+        Box::new(AggregateLocal {
+            tables: tables.unwrap_or_default(),
+            groups: Vec::new(),
+            new_groups: Vec::new(),
+            order: Vec::new(),
+            string_ids: StringIdCache::default(),
+        })
     }
 
     fn consume(&self, chunk: DataChunk, _order: u64, state: &mut LocalState, ctx: &ExecContext) -> Result<Control> {
@@ -292,19 +314,41 @@ impl Sink for AggregateSink {
             .map(|a| a.arguments.iter().map(|e| e.evaluate(&chunk)).collect::<Result<Vec<_>>>())
             .collect::<Result<_>>()?;
         let filters = ChunkFilters::evaluate(&agg.aggregates, &chunk, &rows)?;
+        // Ids once per chunk, whatever the number of grouping sets.
+        let packed_keys: Vec<Vector> = if agg.string_ids.contains(&true) {
+            let shared = &agg.global(ctx)?.string_ids;
+            keys.iter()
+                .zip(&agg.string_ids)
+                .map(|(key, &by_id)| if by_id { state.string_ids.ids(shared, key, &rows) } else { key.clone() })
+                .collect()
+        } else {
+            keys.clone()
+        };
         match &agg.grouping_sets {
-            None => self.group_rows(&keys, &rows, &arguments, &filters, state, ctx)?,
+            None => self.group_rows(&keys, &packed_keys, &rows, &arguments, &filters, state, ctx)?,
             Some(sets) => {
                 let len = chunk.physical_len();
                 for (index, set) in sets.iter().enumerate() {
-                    let mut set_keys: Vec<Vector> = keys
-                        .iter()
-                        .zip(set)
-                        .zip(&agg.group_types)
-                        .map(|((key, grouped), data_type)| if *grouped { key.clone() } else { Vector::nulls(*data_type, len) })
-                        .collect();
-                    set_keys.push(Vector::from_scalar(&ScalarValue::Int32(index as i32), DataType::Integer, len));
-                    self.group_rows(&set_keys, &rows, &arguments, &filters, state, ctx)?;
+                    let set_index = Vector::from_scalar(&ScalarValue::Int32(index as i32), DataType::Integer, len);
+                    let mut set_keys = Vec::with_capacity(keys.len() + 1);
+                    let mut packed_set_keys = Vec::with_capacity(keys.len() + 1);
+                    for (i, grouped) in set.iter().enumerate() {
+                        if *grouped {
+                            set_keys.push(keys[i].clone());
+                            packed_set_keys.push(packed_keys[i].clone());
+                        } else {
+                            set_keys.push(Vector::nulls(agg.group_types[i], len));
+                            // NULL's id is 0.
+                            packed_set_keys.push(if agg.string_ids[i] {
+                                Vector::from_native(DataType::Integer, vec![0i32; len])
+                            } else {
+                                Vector::nulls(agg.group_types[i], len)
+                            });
+                        }
+                    }
+                    set_keys.push(set_index.clone());
+                    packed_set_keys.push(set_index);
+                    self.group_rows(&set_keys, &packed_set_keys, &rows, &arguments, &filters, state, ctx)?;
                 }
             }
         }
@@ -323,7 +367,8 @@ impl Sink for AggregateSink {
                     let held: usize = t.states.iter().map(|state| state.memory_bytes()).sum();
                     t.groups.memory_bytes() + t.keys.first().map_or(0, |k| k.len()) * per_group + held
                 })
-                .sum()
+                .sum::<usize>()
+                + s.string_ids.memory_bytes()
         })
     }
 
