@@ -46,12 +46,12 @@ use apiary_types::{ChunkBuilder, DataChunk, DataType, ScalarValue, Vector, Vecto
 use super::aggregate_functions::AggregateSpec;
 use super::sort::{emit_result_chunk, encode_sort_keys, CollectedRows, SortOrder};
 use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
-use crate::expr::ExprRef;
+use crate::expr::{BuildBytesHasher, ExprRef};
 use crate::hash::keys::KeyPacker;
 
 /// Inputs of at least this many rows are split into [`WINDOW_BUCKETS`] buckets when the
 /// calls share partition columns.
-const PARALLEL_WINDOW_MIN_ROWS: usize = 1 << 16;
+const PARALLEL_WINDOW_MIN_ROWS: usize = 1 << 13;
 /// Buckets of a split input: enough for every worker to take several.
 const WINDOW_BUCKETS: usize = 32;
 /// The most frame rows the per-row fallback for aggregates without a sliding
@@ -324,25 +324,57 @@ impl Ordered {
         // prefix's first bytes are the partition key.
         let partition_width = pkey(0).len();
         let fixed_partition = fits && (0..rows as u32).all(|i| pkey(i).len() == partition_width);
-        let mut keyed: Vec<(u128, u32)> = (0..rows as u32).map(|i| (prefix(i), i)).collect();
+        let keyed: Vec<(u128, u32)>;
+        let same_partition: Box<dyn Fn(&[(u128, u32)], usize, usize) -> bool>;
+        let same_peers: Box<dyn Fn(&[(u128, u32)], usize, usize) -> bool>;
         if fits {
-            keyed.sort_unstable();
-        } else {
-            keyed.sort_unstable_by(|&(pa, a), &(pb, b)| {
-                pa.cmp(&pb).then_with(|| pkey(a).cmp(pkey(b))).then_with(|| okey(a).cmp(okey(b))).then(a.cmp(&b))
-            });
-        }
-        // Partition and peer boundaries between neighbours: from the prefixes alone when
-        // they hold the whole keys, else from the keys.
-        let partition_shift = 8 * (16 - partition_width.min(16)) as u32;
-        let same_partition = |a: usize, b: usize| {
-            if fixed_partition {
-                keyed[a].0.checked_shr(partition_shift).unwrap_or(0) == keyed[b].0.checked_shr(partition_shift).unwrap_or(0)
+            let mut sorted: Vec<(u128, u32)> = (0..rows as u32).map(|i| (prefix(i), i)).collect();
+            sorted.sort_unstable();
+            keyed = sorted;
+            // Boundaries between neighbours from the prefixes alone: they hold the keys.
+            let partition_shift = 8 * (16 - partition_width.min(16)) as u32;
+            same_partition = if fixed_partition {
+                Box::new(move |k, a, b| {
+                    k[a].0.checked_shr(partition_shift).unwrap_or(0) == k[b].0.checked_shr(partition_shift).unwrap_or(0)
+                })
             } else {
-                pkey(keyed[a].1) == pkey(keyed[b].1)
+                Box::new(|k, a, b| pkey(k[a].1) == pkey(k[b].1))
+            };
+            same_peers = Box::new(|k, a, b| k[a].0 == k[b].0);
+        } else {
+            // Long partition keys (strings): each partition gets a number, and rows sort by
+            // (number, first 12 bytes of the order key), not by comparing partition keys
+            // byte by byte (TPC-DS Q57's category, brand and call center tie on their
+            // first 16 bytes for whole categories). Partitions come out in the order they
+            // first appear, not in key order: a window's output has no order of its own.
+            let mut numbers: HashMap<&[u8], u32, BuildBytesHasher> = HashMap::default();
+            let partition: Vec<u32> = (0..rows as u32)
+                .map(|i| {
+                    let next = numbers.len() as u32;
+                    *numbers.entry(pkey(i)).or_insert(next)
+                })
+                .collect();
+            let order_fits = (0..rows as u32).all(|i| okey(i).len() <= 12);
+            let numbered = |i: u32| {
+                let mut bytes = [0u8; 16];
+                bytes[..4].copy_from_slice(&partition[i as usize].to_be_bytes());
+                let o = okey(i);
+                let from_o = o.len().min(12);
+                bytes[4..4 + from_o].copy_from_slice(&o[..from_o]);
+                u128::from_be_bytes(bytes)
+            };
+            let mut sorted: Vec<(u128, u32)> = (0..rows as u32).map(|i| (numbered(i), i)).collect();
+            if order_fits {
+                sorted.sort_unstable();
+            } else {
+                sorted.sort_unstable_by(|&(pa, a), &(pb, b)| pa.cmp(&pb).then_with(|| okey(a).cmp(okey(b))).then(a.cmp(&b)));
             }
-        };
-        let same_peers = |a: usize, b: usize| if fits { keyed[a].0 == keyed[b].0 } else { okey(keyed[a].1) == okey(keyed[b].1) };
+            keyed = sorted;
+            same_partition = Box::new(|k, a, b| k[a].0 >> 96 == k[b].0 >> 96);
+            same_peers = if order_fits { Box::new(|k, a, b| k[a].0 == k[b].0) } else { Box::new(|k, a, b| okey(k[a].1) == okey(k[b].1)) };
+        }
+        let same_partition = |a: usize, b: usize| same_partition(&keyed, a, b);
+        let same_peers = |a: usize, b: usize| same_peers(&keyed, a, b);
         let n = rows;
         let (mut partition_start, mut partition_end) = (vec![0u32; n], vec![0u32; n]);
         let (mut peer_start, mut peer_end, mut group) = (vec![0u32; n], vec![0u32; n], vec![0u32; n]);
