@@ -59,6 +59,13 @@ impl ZoneMap {
 
 fn native_min_max<T: NativeType>(vector: &Vector, to_scalar: impl Fn(T) -> ScalarValue) -> (ScalarValue, ScalarValue) {
     let values = vector.values::<T>();
+    if vector.validity.is_none() {
+        // No NULLs: a branch-free fold (SQL's order, so NaN is the largest float).
+        let Some(&first) = values.first() else { return (ScalarValue::Null, ScalarValue::Null) };
+        let (min, max) =
+            values.iter().fold((first, first), |(min, max), &v| (if v.sql_lt(min) { v } else { min }, if max.sql_lt(v) { v } else { max }));
+        return (to_scalar(min), to_scalar(max));
+    }
     let mut min: Option<T> = None;
     let mut max: Option<T> = None;
     for (idx, &value) in values.iter().enumerate() {
@@ -102,22 +109,45 @@ fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
         (VectorData::F64(_), _) => native_min_max::<f64>(vector, ScalarValue::Float64),
         (VectorData::Interval(_), _) => (ScalarValue::Null, ScalarValue::Null),
         (VectorData::Str(strings), _) => {
-            let mut min: Option<&str> = None;
-            let mut max: Option<&str> = None;
+            // Views decide most comparisons: a row whose view is the current minimum's or
+            // maximum's (a repeated dictionary value) is skipped, and the first four bytes,
+            // compared as a big-endian integer, order most others without reading heaps.
+            let views = strings.views.as_slice();
+            let heaps = strings.heaps.as_slice();
+            let prefix = |idx: usize| u32::from_be_bytes(views[idx].prefix());
+            let order = |a: usize, b: usize| {
+                let (pa, pb) = (prefix(a), prefix(b));
+                if pa != pb {
+                    // Shorter strings pad their prefix with zero bytes, which sort first
+                    // as a shorter string does.
+                    return pa.cmp(&pb);
+                }
+                views[a].bytes(heaps).cmp(views[b].bytes(heaps))
+            };
+            let mut min: Option<usize> = None;
+            let mut max: Option<usize> = None;
             for idx in 0..strings.len() {
                 if !vector.is_valid(idx) {
                     continue;
                 }
-                let value = strings.get(idx);
-                if min.is_none_or(|m| value < m) {
-                    min = Some(value);
+                let (Some(lo), Some(hi)) = (min, max) else {
+                    (min, max) = (Some(idx), Some(idx));
+                    continue;
+                };
+                let view = views[idx].to_bits();
+                if view == views[lo].to_bits() || view == views[hi].to_bits() {
+                    continue;
                 }
-                if max.is_none_or(|m| value > m) {
-                    max = Some(value);
+                if order(idx, lo) == Ordering::Less {
+                    min = Some(idx);
+                } else if order(idx, hi) == Ordering::Greater {
+                    max = Some(idx);
                 }
             }
             match (min, max) {
-                (Some(min), Some(max)) => (ScalarValue::Utf8(min.to_string()), ScalarValue::Utf8(max.to_string())),
+                (Some(min), Some(max)) => {
+                    (ScalarValue::Utf8(strings.get(min).to_string()), ScalarValue::Utf8(strings.get(max).to_string()))
+                }
                 _ => (ScalarValue::Null, ScalarValue::Null),
             }
         }
@@ -366,5 +396,36 @@ mod tests {
         assert!(!zone.may_contain_range(Some((&ten, true)), None));
         assert!(zone.may_contain_range(Some((&nine, true)), None));
         assert!(!zone.may_contain_range(Some((&nine, false)), None));
+    }
+
+    #[test]
+    fn zone_maps_of_strings_order_by_bytes_whatever_the_prefixes() {
+        // Prefixes of four bytes tie ("abcd..."), pad short strings with zeros ("ab" before
+        // "ab\u{1}"), and repeat (the same view); NULLs are skipped.
+        let values = [Some("abcdz"), Some("ab"), None, Some("abcda"), Some("ab\u{1}"), Some("b"), Some("abcdzz"), Some("b"), Some("a")];
+        let mut builder = VectorBuilder::new(DataType::Varchar(None));
+        for v in values {
+            match v {
+                Some(v) => builder.push_scalar(&ScalarValue::Utf8(v.to_string())),
+                None => builder.push_null(),
+            }
+        }
+        let zone = ZoneMap::of(&builder.finish());
+        assert_eq!((zone.min, zone.max, zone.null_count), (ScalarValue::Utf8("a".into()), ScalarValue::Utf8("b".into()), 1));
+        let long: Vec<String> = (0..50).map(|i| format!("a long string that lives in a heap {:02}", (i * 37) % 50)).collect();
+        let mut builder = VectorBuilder::new(DataType::Varchar(None));
+        long.iter().for_each(|s| builder.push_scalar(&ScalarValue::Utf8(s.clone())));
+        let zone = ZoneMap::of(&builder.finish());
+        assert_eq!(zone.min, ScalarValue::Utf8("a long string that lives in a heap 00".into()));
+        assert_eq!(zone.max, ScalarValue::Utf8("a long string that lives in a heap 49".into()));
+    }
+
+    #[test]
+    fn zone_maps_without_nulls_put_nan_last() {
+        let zone = ZoneMap::of(&Vector::from_native(DataType::Double, vec![2.0, f64::NAN, -1.5, 7.0]));
+        assert_eq!(zone.min, ScalarValue::Float64(-1.5));
+        assert!(matches!(zone.max, ScalarValue::Float64(v) if v.is_nan()), "{:?}", zone.max);
+        let zone = ZoneMap::of(&Vector::from_native(DataType::Integer, vec![4, -8, 15]));
+        assert_eq!((zone.min, zone.max, zone.null_count), (ScalarValue::Int32(-8), ScalarValue::Int32(15), 0));
     }
 }

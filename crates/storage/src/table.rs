@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use apiary_common::{internal_err, ApiaryError, Result};
-use apiary_types::{DataChunk, Schema, Vector, VectorBuilder};
+use apiary_types::{DataChunk, DataType, Schema, Vector, VectorBuilder};
 
 use crate::block::Block;
 use crate::stats::TableStats;
@@ -301,6 +301,19 @@ impl<'a> TableAppender<'a> {
                 &all
             }
         };
+        // A whole block's worth of contiguous rows while no block is half built (a Parquet
+        // file's row groups read in block-sized pieces): its vectors become the block as
+        // they are, not copied value by value.
+        let same_types = chunk
+            .columns
+            .iter()
+            .zip(&self.table.schema.fields)
+            .all(|(c, f)| c.data_type == f.data_type && !matches!(f.data_type, DataType::Char(_)));
+        if selection.is_none() && same_types && rows.len() == self.table.block_rows && self.builders.first().is_some_and(|b| b.is_empty()) {
+            self.seal_columns(chunk.columns.clone());
+            self.appended_rows += rows.len();
+            return Ok(());
+        }
         let mut start = 0;
         while start < rows.len() {
             let room = self.table.block_rows - self.builders[0].len();
@@ -382,7 +395,10 @@ impl<'a> TableAppender<'a> {
             // gigabyte).
             fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect(),
         );
-        let columns: Vec<Vector> = builders.into_iter().map(|b| b.finish()).collect();
+        self.seal_columns(builders.into_iter().map(|b| b.finish()).collect());
+    }
+
+    fn seal_columns(&mut self, columns: Vec<Vector>) {
         let block = Arc::new(Block::new(columns.clone()));
         self.stats.add_block(&block, &columns, self.table.distinct_sketches);
         self.sealed.push(block);
@@ -507,6 +523,27 @@ mod tests {
         assert_eq!(data.stats.columns[0].max, ScalarValue::Int32(8));
         let second = data.blocks[1].column(0).vector().unwrap();
         assert_eq!(second.values::<i32>(), &[4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn whole_blocks_of_rows_are_taken_as_they_are_and_partial_ones_copied() {
+        let table = table(4);
+        let mut appender = table.appender().unwrap();
+        // A whole block while none is half built, a partial one, then a whole block's
+        // worth that must fill the half-built block first.
+        for chunk in [ints(0..4), ints(4..6), ints(6..10)] {
+            appender.append(&chunk).unwrap();
+        }
+        appender.commit().unwrap();
+        let data = table.snapshot();
+        assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 4, 2]);
+        let values: Vec<Vec<i32>> = data.blocks.iter().map(|b| b.column(0).vector().unwrap().values::<i32>().to_vec()).collect();
+        assert_eq!(values, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+        assert_eq!(
+            (data.stats.row_count, &data.stats.columns[0].min, &data.stats.columns[0].max),
+            (10, &ScalarValue::Int32(0), &ScalarValue::Int32(9))
+        );
+        assert_eq!(data.blocks[0].column(0).zone_map.max, ScalarValue::Int32(3));
     }
 
     #[test]
