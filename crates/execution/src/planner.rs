@@ -21,7 +21,6 @@ use apiary_optimizer::cardinality::{estimate, group_count};
 use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::plan::Scan;
 use apiary_sql::{JoinKind, LogicalPlan};
-use apiary_types::datatype::PhysicalType;
 use apiary_types::{DataType, ScalarValue};
 
 use crate::config::ExecutionConfig;
@@ -646,8 +645,8 @@ impl<'a> PhysicalPlanner<'a> {
             .iter()
             .map(|(e, _)| {
                 let data_type = e.data_type();
+                // No fixed width: a string that may be longer than a packed key holds.
                 self.config.string_group_ids
-                    && data_type.physical() == PhysicalType::Str
                     && value_bits(&data_type).is_none()
                     && input_estimate.ndv(e) <= STRING_ID_MAX_DISTINCT
                     && input_estimate.ndv(e) * STRING_ID_MIN_ROWS_PER_VALUE <= input_estimate.rows

@@ -65,10 +65,15 @@ impl Estimate {
     }
 
     pub fn ndv(&self, expr: &Expr) -> f64 {
+        self.column(expr).map_or(self.rows, |s| s.ndv).max(1.0)
+    }
+
+    /// The statistics of the column `expr` reads, through casts.
+    fn column(&self, expr: &Expr) -> Option<&ColumnEstimate> {
         match expr {
-            Expr::Column(c) => self.columns.get(&c.id).map_or(self.rows, |s| s.ndv).max(1.0),
-            Expr::Cast { expr, .. } => self.ndv(expr),
-            _ => self.rows.max(1.0),
+            Expr::Column(c) => self.columns.get(&c.id),
+            Expr::Cast { expr, .. } => self.column(expr),
+            _ => None,
         }
     }
 }
@@ -378,14 +383,7 @@ pub fn conjunction_selectivity(conjuncts: &[Expr], input: &Estimate) -> f64 {
     // inv_date_sk = d2.d_date_sk) are independent, and multiply. Keys of unknown origin
     // count as one pair.
     let mut column_equality: BTreeMap<(Option<ColumnId>, Option<ColumnId>), f64> = BTreeMap::new();
-    let origin = |e: &Expr| match e {
-        Expr::Column(c) => input.columns.get(&c.id).and_then(|s| s.origin),
-        Expr::Cast { expr, .. } => match expr.as_ref() {
-            Expr::Column(c) => input.columns.get(&c.id).and_then(|s| s.origin),
-            _ => None,
-        },
-        _ => None,
-    };
+    let origin = |e: &Expr| input.column(e).and_then(|s| s.origin);
     for conjunct in conjuncts {
         if let Expr::Binary { op: BinaryOp::Eq, left, right, .. } = conjunct {
             if !matches!(left.as_ref(), Expr::Literal(..)) && !matches!(right.as_ref(), Expr::Literal(..)) {

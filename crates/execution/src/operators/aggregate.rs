@@ -16,6 +16,7 @@
 //! once per set into the same tables, by the set's keys (NULL for the others) and the
 //! set's index as one more key.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use apiary_common::{internal_err, Result};
@@ -315,14 +316,14 @@ impl Sink for AggregateSink {
             .collect::<Result<_>>()?;
         let filters = ChunkFilters::evaluate(&agg.aggregates, &chunk, &rows)?;
         // Ids once per chunk, whatever the number of grouping sets.
-        let packed_keys: Vec<Vector> = if agg.string_ids.contains(&true) {
+        let packed_keys: Cow<[Vector]> = if agg.string_ids.contains(&true) {
             let shared = &agg.global(ctx)?.string_ids;
             keys.iter()
                 .zip(&agg.string_ids)
                 .map(|(key, &by_id)| if by_id { state.string_ids.ids(shared, key, &rows) } else { key.clone() })
                 .collect()
         } else {
-            keys.clone()
+            Cow::Borrowed(&keys)
         };
         match &agg.grouping_sets {
             None => self.group_rows(&keys, &packed_keys, &rows, &arguments, &filters, state, ctx)?,
