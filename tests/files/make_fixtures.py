@@ -106,6 +106,18 @@ def duckdb_files():
     )
 
 
+def duckdb_statistics():
+    """One row group of 20,000 rows with the statistics DuckDB writes (min, max, NULL
+    counts, distinct counts of dictionary-encoded columns) and strings of every kind."""
+    con = duckdb.connect()
+    con.execute(
+        f"""COPY (SELECT i AS id, 'tag' || (i % 25) AS tag, DATE '2020-01-01' + (i % 400)::INTEGER AS day,
+                CASE WHEN i % 10 = 3 THEN NULL WHEN i % 10 = 4 THEN '' WHEN i % 10 = 5 THEN 'twelve bytes'
+                     ELSE md5(i::VARCHAR) END AS note
+            FROM range(0, 20000) r(i)) TO '{path('duckdb_statistics.parquet')}' (FORMAT parquet)"""
+    )
+
+
 def spark_style():
     # Spark writes a directory of part files (each with its header) and a _SUCCESS marker.
     out = path("spark_out")
@@ -167,6 +179,7 @@ if __name__ == "__main__":
     us_dates()
     iso_zones()
     duckdb_files()
+    duckdb_statistics()
     spark_style()
     pyarrow_times()
     pyarrow_times_of_day()

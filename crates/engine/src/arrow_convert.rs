@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use apiary_common::{not_impl_err, Bitmap, Result};
-use apiary_types::{DataChunk, DataType, Interval, StrColumnBuilder, Vector, VectorData};
+use apiary_types::string::{Heap, INLINE_LEN};
+use apiary_types::{Buffer, DataChunk, DataType, Interval, StrColumn, StrColumnBuilder, StrView, Vector, VectorData};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
     IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, Time64MicrosecondArray, TimestampMicrosecondArray,
@@ -135,6 +136,35 @@ pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
 
 fn validity_of(array: &dyn Array) -> Option<Bitmap> {
     array.nulls().map(|n| Bitmap::from_words(n.inner().bit_chunks().iter_padded().collect(), array.len()))
+}
+
+/// An Arrow string-view array as a string column. Arrow's views have the layout of
+/// [`StrView`] (length; inline bytes, or prefix, buffer number and offset), so the views
+/// are copied as they are and the data buffers become the heaps; only inline views are
+/// masked past their length and NULL rows cleared, since Apiary compares views bitwise
+/// and Arrow leaves those bytes unspecified.
+fn string_views(array: &StringViewArray) -> StrColumn {
+    let nulls = array.nulls();
+    let views: Vec<StrView> = array
+        .views()
+        .iter()
+        .enumerate()
+        .map(|(row, &bits)| {
+            let len = bits as u32;
+            // Inline bytes past the length (a 12-byte string fills the view).
+            let bits = match len as usize {
+                len if len < INLINE_LEN => bits & ((1u128 << (32 + 8 * len)) - 1),
+                _ => bits,
+            };
+            let bits = match nulls {
+                Some(nulls) if nulls.is_null(row) => 0,
+                _ => bits,
+            };
+            StrView::from_bits(bits)
+        })
+        .collect();
+    let heaps: Vec<Heap> = array.data_buffers().iter().map(|b| Arc::new(b.as_slice().to_vec())).collect();
+    StrColumn { views: Buffer::from_vec(views), heaps: Arc::new(heaps) }
 }
 
 /// Converts an Arrow array to a vector of type `target` (as read from the array's type).
@@ -292,6 +322,10 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 VectorData::I128(values.iter().map(|&x| x as i128).collect::<Vec<_>>().into())
             }
         }
+        (ArrowType::Utf8View, _) if array.as_any().is::<StringViewArray>() => {
+            let a = array.as_any().downcast_ref::<StringViewArray>().ok_or_else(bad)?;
+            VectorData::Str(string_views(a))
+        }
         (ArrowType::Utf8 | ArrowType::LargeUtf8 | ArrowType::Utf8View, _) => {
             let mut builder = StrColumnBuilder::with_capacity(array.len());
             let mut push = |value: Option<&str>| match value {
@@ -320,4 +354,37 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
     };
     let data_type = from_arrow_type(array.data_type()).unwrap_or(target);
     Ok(Vector::new(data_type, data, validity.filter(|v| !v.all_set())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::buffer::{Buffer as ArrowBuffer, ScalarBuffer};
+
+    #[test]
+    fn string_views_become_string_columns_with_clean_views() {
+        // Arrow leaves the bytes of a NULL row's view and an inline view's padding
+        // unspecified: both are cleared, since Apiary compares views as integers.
+        let long = "a string longer than twelve bytes";
+        let heap = ArrowBuffer::from(long.as_bytes().to_vec());
+        let long_view = u128::from(long.len() as u32) | (u128::from(u32::from_le_bytes(long.as_bytes()[..4].try_into().unwrap())) << 32);
+        let dirty_inline = 2u128 | (u128::from_le_bytes(*b"\0\0\0\0abXXXXXXXXXX") & !0xffff_ffff);
+        let dirty_null = u128::MAX;
+        let views = ScalarBuffer::from(vec![
+            dirty_inline,
+            long_view,
+            dirty_null,
+            12u128 | (u128::from_le_bytes(*b"\0\0\0\0twelve bytes") & !0xffff_ffff),
+        ]);
+        let nulls = NullBuffer::from(vec![true, true, false, true]);
+        // SAFETY: the views are in bounds and UTF-8; only their unspecified bytes (which
+        // `try_new` would reject) are dirty, as a writer may leave them.
+        let array: ArrayRef = Arc::new(unsafe { StringViewArray::new_unchecked(views, vec![heap].into(), Some(nulls)) });
+        let vector = array_to_vector(&array, DataType::Varchar(None)).unwrap();
+        let VectorData::Str(strings) = &vector.data else { panic!("not strings") };
+        assert_eq!((strings.get(0), strings.get(1), strings.get(3)), ("ab", long, "twelve bytes"));
+        assert!(!vector.is_valid(2));
+        assert_eq!(strings.views[0], StrView::inline(b"ab"));
+        assert_eq!(strings.views[2], StrView::default());
+    }
 }

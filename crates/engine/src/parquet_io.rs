@@ -7,14 +7,16 @@ use apiary_common::{ApiaryError, Result};
 use apiary_types::{DataChunk, Field, Vector};
 use std::sync::Arc;
 
-use apiary_types::{Interval, VectorData};
+use apiary_storage::DeferredColumnStats;
+use apiary_types::{Interval, ScalarValue, VectorData};
 use arrow::array::{ArrayRef, FixedSizeBinaryArray};
 use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, IntervalUnit, Schema as ArrowSchema};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::arrow_writer::ArrowWriterOptions;
 use parquet::arrow::{ArrowSchemaConverter, ArrowWriter, ProjectionMask};
 use parquet::basic::{ConvertedType, Repetition, Type as PhysicalType};
+use parquet::file::statistics::Statistics;
 use parquet::schema::types::{SchemaDescriptor, Type as ParquetType};
 
 use crate::arrow_convert::{array_to_vector, arrow_schema, chunk_to_batch, from_arrow_type, vector_to_array};
@@ -53,6 +55,87 @@ pub fn parquet_row_count(path: &Path) -> Result<usize> {
     Ok(usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
 }
 
+/// The statistics a Parquet file records of each column (per row group, in its footer),
+/// for the optimizer: NULL counts, minimum and maximum of numbers and dates, and distinct
+/// counts where the writer gives them (DuckDB does for dictionary-encoded columns).
+/// `None` for a column whose row groups do not all record statistics.
+pub fn parquet_statistics(path: &Path) -> Result<Vec<Option<DeferredColumnStats>>> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
+    let fields = builder.schema().fields().clone();
+    let metadata = builder.metadata();
+    // Nested columns have several leaves: their statistics are not a column's.
+    if metadata.file_metadata().schema_descr().num_columns() != fields.len() {
+        return Ok(vec![None; fields.len()]);
+    }
+    Ok(fields
+        .iter()
+        .enumerate()
+        .map(|(column, field)| {
+            let mut null_count = 0usize;
+            let (mut min, mut max): (Option<ScalarValue>, Option<ScalarValue>) = (None, None);
+            let mut bounded = true;
+            let mut distinct: Option<(f64, f64)> = Some((0.0, 0.0)); // (sum, max) over row groups
+            let mut low_cardinality = true;
+            for group in metadata.row_groups() {
+                let statistics = group.columns().get(column)?.statistics()?;
+                null_count += usize::try_from(statistics.null_count_opt()?).unwrap_or(0);
+                match (statistics.distinct_count_opt(), distinct) {
+                    (Some(d), Some((sum, most))) => {
+                        distinct = Some((sum + d as f64, most.max(d as f64)));
+                        // Each value repeated: row groups likely share their values.
+                        low_cardinality &= (d as f64) * 8.0 <= group.num_rows() as f64;
+                    }
+                    _ => distinct = None,
+                }
+                match statistic_bounds(statistics, field.data_type()) {
+                    Some((lo, hi)) if bounded => {
+                        if min.as_ref().is_none_or(|m| lo.total_cmp(m).is_lt()) {
+                            min = Some(lo);
+                        }
+                        if max.as_ref().is_none_or(|m| hi.total_cmp(m).is_gt()) {
+                            max = Some(hi);
+                        }
+                    }
+                    _ => bounded = false,
+                }
+            }
+            let (min, max) = match bounded {
+                true => (min.unwrap_or(ScalarValue::Null), max.unwrap_or(ScalarValue::Null)),
+                false => (ScalarValue::Null, ScalarValue::Null),
+            };
+            let distinct = distinct.map(|(sum, most)| if low_cardinality { most } else { sum });
+            Some(DeferredColumnStats { distinct, min, max, null_count })
+        })
+        .collect())
+}
+
+/// A row group's minimum and maximum of a column, for the types whose statistics are
+/// stored as their values (not unsigned integers, whose statistics are signed).
+fn statistic_bounds(statistics: &Statistics, arrow_type: &ArrowType) -> Option<(ScalarValue, ScalarValue)> {
+    let pair = |lo: ScalarValue, hi: ScalarValue| Some((lo, hi));
+    match (statistics, arrow_type) {
+        (Statistics::Int32(v), ArrowType::Int32) => pair(ScalarValue::Int32(*v.min_opt()?), ScalarValue::Int32(*v.max_opt()?)),
+        (Statistics::Int32(v), ArrowType::Int16) => {
+            pair(ScalarValue::Int16(*v.min_opt()? as i16), ScalarValue::Int16(*v.max_opt()? as i16))
+        }
+        (Statistics::Int32(v), ArrowType::Date32) => pair(ScalarValue::Date(*v.min_opt()?), ScalarValue::Date(*v.max_opt()?)),
+        (Statistics::Int64(v), ArrowType::Int64) => pair(ScalarValue::Int64(*v.min_opt()?), ScalarValue::Int64(*v.max_opt()?)),
+        (Statistics::Int32(v), ArrowType::Decimal128(p, s)) if *s >= 0 => {
+            pair(ScalarValue::Decimal(*v.min_opt()? as i128, *p, *s as u8), ScalarValue::Decimal(*v.max_opt()? as i128, *p, *s as u8))
+        }
+        (Statistics::Int64(v), ArrowType::Decimal128(p, s)) if *s >= 0 => {
+            pair(ScalarValue::Decimal(*v.min_opt()? as i128, *p, *s as u8), ScalarValue::Decimal(*v.max_opt()? as i128, *p, *s as u8))
+        }
+        (Statistics::Float(v), ArrowType::Float32) if !v.min_opt()?.is_nan() && !v.max_opt()?.is_nan() => {
+            pair(ScalarValue::Float32(*v.min_opt()?), ScalarValue::Float32(*v.max_opt()?))
+        }
+        (Statistics::Double(v), ArrowType::Float64) if !v.min_opt()?.is_nan() && !v.max_opt()?.is_nan() => {
+            pair(ScalarValue::Float64(*v.min_opt()?), ScalarValue::Float64(*v.max_opt()?))
+        }
+        _ => None,
+    }
+}
+
 pub fn parquet_fields(path: &Path) -> Result<Vec<Field>> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
     builder
@@ -84,7 +167,7 @@ fn interval_months_reader(
     schema: &ArrowSchema,
     columns: &[usize],
     batch_rows: usize,
-    group: Option<usize>,
+    group: usize,
 ) -> Result<ParquetRecordBatchReader> {
     let fields: Vec<ArrowField> = schema
         .fields()
@@ -97,54 +180,135 @@ fn interval_months_reader(
         .collect();
     let options = ArrowReaderOptions::new().with_schema(Arc::new(ArrowSchema::new(fields)));
     let mut builder = ParquetRecordBatchReaderBuilder::try_new_with_options(open(path)?, options).map_err(|e| parquet_error(path, e))?;
-    if let Some(group) = group {
-        builder = builder.with_row_groups(vec![group]);
-    }
+    builder = builder.with_row_groups(vec![group]);
     let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
     builder.with_projection(mask).with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))
 }
 
-/// Reads a Parquet file into chunks of vectors (types as in the file), decoding its row
-/// groups on up to `threads` threads; the chunks are in file order. With `columns`
-/// (top-level positions, ascending), only those are read, in that order.
+/// A Parquet file's footer, parsed once and shared by the readers of its row groups and
+/// columns. String columns are read as Arrow string views, which become Apiary string
+/// columns by copying views and heaps (see `arrow_convert::string_views`) rather than
+/// string by string.
+fn reader_metadata(path: &Path, file: &File) -> Result<ArrowReaderMetadata> {
+    let plain = ArrowReaderMetadata::load(file, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
+    let fields: Vec<ArrowField> = plain
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            ArrowType::Utf8 | ArrowType::LargeUtf8 => f.as_ref().clone().with_data_type(ArrowType::Utf8View),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let options = ArrowReaderOptions::new().with_schema(Arc::new(ArrowSchema::new(fields)));
+    // A file whose columns cannot be read as views is read as written.
+    Ok(ArrowReaderMetadata::try_new(Arc::clone(plain.metadata()), options).unwrap_or(plain))
+}
+
+/// Reads a Parquet file into chunks of vectors (types as in the file); the chunks are in
+/// file order. With `columns` (top-level positions, ascending), only those are read, in
+/// that order. Up to `threads` threads decode: whole row groups when the file has enough
+/// of them, otherwise each row group's columns split into sets of about equal size (a
+/// small file is often a single row group). Not ranges of rows: writers such as DuckDB
+/// put a column chunk in one page, which every range's reader would decompress whole.
 pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    let row_groups = builder.metadata().num_row_groups();
-    if row_groups <= 1 || threads <= 1 {
-        return read_row_groups(path, batch_rows, None, columns);
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<Vec<Vec<Vector>>>>>> = (0..row_groups).map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(row_groups) {
-            scope.spawn(|| loop {
-                let group = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if group >= row_groups {
-                    break;
+    let metadata = reader_metadata(path, &open(path)?)?;
+    let row_groups = metadata.metadata().num_row_groups();
+    let all: Vec<usize> = (0..metadata.schema().fields().len()).collect();
+    let columns = columns.unwrap_or(&all);
+    let threads = threads.max(1);
+    let column_sets = match row_groups >= threads {
+        true => vec![columns.to_vec()],
+        false => split_columns(&metadata, columns, threads),
+    };
+    let units: Vec<(usize, usize)> = (0..row_groups).flat_map(|g| (0..column_sets.len()).map(move |s| (g, s))).collect();
+    let read_unit = |&(group, set): &(usize, usize)| read_row_group(path, &metadata, batch_rows, group, &column_sets[set]);
+    let results: Vec<Result<Vec<Vec<Vector>>>> = match units.len() <= 1 || threads == 1 {
+        true => units.iter().map(read_unit).collect(),
+        false => {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let slots: Vec<std::sync::Mutex<Option<Result<Vec<Vec<Vector>>>>>> = units.iter().map(|_| Default::default()).collect();
+            std::thread::scope(|scope| {
+                for _ in 0..threads.min(units.len()) {
+                    scope.spawn(|| loop {
+                        let unit = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(work) = units.get(unit) else { break };
+                        *slots[unit].lock().unwrap_or_else(|e| e.into_inner()) = Some(read_unit(work));
+                    });
                 }
-                let pieces = read_row_groups(path, batch_rows, Some(group), columns);
-                *results[group].lock().unwrap_or_else(|e| e.into_inner()) = Some(pieces);
             });
+            slots
+                .into_iter()
+                .map(|slot| {
+                    slot.into_inner()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .unwrap_or_else(|| Err(apiary_common::internal_err!("a Parquet row group was not read")))
+                })
+                .collect()
         }
-    });
+    };
+    // Each requested column: its set, and its position there.
+    let located: Vec<(usize, usize)> = columns
+        .iter()
+        .map(|c| column_sets.iter().enumerate().find_map(|(s, set)| set.iter().position(|x| x == c).map(|p| (s, p))).unwrap_or((0, 0)))
+        .collect();
     let mut pieces = Vec::new();
-    for result in results {
-        match result.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(group) => pieces.extend(group?),
-            None => return Err(apiary_common::internal_err!("a Parquet row group was not read")),
+    let mut results = results.into_iter();
+    for _ in 0..row_groups {
+        // The sets of one row group were read in batches of the same size: they line up.
+        let sets = (0..column_sets.len()).map(|_| results.next().unwrap_or_else(|| Ok(Vec::new()))).collect::<Result<Vec<_>>>()?;
+        let batches = sets.first().map_or(0, Vec::len);
+        if sets.iter().any(|s| s.len() != batches) {
+            return Err(parquet_error(path, "the columns of a row group have different numbers of rows"));
+        }
+        for batch in 0..batches {
+            pieces.push(located.iter().map(|&(s, p)| sets[s][batch][p].clone()).collect());
         }
     }
     Ok(pieces)
 }
 
-/// Reads one row group (all when `None`), the `columns` given (all when `None`).
-fn read_row_groups(path: &Path, batch_rows: usize, group: Option<usize>, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
-    let mut builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    if let Some(group) = group {
-        builder = builder.with_row_groups(vec![group]);
+/// `columns` split into up to `parts` sets of about equal uncompressed size (largest
+/// first into the lightest set), each ascending.
+fn split_columns(metadata: &ArrowReaderMetadata, columns: &[usize], parts: usize) -> Vec<Vec<usize>> {
+    let parts = parts.min(columns.len()).max(1);
+    // Bytes of each top-level column, summed over row groups and leaf columns.
+    let parquet = metadata.metadata().file_metadata().schema_descr();
+    let mut bytes = vec![0i64; metadata.schema().fields().len()];
+    for group in metadata.metadata().row_groups() {
+        for (leaf, chunk) in group.columns().iter().enumerate() {
+            if let Some(b) = bytes.get_mut(parquet.get_column_root_idx(leaf)) {
+                *b += chunk.uncompressed_size().max(0);
+            }
+        }
     }
-    let all: Vec<usize> = (0..builder.schema().fields().len()).collect();
-    let columns = columns.unwrap_or(&all);
+    let mut order = columns.to_vec();
+    order.sort_by_key(|&c| std::cmp::Reverse(bytes.get(c).copied().unwrap_or(0)));
+    let mut sets: Vec<(i64, Vec<usize>)> = vec![(0, Vec::new()); parts];
+    for c in order {
+        if let Some(lightest) = sets.iter_mut().min_by_key(|(size, _)| *size) {
+            lightest.0 += bytes.get(c).copied().unwrap_or(0);
+            lightest.1.push(c);
+        }
+    }
+    sets.into_iter()
+        .filter(|(_, set)| !set.is_empty())
+        .map(|(_, mut set)| {
+            set.sort_unstable();
+            set
+        })
+        .collect()
+}
+
+/// Reads the `columns` (ascending) of one row group.
+fn read_row_group(
+    path: &Path,
+    metadata: &ArrowReaderMetadata,
+    batch_rows: usize,
+    group: usize,
+    columns: &[usize],
+) -> Result<Vec<Vec<Vector>>> {
+    let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(open(path)?, metadata.clone()).with_row_groups(vec![group]);
     let fields: Vec<_> = columns.iter().map(|&c| builder.schema().fields()[c].clone()).collect();
     // INTERVAL columns among those read: their positions in the file and in the batch.
     let intervals: Vec<usize> = interval_columns(builder.parquet_schema()).into_iter().filter(|c| columns.contains(c)).collect();
@@ -153,11 +317,8 @@ fn read_row_groups(path: &Path, batch_rows: usize, group: Option<usize>, columns
         true => None,
         false => Some(interval_months_reader(path, builder.schema(), &intervals, batch_rows, group)?),
     };
-    if columns.len() < all.len() {
-        let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
-        builder = builder.with_projection(mask);
-    }
-    let reader = builder.with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))?;
+    let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+    let reader = builder.with_projection(mask).with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))?;
     let mut pieces = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| parquet_error(path, e))?;

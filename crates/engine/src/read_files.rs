@@ -13,13 +13,13 @@ use std::sync::{Arc, Mutex};
 
 use apiary_common::{bind_err, ApiaryError, Result};
 use apiary_sql::TableArg;
-use apiary_storage::{BufferPool, DeferredRows, Table};
+use apiary_storage::{BufferPool, DeferredColumnStats, DeferredRows, Table};
 use apiary_types::{DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vector, VectorBuilder, VectorData};
 
 use crate::csv::sniff::{sniff, SniffHints, DEFAULT_SAMPLE_RECORDS};
 use crate::csv::{for_each_piece, Compression, CsvOptions, Reject, TemporalFormat};
-use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_uncompressed_bytes, read_parquet};
-use crate::table_functions::{scan_only_table, temporary_table};
+use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_statistics, parquet_uncompressed_bytes, read_parquet};
+use crate::table_functions::{scan_only_table, scan_only_table_parallel, temporary_table};
 
 /// What a `read_csv`/`read_parquet` call needs from the engine.
 pub struct FileReader<'a> {
@@ -277,6 +277,7 @@ impl FileReader<'_> {
         let mut fields = parquet_fields(first)?;
         let data_columns = fields.len();
         let mut rows = 0usize;
+        let mut statistics = Vec::new();
         for path in &paths {
             let file_fields = parquet_fields(path)?;
             let same = file_fields.len() == data_columns && file_fields.iter().zip(&fields).all(|(a, b)| a.data_type == b.data_type);
@@ -294,10 +295,20 @@ impl FileReader<'_> {
                     ),
                 });
             }
-            rows += parquet_row_count(path)?;
+            let file_rows = parquet_row_count(path)?;
+            rows += file_rows;
+            statistics = merge_statistics(statistics, parquet_statistics(path)?, file_rows);
         }
+        let mut statistics: Vec<Option<DeferredColumnStats>> = statistics.into_iter().map(|s| s.map(|(s, _)| s)).collect();
         if with_filename {
             fields.push(Field::new("filename", DataType::Varchar(None), false));
+            let files = paths.len() as f64;
+            statistics.push(Some(DeferredColumnStats {
+                distinct: Some(files),
+                min: ScalarValue::Null,
+                max: ScalarValue::Null,
+                null_count: 0,
+            }));
         }
         // Nothing is read yet: the scan reads the columns it needs when it is planned.
         let source = ParquetRows {
@@ -306,12 +317,56 @@ impl FileReader<'_> {
             fields: fields.clone(),
             data_columns,
             rows,
+            statistics,
             pool: Arc::clone(self.pool),
             threads: self.threads,
             block_rows: self.block_rows,
         };
         Ok(Arc::new(Table::deferred(function, Schema::new(fields), self.block_rows, Arc::new(source))))
     }
+}
+
+/// The statistics of several files' columns: `merged` (with, per column, whether each
+/// file so far repeats its values at least 8 times) and those of a file of `rows` rows.
+/// Distinct counts add up, unless every file repeats its values: then files likely share
+/// them, and the largest count is the estimate.
+fn merge_statistics(
+    merged: Vec<Option<(DeferredColumnStats, bool)>>,
+    file: Vec<Option<DeferredColumnStats>>,
+    rows: usize,
+) -> Vec<Option<(DeferredColumnStats, bool)>> {
+    let first = merged.is_empty();
+    let merged = if first { vec![None; file.len()] } else { merged };
+    merged
+        .into_iter()
+        .zip(file)
+        .map(|(so_far, file)| {
+            let file = file?;
+            let repeats = file.distinct.is_some_and(|d| d * 8.0 <= rows as f64);
+            let Some((so_far, repeated)) = so_far else {
+                return first.then_some((file, repeats));
+            };
+            let bound = |a: ScalarValue, b: ScalarValue, pick_b: bool| match (a.is_null(), b.is_null()) {
+                (false, false) if pick_b => b,
+                (false, false) => a,
+                _ => ScalarValue::Null,
+            };
+            let lower = !so_far.min.is_null() && !file.min.is_null() && file.min.total_cmp(&so_far.min).is_lt();
+            let higher = !so_far.max.is_null() && !file.max.is_null() && file.max.total_cmp(&so_far.max).is_gt();
+            let distinct = match (so_far.distinct, file.distinct) {
+                (Some(a), Some(b)) if repeated && repeats => Some(a.max(b)),
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+            let stats = DeferredColumnStats {
+                distinct,
+                min: bound(so_far.min, file.min, lower),
+                max: bound(so_far.max, file.max, higher),
+                null_count: so_far.null_count + file.null_count,
+            };
+            Some((stats, repeated && repeats))
+        })
+        .collect()
 }
 
 /// The rows of `read_parquet`'s files, read when a scan is planned, only the columns it
@@ -323,6 +378,8 @@ struct ParquetRows {
     fields: Vec<Field>,
     data_columns: usize,
     rows: usize,
+    /// The files' statistics of each column (see `parquet_statistics`), then `filename`'s.
+    statistics: Vec<Option<DeferredColumnStats>>,
     pool: Arc<BufferPool>,
     threads: usize,
     block_rows: usize,
@@ -337,6 +394,10 @@ impl std::fmt::Debug for ParquetRows {
 impl DeferredRows for ParquetRows {
     fn row_count(&self) -> usize {
         self.rows
+    }
+
+    fn column_statistics(&self) -> Vec<Option<DeferredColumnStats>> {
+        self.statistics.clone()
     }
 
     fn materialize(&self, columns: &[usize]) -> Result<Arc<Table>> {
@@ -371,7 +432,7 @@ impl DeferredRows for ParquetRows {
                 pieces.push(piece);
             }
         }
-        scan_only_table(&self.function, fields, pieces, self.block_rows)
+        scan_only_table_parallel(&self.function, fields, pieces, self.block_rows, self.threads)
     }
 
     /// The files' row counts come from their footers: blocks of NULLs, nothing decoded.

@@ -13,7 +13,7 @@ use apiary_sql::{TableArg, TableFunctionProvider};
 use std::collections::BTreeMap;
 
 use apiary_execution::Scheduler;
-use apiary_storage::{BufferPool, Catalog, Table};
+use apiary_storage::{Block, BufferPool, Catalog, Table};
 use apiary_types::{DataChunk, DataType, Field, ScalarValue, Schema, Vector, VectorBuilder};
 
 use crate::read_files::FileReader;
@@ -59,6 +59,26 @@ pub(crate) fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Ve
 /// columns): no distinct-value sketches, which only the optimizer reads.
 pub(crate) fn scan_only_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
     filled_table(Table::new(name, Schema::new(fields), block_rows).without_sketches(), pieces)
+}
+
+/// As [`scan_only_table`], with each piece becoming a block and the blocks' zone maps
+/// computed on up to `threads` threads (the pieces are at most a block each).
+pub(crate) fn scan_only_table_parallel(
+    name: &str,
+    fields: Vec<Field>,
+    pieces: Vec<Vec<Vector>>,
+    block_rows: usize,
+    threads: usize,
+) -> Result<Arc<Table>> {
+    let table = Arc::new(Table::new(name, Schema::new(fields), block_rows).without_sketches());
+    {
+        let mut appender = table.appender()?;
+        for block in Block::build_parallel(pieces, threads) {
+            appender.append_block(block)?;
+        }
+        appender.commit()?;
+    }
+    Ok(table)
 }
 
 fn filled_table(table: Table, pieces: Vec<Vec<Vector>>) -> Result<Arc<Table>> {

@@ -93,6 +93,32 @@ fn tpch_plans_match_the_pinned_files() {
     );
 }
 
+/// A Parquet file's statistics reach the optimizer before anything is read: DuckDB records
+/// distinct counts of its dictionary-encoded columns (25 tags, so the key is keyed by id)
+/// and date ranges (400 days).
+#[test]
+fn parquet_statistics_shape_the_plan() {
+    let db = Database::open_in_memory().expect("database");
+    let mut conn = db.connect();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/files/duckdb_statistics.parquet");
+    let file = file.display();
+    let text = |conn: &mut Connection, sql: &str| {
+        let result = conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut text = String::new();
+        for chunk in &result.chunks {
+            for row in 0..chunk.row_count() {
+                text.push_str(&QueryResult::format_cell(chunk, row, 0).unwrap_or_default());
+                text.push('\n');
+            }
+        }
+        text
+    };
+    let plan = text(&mut conn, &format!("EXPLAIN SELECT tag, count(*) FROM '{file}' GROUP BY tag"));
+    assert!(plan.contains("expected groups 25,") && plan.contains("strings keyed by id: tag"), "{plan}");
+    let plan = text(&mut conn, &format!("EXPLAIN SELECT day, count(*) FROM '{file}' GROUP BY day"));
+    assert!(plan.contains("expected groups 400,"), "{plan}");
+}
+
 /// Lines around a change shown in a diff.
 const DIFF_CONTEXT: usize = 2;
 

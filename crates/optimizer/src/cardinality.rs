@@ -88,9 +88,33 @@ pub fn estimate(plan: &LogicalPlan) -> Estimate {
             let data = scan.table.snapshot();
             let rows = scan.table.row_estimate() as f64;
             let mut columns = HashMap::new();
-            // A deferred table (read_parquet) has no statistics until it is read.
-            let stats = if scan.table.deferred_rows().is_some() { &[][..] } else { &data.stats.columns[..] };
             let origin = scan.columns.first().map(|(_, c)| c.id);
+            // A deferred table (read_parquet) is not read yet: its source's statistics.
+            if let Some(deferred) = scan.table.deferred_rows() {
+                let stats = deferred.column_statistics();
+                for (idx, column) in &scan.columns {
+                    let Some(Some(stats)) = stats.get(*idx) else { continue };
+                    let non_null = (rows - stats.null_count as f64).max(0.0);
+                    let (min, max) = (stats.min.as_f64(), stats.max.as_f64());
+                    // Integers and dates have at most as many values as their range.
+                    let range = match (min, max) {
+                        (Some(lo), Some(hi)) if column.data_type.is_integer() || column.data_type == DataType::Date => Some(hi - lo + 1.0),
+                        _ => None,
+                    };
+                    let ndv = stats.distinct.or(range).map_or(non_null, |n| n.min(non_null));
+                    columns.insert(
+                        column.id,
+                        ColumnEstimate {
+                            ndv: ndv.max(1.0),
+                            min,
+                            max,
+                            null_fraction: if rows > 0.0 { stats.null_count as f64 / rows } else { 0.0 },
+                            origin,
+                        },
+                    );
+                }
+            }
+            let stats = if scan.table.deferred_rows().is_some() { &[][..] } else { &data.stats.columns[..] };
             for (idx, column) in &scan.columns {
                 let Some(stats) = stats.get(*idx) else { continue };
                 columns.insert(

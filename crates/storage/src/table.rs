@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use apiary_common::{internal_err, ApiaryError, Result};
-use apiary_types::{DataChunk, DataType, Schema, Vector, VectorBuilder};
+use apiary_types::{DataChunk, DataType, ScalarValue, Schema, Vector, VectorBuilder};
 
 use crate::block::Block;
 use crate::stats::TableStats;
@@ -66,6 +66,22 @@ pub trait DeferredRows: Send + Sync + std::fmt::Debug {
     fn materialize_row_count(&self) -> Result<Arc<Table>> {
         self.materialize(&[0])
     }
+    /// What the source knows of each column without reading it (a file's own statistics),
+    /// by position; empty or `None` where it knows nothing.
+    fn column_statistics(&self) -> Vec<Option<DeferredColumnStats>> {
+        Vec::new()
+    }
+}
+
+/// Statistics of a deferred table's column from its source, for the optimizer's estimates.
+#[derive(Clone, Debug)]
+pub struct DeferredColumnStats {
+    /// Distinct non-NULL values, when the source records them.
+    pub distinct: Option<f64>,
+    /// `Null` when unknown.
+    pub min: ScalarValue,
+    pub max: ScalarValue,
+    pub null_count: usize,
 }
 
 /// The position of a table's running scans (shared circular scans, DataPath): a scan that
@@ -379,6 +395,33 @@ impl<'a> TableAppender<'a> {
     pub fn append_columns(&mut self, columns: Vec<Vector>) -> Result<()> {
         let len = columns.first().map_or(0, |c| c.len());
         self.append(&DataChunk::new(columns, len))
+    }
+
+    /// Appends a block built by the caller (its zone maps computed elsewhere, see
+    /// [`Block::build_parallel`]). It becomes one of the table's blocks as it is, even if
+    /// shorter than a full block, when no block is half built and its types are the
+    /// table's; otherwise its rows are appended as a chunk.
+    pub fn append_block(&mut self, block: Block) -> Result<()> {
+        let columns = block.columns.iter().map(|stripe| stripe.vector()).collect::<Result<Vec<_>>>()?;
+        let chunk = DataChunk::new(columns, block.row_count);
+        let same_types = block
+            .columns
+            .iter()
+            .zip(&self.table.schema.fields)
+            .all(|(c, f)| c.data_type() == f.data_type && !matches!(f.data_type, DataType::Char(_)));
+        let fits = block.columns.len() == self.table.schema.len()
+            && block.row_count <= self.table.block_rows
+            && same_types
+            && self.builders.first().is_some_and(|b| b.is_empty());
+        if !fits || block.row_count == 0 {
+            return self.append(&chunk);
+        }
+        self.check_keys(&chunk)?;
+        let block = Arc::new(block);
+        self.stats.add_block(&block, &chunk.columns, self.table.distinct_sketches);
+        self.sealed.push(block);
+        self.appended_rows += chunk.row_count();
+        Ok(())
     }
 
     /// Number of rows appended so far by this appender.

@@ -73,6 +73,16 @@ impl StrView {
         unsafe { std::mem::transmute::<StrView, u128>(self) }
     }
 
+    /// The view whose 16 bytes are `bits` (the inverse of [`StrView::to_bits`]). A long
+    /// view must point into the heaps of the column it is placed in; inline bytes past the
+    /// length must be zero.
+    #[inline(always)]
+    pub fn from_bits(bits: u128) -> StrView {
+        // SAFETY: `StrView` is 16 bytes of plain integers (see `to_bits`): every bit
+        // pattern is a valid value.
+        unsafe { std::mem::transmute::<u128, StrView>(bits) }
+    }
+
     /// An inline string as one integer: the length in the low byte, then the bytes
     /// (zero padded). Equal strings give equal integers; `None` for long strings.
     #[inline(always)]
