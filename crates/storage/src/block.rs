@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use apiary_common::{internal_err, Result};
 
 use apiary_types::vector::NativeType;
-use apiary_types::{DataType, ScalarValue, StrView, Vector, VectorData};
+use apiary_types::{DataType, ScalarValue, StrColumn, StrView, Vector, VectorData};
 
 use crate::encoding::{decode_with_dictionary, Dictionary};
 use crate::file::StoredStripe;
@@ -108,66 +108,78 @@ fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
         (VectorData::F32(_), _) => native_min_max::<f32>(vector, ScalarValue::Float32),
         (VectorData::F64(_), _) => native_min_max::<f64>(vector, ScalarValue::Float64),
         (VectorData::Interval(_), _) => (ScalarValue::Null, ScalarValue::Null),
-        (VectorData::Str(strings), _) if vector.validity.is_none() && strings.views.iter().all(|v| v.is_inline()) => {
-            // Short strings only, no NULLs: each view as an integer in the strings' order
-            // (the zero-padded bytes big-endian, then the length: a prefix pads with zeros
-            // and is shorter), folded branch-free.
-            let key = |v: &StrView| {
-                let bits = v.to_bits();
-                u128::from_be_bytes((bits >> 32).to_le_bytes()) | (bits & 0xffff_ffff)
-            };
-            let views = strings.views.as_slice();
-            let Some(first) = views.first() else { return (ScalarValue::Null, ScalarValue::Null) };
-            let start = (key(first), 0usize);
-            let (min, max) = views.iter().enumerate().fold((start, start), |(min, max), (idx, v)| {
-                let k = (key(v), idx);
-                (if k.0 < min.0 { k } else { min }, if k.0 > max.0 { k } else { max })
-            });
-            (ScalarValue::Utf8(strings.get(min.1).to_string()), ScalarValue::Utf8(strings.get(max.1).to_string()))
+        (VectorData::Str(strings), _) if vector.validity.is_none() => match inline_min_max(strings.views.as_slice()) {
+            Some((min, max)) => (ScalarValue::Utf8(strings.get(min).to_string()), ScalarValue::Utf8(strings.get(max).to_string())),
+            None => string_min_max(vector, strings),
+        },
+        (VectorData::Str(strings), _) => string_min_max(vector, strings),
+    }
+}
+
+/// The rows of the smallest and largest of `views` when all are inline (`None` at the
+/// first long one, or when empty): each view as an integer in the strings' order (the
+/// zero-padded bytes big-endian, then the length: a prefix pads with zeros and is
+/// shorter), folded in one pass without branches on the data.
+fn inline_min_max(views: &[StrView]) -> Option<(usize, usize)> {
+    let key = |v: &StrView| {
+        let bits = v.to_bits();
+        u128::from_be_bytes((bits >> 32).to_le_bytes()) | (bits & 0xffff_ffff)
+    };
+    let first = (key(views.first()?), 0usize);
+    let mut extremes = (first, first);
+    // Chunks of views: one test per chunk that all are inline.
+    for (chunk_index, chunk) in views.chunks(256).enumerate() {
+        if !chunk.iter().fold(true, |all, v| all & v.is_inline()) {
+            return None;
         }
-        (VectorData::Str(strings), _) => {
-            // Views decide most comparisons: a row whose view is the current minimum's or
-            // maximum's (a repeated dictionary value) is skipped, and the first four bytes,
-            // compared as a big-endian integer, order most others without reading heaps.
-            let views = strings.views.as_slice();
-            let heaps = strings.heaps.as_slice();
-            let prefix = |idx: usize| u32::from_be_bytes(views[idx].prefix());
-            let order = |a: usize, b: usize| {
-                let (pa, pb) = (prefix(a), prefix(b));
-                if pa != pb {
-                    // Shorter strings pad their prefix with zero bytes, which sort first
-                    // as a shorter string does.
-                    return pa.cmp(&pb);
-                }
-                views[a].bytes(heaps).cmp(views[b].bytes(heaps))
-            };
-            let mut min: Option<usize> = None;
-            let mut max: Option<usize> = None;
-            for idx in 0..strings.len() {
-                if !vector.is_valid(idx) {
-                    continue;
-                }
-                let (Some(lo), Some(hi)) = (min, max) else {
-                    (min, max) = (Some(idx), Some(idx));
-                    continue;
-                };
-                let view = views[idx].to_bits();
-                if view == views[lo].to_bits() || view == views[hi].to_bits() {
-                    continue;
-                }
-                if order(idx, lo) == Ordering::Less {
-                    min = Some(idx);
-                } else if order(idx, hi) == Ordering::Greater {
-                    max = Some(idx);
-                }
-            }
-            match (min, max) {
-                (Some(min), Some(max)) => {
-                    (ScalarValue::Utf8(strings.get(min).to_string()), ScalarValue::Utf8(strings.get(max).to_string()))
-                }
-                _ => (ScalarValue::Null, ScalarValue::Null),
-            }
+        extremes = chunk.iter().enumerate().fold(extremes, |(min, max), (i, v)| {
+            let k = (key(v), chunk_index * 256 + i);
+            (if k.0 < min.0 { k } else { min }, if k.0 > max.0 { k } else { max })
+        });
+    }
+    Some((extremes.0 .1, extremes.1 .1))
+}
+
+/// A string vector's minimum and maximum, any lengths and NULLs.
+fn string_min_max(vector: &Vector, strings: &StrColumn) -> (ScalarValue, ScalarValue) {
+    // Views decide most comparisons: a row whose view is the current minimum's or
+    // maximum's (a repeated dictionary value) is skipped, and the first four bytes,
+    // compared as a big-endian integer, order most others without reading heaps.
+    let views = strings.views.as_slice();
+    let heaps = strings.heaps.as_slice();
+    let prefix = |idx: usize| u32::from_be_bytes(views[idx].prefix());
+    let order = |a: usize, b: usize| {
+        let (pa, pb) = (prefix(a), prefix(b));
+        if pa != pb {
+            // Shorter strings pad their prefix with zero bytes, which sort first
+            // as a shorter string does.
+            return pa.cmp(&pb);
         }
+        views[a].bytes(heaps).cmp(views[b].bytes(heaps))
+    };
+    let mut min: Option<usize> = None;
+    let mut max: Option<usize> = None;
+    for idx in 0..strings.len() {
+        if !vector.is_valid(idx) {
+            continue;
+        }
+        let (Some(lo), Some(hi)) = (min, max) else {
+            (min, max) = (Some(idx), Some(idx));
+            continue;
+        };
+        let view = views[idx].to_bits();
+        if view == views[lo].to_bits() || view == views[hi].to_bits() {
+            continue;
+        }
+        if order(idx, lo) == Ordering::Less {
+            min = Some(idx);
+        } else if order(idx, hi) == Ordering::Greater {
+            max = Some(idx);
+        }
+    }
+    match (min, max) {
+        (Some(min), Some(max)) => (ScalarValue::Utf8(strings.get(min).to_string()), ScalarValue::Utf8(strings.get(max).to_string())),
+        _ => (ScalarValue::Null, ScalarValue::Null),
     }
 }
 
@@ -485,11 +497,18 @@ mod tests {
             &["zzzzzzzzzzzz", "zzzzzzzzzzzy", "", "zzzzzzzzzzz"],
             &["é", "e", "ё", "ea"],
         ];
-        for strings in cases {
+        // Past the first chunk of 256 views: the minimum and maximum late, and a long
+        // string late (the general path takes over).
+        let many: Vec<String> = (0..1000).map(|i| format!("k{:03}", (i * 7 + 500) % 1000)).collect();
+        let mut with_long = many.clone();
+        with_long[700] = "a string of more than twelve bytes".to_string();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let with_long: Vec<&str> = with_long.iter().map(String::as_str).collect();
+        for strings in cases.into_iter().chain([&many[..], &with_long[..]]) {
             let values: Vec<String> = strings.iter().map(|s| s.to_string()).collect();
             let zone = ZoneMap::of(&Vector::new(
                 DataType::Varchar(None),
-                VectorData::Str(apiary_types::StrColumn::from_strs(values.iter().map(String::as_str))),
+                VectorData::Str(StrColumn::from_strs(values.iter().map(String::as_str))),
                 None,
             ));
             let min = values.iter().min_by(|a, b| a.as_bytes().cmp(b.as_bytes())).cloned();

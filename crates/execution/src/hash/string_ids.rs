@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use apiary_common::hash::hash_u128;
 use apiary_types::string::Heap;
 use apiary_types::{DataType, Vector, VectorData};
 
@@ -47,6 +46,14 @@ const RETAINED_HEAPS: usize = 8;
 /// A key no string has (a view's low 32 bits are its length).
 const EMPTY: u128 = u128::MAX;
 
+/// The cache slot of a key: one multiply (Fibonacci hashing of the key's two halves
+/// folded together), the top bits; a cache needs spread, not a full hash.
+#[inline(always)]
+fn cache_slot(key: u128) -> usize {
+    let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(32);
+    (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_SLOTS.trailing_zeros())) as usize
+}
+
 /// A worker's view of [`StringIds`].
 #[derive(Default)]
 pub struct StringIdCache {
@@ -75,10 +82,13 @@ impl StringIdCache {
         };
         let views = strings.views.as_slice();
         let heaps = strings.heaps.as_slice();
+        let validity = column.validity.as_ref();
         for &r in rows {
             let r = r as usize;
-            if column.validity.as_ref().is_some_and(|v| !v.get(r)) {
-                continue;
+            if let Some(validity) = validity {
+                if !validity.get(r) {
+                    continue;
+                }
             }
             let view = views[r];
             let key = if view.is_inline() {
@@ -88,7 +98,7 @@ impl StringIdCache {
                 let address = Arc::as_ptr(heap) as usize as u128;
                 (address << 64) | (u128::from(view.heap_offset()) << 32) | view.len() as u128
             };
-            let slot = (hash_u128(key) as usize) & (CACHE_SLOTS - 1);
+            let slot = cache_slot(key);
             let id = if self.slots[slot].0 == key {
                 self.slots[slot].1
             } else {

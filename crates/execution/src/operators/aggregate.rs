@@ -153,6 +153,8 @@ struct AggregateLocal {
     /// Key indices ordered by partition (reused across chunks).
     order: Vec<u32>,
     string_ids: StringIdCache,
+    /// Group + 1 of each string id, for a single key keyed by id (see `group_by_id`).
+    id_groups: Vec<u32>,
 }
 
 /// The FILTER (WHERE ...) clauses of a chunk: the rows passing each distinct filter
@@ -230,36 +232,54 @@ impl AggregateSink {
             return Ok(());
         }
         let masks = filters.masks();
-
-        let packed = agg.packer.pack(packed_columns, rows);
-        let hashes = packed.hashes();
         let partitions = agg.partitions();
+        // A single key keyed by id: groups from the worker's id -> group map.
+        let by_id = partitions == 1
+            && agg.grouping_sets.is_none()
+            && agg.string_ids == [true]
+            && group_by_id(agg, &mut state.tables[0], keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?;
         let mut order = std::mem::take(&mut state.order);
-        let bounds = if partitions == 1 {
-            order.clear();
-            order.extend(0..rows.len() as u32);
-            vec![0, rows.len()]
-        } else {
-            partition_order(&hashes, agg.partition_bits, &mut order)
+        let (packed, hashes, bounds) = match by_id {
+            true => (None, Vec::new(), vec![0, rows.len()]),
+            false => {
+                let packed = agg.packer.pack(packed_columns, rows);
+                let hashes = packed.hashes();
+                let bounds = if partitions == 1 {
+                    order.clear();
+                    order.extend(0..rows.len() as u32);
+                    vec![0, rows.len()]
+                } else {
+                    partition_order(&hashes, agg.partition_bits, &mut order)
+                };
+                (Some(packed), hashes, bounds)
+            }
         };
         for p in 0..partitions {
-            let indices = &order[bounds[p]..bounds[p + 1]];
-            if indices.is_empty() {
-                continue;
-            }
             let table = &mut state.tables[p];
-            state.groups.clear();
-            state.new_groups.clear();
-            table.groups.lookup_prefetched(&packed, &hashes, indices, &mut state.groups, &mut state.new_groups, ctx.config.prefetch_group);
-            if !state.new_groups.is_empty() {
-                let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
-                for (builder, key) in table.keys.iter_mut().zip(keys) {
-                    builder.append(key, Some(&new_rows));
+            let physical: Cow<[u32]> = match &packed {
+                None => Cow::Borrowed(rows),
+                Some(packed) => {
+                    let indices = &order[bounds[p]..bounds[p + 1]];
+                    if indices.is_empty() {
+                        continue;
+                    }
+                    state.groups.clear();
+                    state.new_groups.clear();
+                    table.groups.lookup_prefetched(
+                        packed,
+                        &hashes,
+                        indices,
+                        &mut state.groups,
+                        &mut state.new_groups,
+                        ctx.config.prefetch_group,
+                    );
+                    if !state.new_groups.is_empty() {
+                        let new_rows: Vec<u32> = state.new_groups.iter().map(|&j| rows[j as usize]).collect();
+                        append_groups(table, keys, &new_rows);
+                    }
+                    Cow::Owned(indices.iter().map(|&j| rows[j as usize]).collect())
                 }
-                let count = table.groups.group_count();
-                table.states.iter_mut().for_each(|s| s.resize(count));
-            }
-            let physical: Vec<u32> = indices.iter().map(|&j| rows[j as usize]).collect();
+            };
             for (i, s) in table.states.iter_mut().enumerate() {
                 match filters.of[i] {
                     None => s.update(&arguments[i], &physical, &state.groups)?,
@@ -282,6 +302,86 @@ impl AggregateSink {
     }
 }
 
+/// Adds the groups of `new_rows` (their keys) to a worker's table.
+fn append_groups(table: &mut PartitionTable, keys: &[Vector], new_rows: &[u32]) {
+    for (builder, key) in table.keys.iter_mut().zip(keys) {
+        builder.append(key, Some(new_rows));
+    }
+    let count = table.groups.group_count();
+    table.states.iter_mut().for_each(|s| s.resize(count));
+}
+
+/// Ids up to which a worker maps ids to groups directly (4 MB a worker); an execution
+/// with more distinct strings (an estimate that was far off) packs its keys.
+const ID_MAP_LIMIT: usize = 1 << 20;
+
+/// The groups of `rows` (into `groups`) for a single string key keyed by id: the ids are
+/// small and dense (one per distinct string of the execution, 0 for NULL), so a worker's
+/// map from id to group replaces packing, hashing and probing. Only an id the worker has
+/// not seen goes through the group table (once per chunk), so the table holds what the
+/// general path would have built. `false`, with nothing changed, for an id beyond
+/// [`ID_MAP_LIMIT`].
+#[allow(clippy::too_many_arguments)]
+fn group_by_id(
+    agg: &HashAggregate,
+    table: &mut PartitionTable,
+    keys: &[Vector],
+    packed_columns: &[Vector],
+    rows: &[u32],
+    id_groups: &mut Vec<u32>,
+    groups: &mut Vec<u32>,
+    ctx: &ExecContext,
+) -> Result<bool> {
+    let ids = packed_columns[0].values::<i32>();
+    // The map holds group + 1; 0: not seen.
+    groups.clear();
+    let mut unseen: Vec<u32> = Vec::new();
+    for (position, &row) in rows.iter().enumerate() {
+        let id = ids[row as usize] as usize;
+        if id >= id_groups.len() {
+            if id >= ID_MAP_LIMIT {
+                for &pending in &unseen {
+                    id_groups[ids[rows[pending as usize] as usize] as usize] = 0;
+                }
+                return Ok(false);
+            }
+            id_groups.resize((id + 1).next_power_of_two(), 0);
+        }
+        match id_groups[id] {
+            0 => {
+                // Resolved below; later rows of the same id find it pending.
+                id_groups[id] = u32::MAX;
+                unseen.push(position as u32);
+                groups.push(u32::MAX);
+            }
+            u32::MAX => groups.push(u32::MAX),
+            group => groups.push(group - 1),
+        }
+    }
+    if unseen.is_empty() {
+        return Ok(true);
+    }
+    let unseen_rows: Vec<u32> = unseen.iter().map(|&position| rows[position as usize]).collect();
+    let packed = agg.packer.pack(packed_columns, &unseen_rows);
+    let hashes = packed.hashes();
+    let indices: Vec<u32> = (0..unseen_rows.len() as u32).collect();
+    let (mut found, mut new_groups) = (Vec::new(), Vec::new());
+    table.groups.lookup_prefetched(&packed, &hashes, &indices, &mut found, &mut new_groups, ctx.config.prefetch_group);
+    if !new_groups.is_empty() {
+        let new_rows: Vec<u32> = new_groups.iter().map(|&k| unseen_rows[k as usize]).collect();
+        append_groups(table, keys, &new_rows);
+    }
+    for (&row, &group) in unseen_rows.iter().zip(&found) {
+        id_groups[ids[row as usize] as usize] = group + 1;
+    }
+    for (group, &row) in groups.iter_mut().zip(rows) {
+        if *group == u32::MAX {
+            *group = id_groups[ids[row as usize] as usize] - 1;
+        }
+    }
+    Ok(true)
+}
+
 impl Sink for AggregateSink {
     fn name(&self) -> String {
         format!("HashAggregate {}", self.0.description)
@@ -295,6 +395,7 @@ impl Sink for AggregateSink {
             new_groups: Vec::new(),
             order: Vec::new(),
             string_ids: StringIdCache::default(),
+            id_groups: Vec::new(),
         })
     }
 
