@@ -43,7 +43,12 @@ fn plan_file(query: usize) -> PathBuf {
 
 fn explain(conn: &mut Connection, query: usize) -> String {
     let sql = tpch::query(query).expect("query text");
-    let result = conn.query(&format!("EXPLAIN VERBOSE {sql}")).unwrap_or_else(|e| panic!("EXPLAIN VERBOSE of Q{query}: {e}"));
+    plan_text(conn, &format!("EXPLAIN VERBOSE {sql}"))
+}
+
+/// The one-column result of an EXPLAIN statement, a line per row.
+fn plan_text(conn: &mut Connection, sql: &str) -> String {
+    let result = conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
     let mut text = String::new();
     for chunk in &result.chunks {
         for row in 0..chunk.row_count() {
@@ -102,20 +107,9 @@ fn parquet_statistics_shape_the_plan() {
     let mut conn = db.connect();
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/files/duckdb_statistics.parquet");
     let file = file.display();
-    let text = |conn: &mut Connection, sql: &str| {
-        let result = conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-        let mut text = String::new();
-        for chunk in &result.chunks {
-            for row in 0..chunk.row_count() {
-                text.push_str(&QueryResult::format_cell(chunk, row, 0).unwrap_or_default());
-                text.push('\n');
-            }
-        }
-        text
-    };
-    let plan = text(&mut conn, &format!("EXPLAIN SELECT tag, count(*) FROM '{file}' GROUP BY tag"));
+    let plan = plan_text(&mut conn, &format!("EXPLAIN SELECT tag, count(*) FROM '{file}' GROUP BY tag"));
     assert!(plan.contains("expected groups 25,") && plan.contains("strings keyed by id: tag"), "{plan}");
-    let plan = text(&mut conn, &format!("EXPLAIN SELECT day, count(*) FROM '{file}' GROUP BY day"));
+    let plan = plan_text(&mut conn, &format!("EXPLAIN SELECT day, count(*) FROM '{file}' GROUP BY day"));
     assert!(plan.contains("expected groups 400,"), "{plan}");
 }
 
