@@ -207,9 +207,9 @@ fn reader_metadata(path: &Path, file: &File) -> Result<ArrowReaderMetadata> {
 
 /// Reads a Parquet file into chunks of vectors (types as in the file); the chunks are in
 /// file order. With `columns` (top-level positions, ascending), only those are read, in
-/// that order. Up to `threads` threads decode: whole row groups when the file has enough
-/// of them, otherwise each row group's columns split into sets of about equal size (a
-/// small file is often a single row group). Not ranges of rows: writers such as DuckDB
+/// that order. Up to `threads` threads decode, largest pieces first: whole row groups when
+/// the file has many of them, otherwise each row group's columns split into sets of about
+/// equal size (a small file is often a single row group). Not ranges of rows: writers such as DuckDB
 /// put a column chunk in one page, which every range's reader would decompress whole.
 pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
     let metadata = reader_metadata(path, &open(path)?)?;
@@ -217,11 +217,21 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Opt
     let all: Vec<usize> = (0..metadata.schema().fields().len()).collect();
     let columns = columns.unwrap_or(&all);
     let threads = threads.max(1);
-    let column_sets = match row_groups >= threads {
+    // With few row groups per thread, whole row groups balance badly (five on two threads
+    // is three against two): each is cut into column sets too.
+    let column_sets = match row_groups >= 4 * threads {
         true => vec![columns.to_vec()],
         false => split_columns(&metadata, columns, threads),
     };
-    let units: Vec<(usize, usize)> = (0..row_groups).flat_map(|g| (0..column_sets.len()).map(move |s| (g, s))).collect();
+    let mut units: Vec<(usize, usize)> = (0..row_groups).flat_map(|g| (0..column_sets.len()).map(move |s| (g, s))).collect();
+    // Largest first, so that the last unit a thread takes is a small one.
+    let unit_bytes = |&(group, set): &(usize, usize)| -> i64 {
+        let parquet = metadata.metadata().file_metadata().schema_descr();
+        let chunks = metadata.metadata().row_group(group).columns();
+        let in_set = |leaf: usize| column_sets[set].contains(&parquet.get_column_root_idx(leaf));
+        chunks.iter().enumerate().filter(|(leaf, _)| in_set(*leaf)).map(|(_, c)| c.uncompressed_size().max(0)).sum()
+    };
+    units.sort_by_cached_key(|unit| std::cmp::Reverse(unit_bytes(unit)));
     let read_unit = |&(group, set): &(usize, usize)| read_row_group(path, &metadata, batch_rows, group, &column_sets[set]);
     let results: Vec<Result<Vec<Vec<Vector>>>> = match units.len() <= 1 || threads == 1 {
         true => units.iter().map(read_unit).collect(),
@@ -252,8 +262,11 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Opt
         .iter()
         .map(|c| column_sets.iter().enumerate().find_map(|(s, set)| set.iter().position(|x| x == c).map(|p| (s, p))).unwrap_or((0, 0)))
         .collect();
+    // Back in (row group, set) order.
+    let mut results: Vec<((usize, usize), Result<Vec<Vec<Vector>>>)> = units.into_iter().zip(results).collect();
+    results.sort_by_key(|(unit, _)| *unit);
+    let mut results = results.into_iter().map(|(_, result)| result);
     let mut pieces = Vec::new();
-    let mut results = results.into_iter();
     for _ in 0..row_groups {
         // The sets of one row group were read in batches of the same size: they line up.
         let sets = (0..column_sets.len()).map(|_| results.next().unwrap_or_else(|| Ok(Vec::new()))).collect::<Result<Vec<_>>>()?;

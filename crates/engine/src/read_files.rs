@@ -19,7 +19,7 @@ use apiary_types::{DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vecto
 use crate::csv::sniff::{sniff, SniffHints, DEFAULT_SAMPLE_RECORDS};
 use crate::csv::{for_each_piece, Compression, CsvOptions, Reject, TemporalFormat};
 use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_statistics, parquet_uncompressed_bytes, read_parquet};
-use crate::table_functions::{scan_only_table, scan_only_table_parallel, temporary_table};
+use crate::table_functions::{scan_only_table, scan_only_table_of_blocks, temporary_table};
 
 /// What a `read_csv`/`read_parquet` call needs from the engine.
 pub struct FileReader<'a> {
@@ -432,7 +432,7 @@ impl DeferredRows for ParquetRows {
                 pieces.push(piece);
             }
         }
-        scan_only_table_parallel(&self.function, fields, pieces, self.block_rows, self.threads)
+        scan_only_table_of_blocks(&self.function, fields, pieces, self.block_rows)
     }
 
     /// The files' row counts come from their footers: blocks of NULLs, nothing decoded.

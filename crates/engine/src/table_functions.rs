@@ -56,25 +56,19 @@ pub(crate) fn temporary_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Ve
 }
 
 /// [`temporary_table`] for a table made after the query was optimized (a deferred table's
-/// columns): no distinct-value sketches, which only the optimizer reads.
+/// columns): nothing only the optimizer reads, zone maps left until a scan asks (see
+/// [`Table::scan_only`]).
 pub(crate) fn scan_only_table(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
-    filled_table(Table::new(name, Schema::new(fields), block_rows).without_sketches(), pieces)
+    filled_table(Table::new(name, Schema::new(fields), block_rows).scan_only(), pieces)
 }
 
-/// As [`scan_only_table`], with each piece becoming a block and the blocks' zone maps
-/// computed on up to `threads` threads (the pieces are at most a block each).
-pub(crate) fn scan_only_table_parallel(
-    name: &str,
-    fields: Vec<Field>,
-    pieces: Vec<Vec<Vector>>,
-    block_rows: usize,
-    threads: usize,
-) -> Result<Arc<Table>> {
-    let table = Arc::new(Table::new(name, Schema::new(fields), block_rows).without_sketches());
+/// As [`scan_only_table`], with each piece (at most a block) becoming a block as it is.
+pub(crate) fn scan_only_table_of_blocks(name: &str, fields: Vec<Field>, pieces: Vec<Vec<Vector>>, block_rows: usize) -> Result<Arc<Table>> {
+    let table = Arc::new(Table::new(name, Schema::new(fields), block_rows).scan_only());
     {
         let mut appender = table.appender()?;
-        for block in Block::build_parallel(pieces, threads) {
-            appender.append_block(block)?;
+        for columns in pieces {
+            appender.append_block(Block::without_zone_maps(columns))?;
         }
         appender.commit()?;
     }

@@ -19,7 +19,8 @@ pub const BLOCK_ROWS: usize = 65_536;
 /// Smallest and largest non-NULL value of a stripe and its NULL count.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ZoneMap {
-    /// `Null` when the stripe has no non-NULL value.
+    /// `Null` when the stripe has no non-NULL value (then `null_count` is its row count),
+    /// or when its values are not known (then `null_count` is 0: see [`ZoneMap::unknown`]).
     pub min: ScalarValue,
     pub max: ScalarValue,
     pub null_count: usize,
@@ -33,11 +34,22 @@ impl ZoneMap {
         ZoneMap { min, max, null_count }
     }
 
+    /// A zone map that rules nothing out.
+    pub fn unknown() -> ZoneMap {
+        ZoneMap { min: ScalarValue::Null, max: ScalarValue::Null, null_count: 0 }
+    }
+
+    /// Whether every row of the stripe is NULL (and there is at least one).
+    pub fn is_all_null(&self) -> bool {
+        self.min.is_null() && self.null_count > 0
+    }
+
     /// Whether some value `v` of the stripe may satisfy `lower <= v <= upper` (bounds
     /// inclusive when the flag is set; `None` = unbounded).
     pub fn may_contain_range(&self, lower: Option<(&ScalarValue, bool)>, upper: Option<(&ScalarValue, bool)>) -> bool {
         if self.min.is_null() {
-            return false;
+            // All NULL: no value satisfies a range; not known: any may.
+            return !self.is_all_null();
         }
         if let Some((bound, inclusive)) = lower {
             match self.max.total_cmp(bound) {
@@ -186,7 +198,10 @@ fn string_min_max(vector: &Vector, strings: &StrColumn) -> (ScalarValue, ScalarV
 /// One column of one block: its zone map, and its values either resident in memory,
 /// stored in the database file, or both (a cached copy the buffer pool may evict).
 pub struct ColumnStripe {
-    pub zone_map: ZoneMap,
+    /// Set when the stripe is built or read from the file, except for a scan-only
+    /// table's stripes ([`ColumnStripe::resident_without_zone_map`]), whose zone map is
+    /// computed from the resident values when a scan first asks.
+    zone_map: OnceLock<ZoneMap>,
     rows: usize,
     data_type: DataType,
     /// The decoded values (and dictionary codes), when resident.
@@ -245,9 +260,17 @@ impl fmt::Debug for ColumnStripe {
 impl ColumnStripe {
     /// A resident stripe holding `values`.
     pub fn new(values: Vector) -> Self {
-        let zone_map = ZoneMap::of(&values);
+        let stripe = ColumnStripe::resident_without_zone_map(values);
+        stripe.zone_map();
+        stripe
+    }
+
+    /// A resident stripe whose zone map is computed on first use: for the tables a
+    /// query builds while it is planned (a Parquet file's columns), where summarising
+    /// every column cost a seventh of the query and only predicate columns need it.
+    pub fn resident_without_zone_map(values: Vector) -> Self {
         ColumnStripe {
-            zone_map,
+            zone_map: OnceLock::new(),
             rows: values.len(),
             data_type: values.data_type,
             resident: RwLock::new(Some(Resident::new(values, None))),
@@ -260,7 +283,7 @@ impl ColumnStripe {
     /// A stripe stored in a database file, loaded on first use.
     pub fn stored(rows: usize, data_type: DataType, zone_map: ZoneMap, stored: StoredStripe) -> Self {
         ColumnStripe {
-            zone_map,
+            zone_map: OnceLock::from(zone_map),
             rows,
             data_type,
             resident: RwLock::new(None),
@@ -272,6 +295,27 @@ impl ColumnStripe {
 
     pub fn len(&self) -> usize {
         self.rows
+    }
+
+    /// The smallest and largest value and the NULL count. A stripe without a zone map
+    /// is resident until it has one (`set_stored` and `evict` compute it first).
+    pub fn zone_map(&self) -> &ZoneMap {
+        self.zone_map.get_or_init(|| {
+            let resident = self.resident.read().unwrap_or_else(|e| e.into_inner());
+            match resident.as_ref() {
+                Some(resident) => ZoneMap::of(&resident.values),
+                // Unreachable by the invariant above; a zone map that rules nothing out.
+                None => ZoneMap::unknown(),
+            }
+        })
+    }
+
+    /// NULLs in the stripe, without computing a zone map for it.
+    fn null_count(&self) -> usize {
+        match self.zone_map.get() {
+            Some(zone) => zone.null_count,
+            None => self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| r.values.null_count()),
+        }
     }
 
     /// Times the stripe was read from the database file and decoded.
@@ -319,7 +363,7 @@ impl ColumnStripe {
     /// NULLs and with few distinct values (built on the first request if the stripe was
     /// never encoded).
     pub fn dictionary(self: &Arc<Self>) -> Result<Option<Arc<Dictionary>>> {
-        if !self.data_type.is_string() || self.zone_map.null_count > 0 {
+        if !self.data_type.is_string() || self.null_count() > 0 {
             return Ok(None);
         }
         loop {
@@ -344,6 +388,7 @@ impl ColumnStripe {
     /// Records where the stripe was written (once), with the codes if it was
     /// dictionary-encoded; returns the resident bytes now cached.
     pub(crate) fn set_stored(&self, stored: StoredStripe, dictionary: Option<Dictionary>) -> usize {
+        self.zone_map();
         let _ = self.stored.set(stored);
         let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
         match slot.as_mut() {
@@ -360,6 +405,7 @@ impl ColumnStripe {
         if self.stored.get().is_none() {
             return 0;
         }
+        self.zone_map();
         let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
         resident.take().map_or(0, |r| r.bytes())
     }
@@ -393,42 +439,12 @@ impl Block {
         Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::new(c))).collect() }
     }
 
-    /// Blocks of `pieces` (each a block's columns), their stripes' zone maps computed on
-    /// up to `threads` threads: for tables built while a query is planned (a Parquet
-    /// file's columns), where one thread summarising every column was a seventh of a
-    /// small file's query.
-    pub fn build_parallel(pieces: Vec<Vec<Vector>>, threads: usize) -> Vec<Block> {
-        let units: Vec<(usize, usize)> =
-            pieces.iter().enumerate().flat_map(|(p, columns)| (0..columns.len()).map(move |c| (p, c))).collect();
-        let threads = threads.clamp(1, units.len().max(1));
-        let stripes: Vec<OnceLock<Arc<ColumnStripe>>> = units.iter().map(|_| OnceLock::new()).collect();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let work = || loop {
-            let unit = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&(p, c)) = units.get(unit) else { break };
-            let _ = stripes[unit].set(Arc::new(ColumnStripe::new(pieces[p][c].clone())));
-        };
-        match threads {
-            1 => work(),
-            _ => std::thread::scope(|scope| {
-                for _ in 0..threads {
-                    scope.spawn(work);
-                }
-            }),
-        }
-        let mut stripes = stripes.into_iter().map(|s| s.into_inner());
-        pieces
-            .iter()
-            .map(|columns| {
-                let row_count = columns.first().map_or(0, |c| c.len());
-                // Every unit ran: the workers stop only when none is left.
-                let columns = columns
-                    .iter()
-                    .map(|values| stripes.next().flatten().unwrap_or_else(|| Arc::new(ColumnStripe::new(values.clone()))))
-                    .collect();
-                Block { row_count, columns }
-            })
-            .collect()
+    /// A block whose stripes compute their zone maps when a scan first asks (see
+    /// [`ColumnStripe::resident_without_zone_map`]).
+    pub fn without_zone_maps(columns: Vec<Vector>) -> Block {
+        let row_count = columns.first().map_or(0, |c| c.len());
+        debug_assert!(columns.iter().all(|c| c.len() == row_count));
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::resident_without_zone_map(c))).collect() }
     }
 
     pub fn column(&self, idx: usize) -> &Arc<ColumnStripe> {
@@ -463,6 +479,23 @@ mod tests {
         assert!(!zone.may_contain_range(Some((&ten, true)), None));
         assert!(zone.may_contain_range(Some((&nine, true)), None));
         assert!(!zone.may_contain_range(Some((&nine, false)), None));
+    }
+
+    #[test]
+    fn unknown_zone_maps_rule_nothing_out_and_all_null_ones_everything() {
+        let five = ScalarValue::Int32(5);
+        assert!(ZoneMap::unknown().may_contain_range(Some((&five, true)), Some((&five, true))));
+        let all_null = ZoneMap::of(&Vector::nulls(DataType::Integer, 3));
+        assert!(all_null.is_all_null());
+        assert!(!all_null.may_contain_range(Some((&five, true)), None));
+    }
+
+    #[test]
+    fn a_stripe_without_a_zone_map_computes_it_when_asked() {
+        let values = Vector::new(DataType::Integer, VectorData::I32(vec![4, -2, 7].into()), None);
+        let stripe = ColumnStripe::resident_without_zone_map(values);
+        assert!(stripe.zone_map.get().is_none());
+        assert_eq!((&stripe.zone_map().min, &stripe.zone_map().max), (&ScalarValue::Int32(-2), &ScalarValue::Int32(7)));
     }
 
     #[test]

@@ -173,15 +173,17 @@ impl TableStats {
         TableStats { row_count: 0, columns: vec![ColumnStats::default(); column_count] }
     }
 
-    /// Counts a new block whose values are `columns`.
-    /// Counts a new block's rows, NULLs and min/max; `sketches`: also its distinct values.
-    pub fn add_block(&mut self, block: &Block, columns: &[Vector], sketches: bool) {
+    /// Counts a new block whose values are `columns`: its rows and NULLs, and when
+    /// `summaries` is set (the optimizer will read them) its min/max and distinct values.
+    pub fn add_block(&mut self, block: &Block, columns: &[Vector], summaries: bool) {
         self.row_count += block.row_count;
         for ((column, stripe), values) in self.columns.iter_mut().zip(&block.columns).zip(columns) {
-            column.null_count += stripe.zone_map.null_count;
-            column.merge_zone(&stripe.zone_map);
-            if sketches {
+            if summaries {
+                column.null_count += stripe.zone_map().null_count;
+                column.merge_zone(stripe.zone_map());
                 column.sketch.add_vector(values);
+            } else {
+                column.null_count += values.null_count();
             }
         }
     }
@@ -192,7 +194,7 @@ impl TableStats {
     pub fn remove_block(&mut self, block: &Block) {
         self.row_count -= block.row_count;
         for (column, stripe) in self.columns.iter_mut().zip(&block.columns) {
-            column.null_count -= stripe.zone_map.null_count;
+            column.null_count -= stripe.zone_map().null_count;
         }
     }
 }

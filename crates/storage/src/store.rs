@@ -439,7 +439,7 @@ fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], 
                 writer.u64(stored.extent.len);
                 writer.u64(stored.checksum);
                 encoding_code(&mut writer, stored.encoding);
-                writer.zone_map(&stripe.zone_map);
+                writer.zone_map(stripe.zone_map());
                 used.push(stored.extent);
             }
         }

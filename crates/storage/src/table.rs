@@ -48,10 +48,10 @@ pub struct Table {
     /// For a table function's table: rows read only when a scan is planned, and only the
     /// columns it reads.
     deferred: Option<Arc<dyn DeferredRows>>,
-    /// Whether appends feed the columns' distinct-value sketches (HyperLogLog), which
-    /// only the optimizer reads: off for tables built after planning (a deferred table's
-    /// columns), where they took 14% of a Parquet query.
-    pub distinct_sketches: bool,
+    /// A table built after planning for one scan (a deferred table's columns): appends
+    /// skip what only the optimizer reads (min/max and the distinct-value sketches, 14%
+    /// of a Parquet query) and leave each stripe's zone map until a scan asks for it.
+    pub scan_only: bool,
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
@@ -132,7 +132,7 @@ impl Table {
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
             deferred: None,
-            distinct_sketches: true,
+            scan_only: false,
         }
     }
 
@@ -161,9 +161,9 @@ impl Table {
     }
 
     /// Declares the primary key (column positions).
-    /// The table without distinct-value sketches (see [`Table::distinct_sketches`]).
-    pub fn without_sketches(mut self) -> Table {
-        self.distinct_sketches = false;
+    /// The table as one scan's input (see [`Table::scan_only`]).
+    pub fn scan_only(mut self) -> Table {
+        self.scan_only = true;
         self
     }
 
@@ -397,8 +397,7 @@ impl<'a> TableAppender<'a> {
         self.append(&DataChunk::new(columns, len))
     }
 
-    /// Appends a block built by the caller (its zone maps computed elsewhere, see
-    /// [`Block::build_parallel`]). It becomes one of the table's blocks as it is, even if
+    /// Appends a block built by the caller (see [`Block::without_zone_maps`]). It becomes one of the table's blocks as it is, even if
     /// shorter than a full block, when no block is half built and its types are the
     /// table's; otherwise its rows are appended as a chunk.
     pub fn append_block(&mut self, block: Block) -> Result<()> {
@@ -418,7 +417,7 @@ impl<'a> TableAppender<'a> {
         }
         self.check_keys(&chunk)?;
         let block = Arc::new(block);
-        self.stats.add_block(&block, &chunk.columns, self.table.distinct_sketches);
+        self.stats.add_block(&block, &chunk.columns, !self.table.scan_only);
         self.sealed.push(block);
         self.appended_rows += chunk.row_count();
         Ok(())
@@ -442,8 +441,11 @@ impl<'a> TableAppender<'a> {
     }
 
     fn seal_columns(&mut self, columns: Vec<Vector>) {
-        let block = Arc::new(Block::new(columns.clone()));
-        self.stats.add_block(&block, &columns, self.table.distinct_sketches);
+        let block = Arc::new(match self.table.scan_only {
+            true => Block::without_zone_maps(columns.clone()),
+            false => Block::new(columns.clone()),
+        });
+        self.stats.add_block(&block, &columns, !self.table.scan_only);
         self.sealed.push(block);
     }
 
@@ -586,20 +588,27 @@ mod tests {
             (data.stats.row_count, &data.stats.columns[0].min, &data.stats.columns[0].max),
             (10, &ScalarValue::Int32(0), &ScalarValue::Int32(9))
         );
-        assert_eq!(data.blocks[0].column(0).zone_map.max, ScalarValue::Int32(3));
+        assert_eq!(data.blocks[0].column(0).zone_map().max, ScalarValue::Int32(3));
     }
 
     #[test]
-    fn a_table_without_sketches_keeps_counts_and_zone_maps_only() {
-        for sketches in [true, false] {
-            let table = if sketches { table(4) } else { table(4).without_sketches() };
+    fn a_scan_only_table_keeps_counts_and_computes_zone_maps_on_demand() {
+        for scan_only in [false, true] {
+            let table = if scan_only { table(4).scan_only() } else { table(4) };
             let mut appender = table.appender().unwrap();
             appender.append(&ints(0..9)).unwrap();
             appender.commit().unwrap();
             let data = table.snapshot();
-            assert_eq!((data.stats.row_count, &data.stats.columns[0].max), (9, &ScalarValue::Int32(8)));
+            let max = if scan_only { ScalarValue::Null } else { ScalarValue::Int32(8) };
+            assert_eq!((data.stats.row_count, &data.stats.columns[0].max), (9, &max));
             let estimate = data.stats.columns[0].sketch.estimate();
-            assert_eq!(estimate > 0.0, sketches, "sketch estimate {estimate}");
+            assert_eq!(estimate > 0.0, !scan_only, "sketch estimate {estimate}");
+            // The stripes' zone maps are right either way (computed when first asked).
+            let zones: Vec<_> = data.blocks.iter().map(|b| b.column(0).zone_map().clone()).collect();
+            assert_eq!(
+                zones.iter().map(|z| &z.max).collect::<Vec<_>>(),
+                [&ScalarValue::Int32(3), &ScalarValue::Int32(7), &ScalarValue::Int32(8)]
+            );
         }
     }
 

@@ -488,7 +488,7 @@ impl TableScan {
             }
         };
         for p in &self.zone_predicates {
-            let zone = &block.column(p.column).zone_map;
+            let zone = block.column(p.column).zone_map();
             let lower = p.lower.as_ref().map(|(v, inclusive)| (v, *inclusive));
             let upper = p.upper.as_ref().map(|(v, inclusive)| (v, *inclusive));
             if !zone.may_contain_range(lower, upper) {
@@ -501,7 +501,7 @@ impl TableScan {
         let mut row_ranges: Vec<(usize, i64, i64)> = Vec::new();
         let has_membership = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).iter().any(|f| f.membership);
         for &(position, range) in self.runtime_ranges(global, ctx) {
-            let zone = &block.column(self.read_columns[position]).zone_map;
+            let zone = block.column(self.read_columns[position]).zone_map();
             let (lo, hi) = match range {
                 KeyRange::Empty => {
                     count_block(&global.runtime_blocks_skipped);
@@ -516,7 +516,7 @@ impl TableScan {
                 }
                 (Some(min), Some(max)) if min >= lo as i128 && max <= hi as i128 && zone.null_count == 0 => {}
                 // All NULL: no row can match.
-                _ if zone.min.is_null() => {
+                _ if zone.is_all_null() => {
                     count_block(&global.runtime_blocks_skipped);
                     return Ok(Control::Continue);
                 }
