@@ -15,7 +15,7 @@ use sqlparser::ast;
 use crate::connection::{conform_chunk, Connection};
 use crate::csv::{for_each_piece, write_field, CsvOptions};
 use crate::database::Change;
-use crate::parquet_io::{read_parquet, write_parquet};
+use crate::parquet_io::{read_parquet, write_parquet, ParquetFooter};
 use crate::result::QueryResult;
 
 /// A COPY into a database file writes its sealed blocks once this much (or an eighth of
@@ -133,7 +133,7 @@ pub fn copy(
             for_each_piece(path, &file.csv, &file_fields, threads, append)?;
         }
         Format::Parquet => {
-            let raw = read_parquet(path, conn.settings.block_rows, threads, None)?;
+            let raw = read_parquet(&ParquetFooter::read(path)?, conn.settings.block_rows, threads, None)?;
             for columns in raw {
                 if columns.len() != file_fields.len() {
                     return Err(ApiaryError::Load {

@@ -1,7 +1,7 @@
 //! Reading and writing Parquet files through the `parquet` crate's Arrow interface.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use apiary_common::{ApiaryError, Result};
 use apiary_types::{DataChunk, Field, Vector};
@@ -32,81 +32,130 @@ fn parquet_error(path: &Path, e: impl std::fmt::Display) -> ApiaryError {
     ApiaryError::Load { file: path.display().to_string(), line: 0, message: format!("not a readable Parquet file: {e}") }
 }
 
-/// The columns of a Parquet file as fields.
-/// What the file's data (of `columns`, top-level positions; all when `None`) takes
-/// uncompressed (from its metadata), the memory a read needs.
-pub fn parquet_uncompressed_bytes(path: &Path, columns: Option<&[usize]>) -> Result<usize> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    let total: i64 = builder
-        .metadata()
-        .row_groups()
-        .iter()
-        .map(|g| match columns {
-            None => g.total_byte_size().max(0),
-            Some(columns) => columns.iter().filter_map(|&c| g.columns().get(c)).map(|c| c.uncompressed_size().max(0)).sum(),
-        })
-        .sum();
-    Ok(usize::try_from(total).unwrap_or(usize::MAX))
+/// A Parquet file's footer, parsed once: what binding a query to the file needs (its
+/// columns, rows and statistics) and what its readers share. String columns are read as
+/// Arrow string views, which become Apiary string columns by copying views and heaps (see
+/// `arrow_convert::string_views`) rather than string by string.
+#[derive(Debug, Clone)]
+pub struct ParquetFooter {
+    path: PathBuf,
+    metadata: ArrowReaderMetadata,
 }
 
-/// The number of rows in a Parquet file (from its metadata).
-pub fn parquet_row_count(path: &Path) -> Result<usize> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    Ok(usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0))
-}
-
-/// The statistics a Parquet file records of each column (per row group, in its footer),
-/// for the optimizer: NULL counts, minimum and maximum of numbers and dates, and distinct
-/// counts where the writer gives them (DuckDB does for dictionary-encoded columns).
-/// `None` for a column whose row groups do not all record statistics.
-pub fn parquet_statistics(path: &Path) -> Result<Vec<Option<DeferredColumnStats>>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    let fields = builder.schema().fields().clone();
-    let metadata = builder.metadata();
-    // Nested columns have several leaves: their statistics are not a column's.
-    if metadata.file_metadata().schema_descr().num_columns() != fields.len() {
-        return Ok(vec![None; fields.len()]);
+impl ParquetFooter {
+    pub fn read(path: &Path) -> Result<ParquetFooter> {
+        let file = open(path)?;
+        let plain = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
+        let fields: Vec<ArrowField> = plain
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                ArrowType::Utf8 | ArrowType::LargeUtf8 => f.as_ref().clone().with_data_type(ArrowType::Utf8View),
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        let options = ArrowReaderOptions::new().with_schema(Arc::new(ArrowSchema::new(fields)));
+        // A file whose columns cannot be read as views is read as written.
+        let metadata = ArrowReaderMetadata::try_new(Arc::clone(plain.metadata()), options).unwrap_or(plain);
+        Ok(ParquetFooter { path: path.to_path_buf(), metadata })
     }
-    Ok(fields
-        .iter()
-        .enumerate()
-        .map(|(column, field)| {
-            let mut null_count = 0usize;
-            let (mut min, mut max): (Option<ScalarValue>, Option<ScalarValue>) = (None, None);
-            let mut bounded = true;
-            let mut distinct: Option<(f64, f64)> = Some((0.0, 0.0)); // (sum, max) over row groups
-            let mut low_cardinality = true;
-            for group in metadata.row_groups() {
-                let statistics = group.columns().get(column)?.statistics()?;
-                null_count += usize::try_from(statistics.null_count_opt()?).unwrap_or(0);
-                match (statistics.distinct_count_opt(), distinct) {
-                    (Some(d), Some((sum, most))) => {
-                        distinct = Some((sum + d as f64, most.max(d as f64)));
-                        // Each value repeated: row groups likely share their values.
-                        low_cardinality &= (d as f64) * 8.0 <= group.num_rows() as f64;
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's columns as fields.
+    pub fn fields(&self) -> Result<Vec<Field>> {
+        self.metadata
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                let data_type = from_arrow_type(f.data_type()).map_err(|e| match e {
+                    ApiaryError::NotImplemented(what) => {
+                        ApiaryError::NotImplemented(format!("column \"{}\" of \"{}\": {what}", f.name(), self.path.display()))
                     }
-                    _ => distinct = None,
-                }
-                match statistic_bounds(statistics, field.data_type()) {
-                    Some((lo, hi)) if bounded => {
-                        if min.as_ref().is_none_or(|m| lo.total_cmp(m).is_lt()) {
-                            min = Some(lo);
+                    other => other,
+                })?;
+                Ok(Field::new(f.name().to_lowercase(), data_type, f.is_nullable()))
+            })
+            .collect()
+    }
+
+    /// The number of rows.
+    pub fn row_count(&self) -> usize {
+        usize::try_from(self.metadata.metadata().file_metadata().num_rows()).unwrap_or(0)
+    }
+
+    /// What the file's data (of `columns`, top-level positions; all when `None`) takes
+    /// uncompressed, the memory a read needs.
+    pub fn uncompressed_bytes(&self, columns: Option<&[usize]>) -> usize {
+        let total: i64 = self
+            .metadata
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| match columns {
+                None => g.total_byte_size().max(0),
+                Some(columns) => columns.iter().filter_map(|&c| g.columns().get(c)).map(|c| c.uncompressed_size().max(0)).sum(),
+            })
+            .sum();
+        usize::try_from(total).unwrap_or(usize::MAX)
+    }
+
+    /// The statistics a Parquet file records of each column (per row group, in its footer),
+    /// for the optimizer: NULL counts, minimum and maximum of numbers and dates, and distinct
+    /// counts where the writer gives them (DuckDB does for dictionary-encoded columns).
+    /// `None` for a column whose row groups do not all record statistics.
+    pub fn statistics(&self) -> Vec<Option<DeferredColumnStats>> {
+        let fields = self.metadata.schema().fields().clone();
+        let metadata = self.metadata.metadata();
+        // Nested columns have several leaves: their statistics are not a column's.
+        if metadata.file_metadata().schema_descr().num_columns() != fields.len() {
+            return vec![None; fields.len()];
+        }
+        fields
+            .iter()
+            .enumerate()
+            .map(|(column, field)| {
+                let mut null_count = 0usize;
+                let (mut min, mut max): (Option<ScalarValue>, Option<ScalarValue>) = (None, None);
+                let mut bounded = true;
+                let mut distinct: Option<(f64, f64)> = Some((0.0, 0.0)); // (sum, max) over row groups
+                let mut low_cardinality = true;
+                for group in metadata.row_groups() {
+                    let statistics = group.columns().get(column)?.statistics()?;
+                    null_count += usize::try_from(statistics.null_count_opt()?).unwrap_or(0);
+                    match (statistics.distinct_count_opt(), distinct) {
+                        (Some(d), Some((sum, most))) => {
+                            distinct = Some((sum + d as f64, most.max(d as f64)));
+                            // Each value repeated: row groups likely share their values.
+                            low_cardinality &= (d as f64) * 8.0 <= group.num_rows() as f64;
                         }
-                        if max.as_ref().is_none_or(|m| hi.total_cmp(m).is_gt()) {
-                            max = Some(hi);
-                        }
+                        _ => distinct = None,
                     }
-                    _ => bounded = false,
+                    match statistic_bounds(statistics, field.data_type()) {
+                        Some((lo, hi)) if bounded => {
+                            if min.as_ref().is_none_or(|m| lo.total_cmp(m).is_lt()) {
+                                min = Some(lo);
+                            }
+                            if max.as_ref().is_none_or(|m| hi.total_cmp(m).is_gt()) {
+                                max = Some(hi);
+                            }
+                        }
+                        _ => bounded = false,
+                    }
                 }
-            }
-            let (min, max) = match bounded {
-                true => (min.unwrap_or(ScalarValue::Null), max.unwrap_or(ScalarValue::Null)),
-                false => (ScalarValue::Null, ScalarValue::Null),
-            };
-            let distinct = distinct.map(|(sum, most)| if low_cardinality { most } else { sum });
-            Some(DeferredColumnStats { distinct, min, max, null_count })
-        })
-        .collect())
+                let (min, max) = match bounded {
+                    true => (min.unwrap_or(ScalarValue::Null), max.unwrap_or(ScalarValue::Null)),
+                    false => (ScalarValue::Null, ScalarValue::Null),
+                };
+                let distinct = distinct.map(|(sum, most)| if low_cardinality { most } else { sum });
+                Some(DeferredColumnStats { distinct, min, max, null_count })
+            })
+            .collect()
+    }
 }
 
 /// A row group's minimum and maximum of a column, for the types whose statistics are
@@ -134,24 +183,6 @@ fn statistic_bounds(statistics: &Statistics, arrow_type: &ArrowType) -> Option<(
         }
         _ => None,
     }
-}
-
-pub fn parquet_fields(path: &Path) -> Result<Vec<Field>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open(path)?).map_err(|e| parquet_error(path, e))?;
-    builder
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| {
-            let data_type = from_arrow_type(f.data_type()).map_err(|e| match e {
-                ApiaryError::NotImplemented(what) => {
-                    ApiaryError::NotImplemented(format!("column \"{}\" of \"{}\": {what}", f.name(), path.display()))
-                }
-                other => other,
-            })?;
-            Ok(Field::new(f.name().to_lowercase(), data_type, f.is_nullable()))
-        })
-        .collect()
 }
 
 /// The columns stored as Parquet INTERVALs (12 bytes: months, days, milliseconds).
@@ -185,34 +216,15 @@ fn interval_months_reader(
     builder.with_projection(mask).with_batch_size(batch_rows.max(1024)).build().map_err(|e| parquet_error(path, e))
 }
 
-/// A Parquet file's footer, parsed once and shared by the readers of its row groups and
-/// columns. String columns are read as Arrow string views, which become Apiary string
-/// columns by copying views and heaps (see `arrow_convert::string_views`) rather than
-/// string by string.
-fn reader_metadata(path: &Path, file: &File) -> Result<ArrowReaderMetadata> {
-    let plain = ArrowReaderMetadata::load(file, ArrowReaderOptions::new()).map_err(|e| parquet_error(path, e))?;
-    let fields: Vec<ArrowField> = plain
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| match f.data_type() {
-            ArrowType::Utf8 | ArrowType::LargeUtf8 => f.as_ref().clone().with_data_type(ArrowType::Utf8View),
-            _ => f.as_ref().clone(),
-        })
-        .collect();
-    let options = ArrowReaderOptions::new().with_schema(Arc::new(ArrowSchema::new(fields)));
-    // A file whose columns cannot be read as views is read as written.
-    Ok(ArrowReaderMetadata::try_new(Arc::clone(plain.metadata()), options).unwrap_or(plain))
-}
-
 /// Reads a Parquet file into chunks of vectors (types as in the file); the chunks are in
 /// file order. With `columns` (top-level positions, ascending), only those are read, in
 /// that order. Up to `threads` threads decode, largest pieces first: whole row groups when
 /// the file has many of them, otherwise each row group's columns split into sets of about
-/// equal size (a small file is often a single row group). Not ranges of rows: writers such as DuckDB
-/// put a column chunk in one page, which every range's reader would decompress whole.
-pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
-    let metadata = reader_metadata(path, &open(path)?)?;
+/// equal size (a small file is often a single row group). Not ranges of rows: writers such
+/// as DuckDB put a column chunk in one page, which every range's reader would decompress
+/// whole.
+pub fn read_parquet(footer: &ParquetFooter, batch_rows: usize, threads: usize, columns: Option<&[usize]>) -> Result<Vec<Vec<Vector>>> {
+    let (path, metadata) = (footer.path(), &footer.metadata);
     let row_groups = metadata.metadata().num_row_groups();
     let all: Vec<usize> = (0..metadata.schema().fields().len()).collect();
     let columns = columns.unwrap_or(&all);
@@ -221,7 +233,7 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Opt
     // is three against two): each is cut into column sets too.
     let column_sets = match row_groups >= 4 * threads {
         true => vec![columns.to_vec()],
-        false => split_columns(&metadata, columns, threads),
+        false => split_columns(metadata, columns, threads),
     };
     let mut units: Vec<(usize, usize)> = (0..row_groups).flat_map(|g| (0..column_sets.len()).map(move |s| (g, s))).collect();
     // Largest first, so that the last unit a thread takes is a small one.
@@ -232,7 +244,7 @@ pub fn read_parquet(path: &Path, batch_rows: usize, threads: usize, columns: Opt
         chunks.iter().enumerate().filter(|(leaf, _)| in_set(*leaf)).map(|(_, c)| c.uncompressed_size().max(0)).sum()
     };
     units.sort_by_cached_key(|unit| std::cmp::Reverse(unit_bytes(unit)));
-    let read_unit = |&(group, set): &(usize, usize)| read_row_group(path, &metadata, batch_rows, group, &column_sets[set]);
+    let read_unit = |&(group, set): &(usize, usize)| read_row_group(path, metadata, batch_rows, group, &column_sets[set]);
     let results: Vec<Result<Vec<Vec<Vector>>>> = match units.len() <= 1 || threads == 1 {
         true => units.iter().map(read_unit).collect(),
         false => {

@@ -18,7 +18,7 @@ use apiary_types::{DataType, Field, ScalarValue, Schema, StrColumnBuilder, Vecto
 
 use crate::csv::sniff::{sniff, SniffHints, DEFAULT_SAMPLE_RECORDS};
 use crate::csv::{for_each_piece, Compression, CsvOptions, Reject, TemporalFormat};
-use crate::parquet_io::{parquet_fields, parquet_row_count, parquet_statistics, parquet_uncompressed_bytes, read_parquet};
+use crate::parquet_io::{read_parquet, ParquetFooter};
 use crate::table_functions::{scan_only_table, scan_only_table_of_blocks, temporary_table};
 
 /// What a `read_csv`/`read_parquet` call needs from the engine.
@@ -274,12 +274,14 @@ impl FileReader<'_> {
             }
         }
         let first = paths.first().ok_or_else(|| bind_err!("{function} needs at least one file"))?;
-        let mut fields = parquet_fields(first)?;
+        // Each file's footer is parsed once, here; the scan's reads use it again.
+        let footers = paths.iter().map(|path| ParquetFooter::read(path)).collect::<Result<Vec<_>>>()?;
+        let mut fields = footers.first().map_or_else(|| Ok(Vec::new()), ParquetFooter::fields)?;
         let data_columns = fields.len();
         let mut rows = 0usize;
         let mut statistics = Vec::new();
-        for path in &paths {
-            let file_fields = parquet_fields(path)?;
+        for (path, footer) in paths.iter().zip(&footers) {
+            let file_fields = footer.fields()?;
             let same = file_fields.len() == data_columns && file_fields.iter().zip(&fields).all(|(a, b)| a.data_type == b.data_type);
             if !same {
                 let describe =
@@ -295,9 +297,9 @@ impl FileReader<'_> {
                     ),
                 });
             }
-            let file_rows = parquet_row_count(path)?;
+            let file_rows = footer.row_count();
             rows += file_rows;
-            statistics = merge_statistics(statistics, parquet_statistics(path)?, file_rows);
+            statistics = merge_statistics(statistics, footer.statistics(), file_rows);
         }
         let mut statistics: Vec<Option<DeferredColumnStats>> = statistics.into_iter().map(|s| s.map(|(s, _)| s)).collect();
         if with_filename {
@@ -314,6 +316,7 @@ impl FileReader<'_> {
         let source = ParquetRows {
             function: function.to_string(),
             paths,
+            footers,
             fields: fields.clone(),
             data_columns,
             rows,
@@ -374,6 +377,7 @@ fn merge_statistics(
 struct ParquetRows {
     function: String,
     paths: Vec<PathBuf>,
+    footers: Vec<ParquetFooter>,
     /// The files' columns, then `filename` when asked for.
     fields: Vec<Field>,
     data_columns: usize,
@@ -408,15 +412,15 @@ impl DeferredRows for ParquetRows {
         let fields: Vec<Field> = columns.iter().map(|&c| self.fields[c].clone()).collect();
         let mut pieces = Vec::new();
         let mut held = 0usize;
-        for path in &self.paths {
+        for (path, footer) in self.paths.iter().zip(&self.footers) {
             // The columns become a temporary table in memory: they must fit the budget.
-            held += parquet_uncompressed_bytes(path, Some(&file_columns))?;
+            held += footer.uncompressed_bytes(Some(&file_columns));
             self.pool.check_headroom(held, &format!("{}('{}')", self.function, path.display()))?;
             let read = if file_columns.is_empty() {
                 // Only filename: the rows of the first column give the count.
-                read_parquet(path, self.block_rows, self.threads, Some(&[0]))?.into_iter().map(|p| (p[0].len(), Vec::new())).collect()
+                read_parquet(footer, self.block_rows, self.threads, Some(&[0]))?.into_iter().map(|p| (p[0].len(), Vec::new())).collect()
             } else {
-                read_parquet(path, self.block_rows, self.threads, Some(&file_columns))?
+                read_parquet(footer, self.block_rows, self.threads, Some(&file_columns))?
                     .into_iter()
                     .map(|p| (p.first().map_or(0, Vector::len), p))
                     .collect::<Vec<_>>()
