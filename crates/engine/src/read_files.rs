@@ -382,7 +382,7 @@ struct ParquetRows {
     fields: Vec<Field>,
     data_columns: usize,
     rows: usize,
-    /// The files' statistics of each column (see `parquet_statistics`), then `filename`'s.
+    /// The files' statistics of each column (see `ParquetFooter::statistics`), then `filename`'s.
     statistics: Vec<Option<DeferredColumnStats>>,
     pool: Arc<BufferPool>,
     threads: usize,
