@@ -104,9 +104,13 @@ pub struct Window {
 
 #[derive(Default)]
 struct WindowGlobal {
+    /// The workers' rows, when the calls share no partition column.
     collected: Mutex<Vec<DataChunk>>,
-    /// Between `prepare_finalize` and the tasks: each bucket's rows (their columns).
-    buckets: Mutex<Vec<Option<Vec<Vector>>>>,
+    /// When they do: per bucket, the pieces (columns) each worker split off its rows by
+    /// the hash of those columns, in its `combine`, so that the split runs in parallel.
+    pieces: Mutex<Vec<Vec<Vec<Vector>>>>,
+    /// Between `prepare_finalize` and the tasks: each bucket's rows, in pieces.
+    buckets: Mutex<Vec<Option<Vec<Vec<Vector>>>>>,
     /// Each bucket's output chunks, then (after `finish`) all of them.
     bucket_results: Mutex<Vec<Vec<DataChunk>>>,
     result: Mutex<Vec<DataChunk>>,
@@ -157,7 +161,18 @@ impl Sink for WindowSink {
 
     fn combine(&self, state: LocalState, ctx: &ExecContext) -> Result<()> {
         let state = state.downcast::<CollectedRows>().expect("window local state");
-        self.0.global(ctx)?.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks);
+        let global = self.0.global(ctx)?;
+        match self.0.common_partition() {
+            Some(keys) => {
+                let pieces = split_by_hash(&state.chunks, &keys);
+                let mut all = global.pieces.lock().unwrap_or_else(|e| e.into_inner());
+                all.resize_with(WINDOW_BUCKETS, Vec::new);
+                for (bucket, piece) in pieces.into_iter().enumerate() {
+                    all[bucket].extend(piece);
+                }
+            }
+            None => global.collected.lock().unwrap_or_else(|e| e.into_inner()).extend(state.chunks),
+        }
         Ok(())
     }
 
@@ -165,20 +180,21 @@ impl Sink for WindowSink {
         let window = &self.0;
         let global = window.global(ctx)?;
         let chunks = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
-        let rows: usize = chunks.iter().map(|c| c.row_count()).sum();
+        let pieces = std::mem::take(&mut *global.pieces.lock().unwrap_or_else(|e| e.into_inner()));
+        let piece_rows = |piece: &Vec<Vector>| piece.first().map_or(0, Vector::len);
+        let rows = chunks.iter().map(|c| c.row_count()).sum::<usize>() + pieces.iter().flatten().map(piece_rows).sum::<usize>();
         if rows == 0 {
             return Ok(0);
         }
-        let mut all = ChunkBuilder::with_capacity(rows);
-        for chunk in &chunks {
-            all.append_chunk(chunk);
+        let mut buckets: Vec<Vec<Vec<Vector>>> =
+            pieces.into_iter().map(|b| b.into_iter().filter(|p| piece_rows(p) > 0).collect()).collect();
+        buckets.retain(|b: &Vec<Vec<Vector>>| !b.is_empty());
+        // Few rows: one bucket (32 tasks of a few rows would cost more than they share).
+        if !chunks.is_empty() || rows < PARALLEL_WINDOW_MIN_ROWS {
+            let mut one: Vec<Vec<Vector>> = chunks.into_iter().map(|c| c.columns).collect();
+            one.extend(buckets.into_iter().flatten());
+            buckets = vec![one];
         }
-        drop(chunks);
-        let columns = all.finish().columns;
-        let buckets = match window.common_partition() {
-            Some(keys) if rows >= PARALLEL_WINDOW_MIN_ROWS => split_by_hash(&columns, &keys, rows),
-            _ => vec![columns],
-        };
         let count = buckets.len();
         *global.buckets.lock().unwrap_or_else(|e| e.into_inner()) = buckets.into_iter().map(Some).collect();
         *global.bucket_results.lock().unwrap_or_else(|e| e.into_inner()) = vec![Vec::new(); count];
@@ -188,8 +204,20 @@ impl Sink for WindowSink {
     fn finalize_task(&self, task: usize, ctx: &ExecContext) -> Result<()> {
         let window = &self.0;
         let global = window.global(ctx)?;
-        let columns = global.buckets.lock().unwrap_or_else(|e| e.into_inner()).get_mut(task).and_then(Option::take);
-        let Some(columns) = columns else { return Ok(()) };
+        let pieces = global.buckets.lock().unwrap_or_else(|e| e.into_inner()).get_mut(task).and_then(Option::take);
+        let Some(mut pieces) = pieces else { return Ok(()) };
+        let columns = match pieces.len() {
+            1 => pieces.pop().unwrap_or_default(),
+            _ => {
+                let rows = pieces.iter().map(|p| p.first().map_or(0, Vector::len)).sum();
+                let mut all = ChunkBuilder::with_capacity(rows);
+                for piece in &pieces {
+                    let len = piece.first().map_or(0, Vector::len);
+                    all.append(piece, None, len);
+                }
+                all.finish().columns
+            }
+        };
         let chunks = window.compute_bucket(&columns)?;
         global.bucket_results.lock().unwrap_or_else(|e| e.into_inner())[task] = chunks;
         Ok(())
@@ -246,20 +274,32 @@ impl Window {
     }
 }
 
-/// Splits the rows into [`WINDOW_BUCKETS`] buckets by the hash of the `keys` columns
-/// (NULL a value like any other): rows of one partition land in one bucket.
-fn split_by_hash(columns: &[Vector], keys: &[usize], rows: usize) -> Vec<Vec<Vector>> {
-    let key_columns: Vec<Vector> = keys.iter().map(|&k| columns[k].clone()).collect();
-    let types: Vec<DataType> = key_columns.iter().map(|c| c.data_type).collect();
-    let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
-    let all: Vec<u32> = (0..rows as u32).collect();
-    let hashes = packer.pack(&key_columns, &all).hashes();
+/// Splits a worker's rows (`chunks`, compacted) into [`WINDOW_BUCKETS`] buckets by the
+/// hash of the `keys` columns (NULL a value like any other): rows of one partition land in
+/// one bucket, whichever worker holds them. Each bucket's rows become one piece.
+fn split_by_hash(chunks: &[DataChunk], keys: &[usize]) -> Vec<Option<Vec<Vector>>> {
+    let mut builders: Vec<Option<ChunkBuilder>> = (0..WINDOW_BUCKETS).map(|_| None).collect();
     let bits = WINDOW_BUCKETS.trailing_zeros();
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); WINDOW_BUCKETS];
-    for (row, hash) in hashes.iter().enumerate() {
-        members[(hash >> (64 - bits)) as usize].push(row as u32);
+    for chunk in chunks {
+        let rows = chunk.row_count();
+        if rows == 0 {
+            continue;
+        }
+        let key_columns: Vec<Vector> = keys.iter().map(|&k| chunk.columns[k].clone()).collect();
+        let types: Vec<DataType> = key_columns.iter().map(|c| c.data_type).collect();
+        let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
+        let all: Vec<u32> = (0..rows as u32).collect();
+        let hashes = packer.pack(&key_columns, &all).hashes();
+        members.iter_mut().for_each(Vec::clear);
+        for (row, hash) in hashes.iter().enumerate() {
+            members[(hash >> (64 - bits)) as usize].push(row as u32);
+        }
+        for (bucket, rows) in members.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
+            builders[bucket].get_or_insert_with(|| ChunkBuilder::with_capacity(0)).append(&chunk.columns, Some(rows), rows.len());
+        }
     }
-    members.into_iter().filter(|m| !m.is_empty()).map(|m| columns.iter().map(|c| c.gather(&m)).collect()).collect()
+    builders.into_iter().map(|b| b.map(|b| b.finish().columns)).collect()
 }
 
 /// The source half: one morsel per output chunk.
