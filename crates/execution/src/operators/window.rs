@@ -181,8 +181,7 @@ impl Sink for WindowSink {
         let global = window.global(ctx)?;
         let chunks = std::mem::take(&mut *global.collected.lock().unwrap_or_else(|e| e.into_inner()));
         let pieces = std::mem::take(&mut *global.pieces.lock().unwrap_or_else(|e| e.into_inner()));
-        let piece_rows = |piece: &Vec<Vector>| piece.first().map_or(0, Vector::len);
-        let rows = chunks.iter().map(|c| c.row_count()).sum::<usize>() + pieces.iter().flatten().map(piece_rows).sum::<usize>();
+        let rows = chunks.iter().map(|c| c.row_count()).sum::<usize>() + pieces.iter().flatten().map(|p| piece_rows(p)).sum::<usize>();
         if rows == 0 {
             return Ok(0);
         }
@@ -209,11 +208,9 @@ impl Sink for WindowSink {
         let columns = match pieces.len() {
             1 => pieces.pop().unwrap_or_default(),
             _ => {
-                let rows = pieces.iter().map(|p| p.first().map_or(0, Vector::len)).sum();
-                let mut all = ChunkBuilder::with_capacity(rows);
+                let mut all = ChunkBuilder::with_capacity(pieces.iter().map(|p| piece_rows(p)).sum());
                 for piece in &pieces {
-                    let len = piece.first().map_or(0, Vector::len);
-                    all.append(piece, None, len);
+                    all.append(piece, None, piece_rows(piece));
                 }
                 all.finish().columns
             }
@@ -281,14 +278,16 @@ fn split_by_hash(chunks: &[DataChunk], keys: &[usize]) -> Vec<Option<Vec<Vector>
     let mut builders: Vec<Option<ChunkBuilder>> = (0..WINDOW_BUCKETS).map(|_| None).collect();
     let bits = WINDOW_BUCKETS.trailing_zeros();
     let mut members: Vec<Vec<u32>> = vec![Vec::new(); WINDOW_BUCKETS];
+    // The packing depends on the key types only: every chunk's rows hash alike.
+    let Some(first) = chunks.first() else { return vec![None; WINDOW_BUCKETS] };
+    let types: Vec<DataType> = keys.iter().map(|&k| first.columns[k].data_type).collect();
+    let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
     for chunk in chunks {
         let rows = chunk.row_count();
         if rows == 0 {
             continue;
         }
         let key_columns: Vec<Vector> = keys.iter().map(|&k| chunk.columns[k].clone()).collect();
-        let types: Vec<DataType> = key_columns.iter().map(|c| c.data_type).collect();
-        let packer = KeyPacker::new(&types, &vec![true; types.len()], true);
         let all: Vec<u32> = (0..rows as u32).collect();
         let hashes = packer.pack(&key_columns, &all).hashes();
         members.iter_mut().for_each(Vec::clear);
@@ -300,6 +299,11 @@ fn split_by_hash(chunks: &[DataChunk], keys: &[usize]) -> Vec<Option<Vec<Vector>
         }
     }
     builders.into_iter().map(|b| b.map(|b| b.finish().columns)).collect()
+}
+
+/// Rows in a piece of a bucket (its columns).
+fn piece_rows(piece: &[Vector]) -> usize {
+    piece.first().map_or(0, Vector::len)
 }
 
 /// The source half: one morsel per output chunk.
