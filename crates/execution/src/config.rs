@@ -16,6 +16,9 @@ pub struct ExecutionConfig {
     /// Key few-valued string GROUP BY keys by shared ids, so that they pack fixed-width
     /// (`crate::hash::string_ids`).
     pub string_group_ids: bool,
+    /// Compute 38-digit decimal `+ - *` on 64-bit integers where the values fit, with the
+    /// 128-bit kernels as the per-chunk fallback (`crate::expr` narrow_decimal).
+    pub narrow_decimals: bool,
     /// Most rows of a table scan's work order (a range of one block).
     pub morsel_size: usize,
     /// Scans of a table that run at the same time share each block read (DataPath's
@@ -44,6 +47,7 @@ impl Default for ExecutionConfig {
             simd: true,
             staging: true,
             string_group_ids: true,
+            narrow_decimals: true,
             morsel_size: DEFAULT_MORSEL_SIZE,
             shared_scans: false,
             time_zone: TimeZone::UTC,

@@ -184,6 +184,7 @@ impl<'a> PhysicalPlanner<'a> {
         let options = CompileOptions {
             simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar },
             time_zone: self.config.time_zone,
+            narrow_decimals: self.config.narrow_decimals,
         };
         compile_with(expr, layout, &options)
     }

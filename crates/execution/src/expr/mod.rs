@@ -33,6 +33,7 @@ pub mod datetime_format;
 mod datetime_functions;
 mod functions;
 mod logic;
+mod narrow_decimal;
 mod query_mask;
 mod regex;
 pub mod simd;
@@ -157,11 +158,14 @@ pub struct CompileOptions {
     /// The session's time zone, captured by the kernels that need one (TIMESTAMPTZ
     /// casts, fields, truncation, interval arithmetic).
     pub time_zone: TimeZone,
+    /// Run 38-digit decimal `+ - *` on 64 bits where the values fit, falling back to the
+    /// 128-bit kernels per chunk (`narrow_decimal`); off only to compare the two.
+    pub narrow_decimals: bool,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { simd: simd::detected_level(), time_zone: TimeZone::UTC }
+        CompileOptions { simd: simd::detected_level(), time_zone: TimeZone::UTC, narrow_decimals: true }
     }
 }
 
@@ -212,7 +216,7 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             } else if *op == BinaryOp::Concat {
                 string::concat(vec![l, r], true)
             } else {
-                arithmetic::arithmetic(
+                let wide = arithmetic::arithmetic(
                     *op,
                     l,
                     r,
@@ -220,7 +224,13 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
                     (literal_of(left), literal_of(right)),
                     decimal_digits(expr),
                     options.time_zone,
-                )?
+                )?;
+                match (op, data_type) {
+                    (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, DataType::Decimal { .. }) if options.narrow_decimals => {
+                        narrow_decimal::compile(expr, wide, layout, options)?
+                    }
+                    _ => wide,
+                }
             }
         }
         Expr::IsNull { expr, negated } => logic::is_null(compile(expr, layout)?, *negated),

@@ -1,0 +1,314 @@
+//! 38-digit decimal arithmetic on 64-bit integers where the values allow it.
+//!
+//! The binder types `l_extendedprice * (1 - l_discount) * (1 + l_tax)` as DECIMAL(38,6):
+//! PostgreSQL's numeric has no fixed precision, so a product must not overflow just because
+//! its operands' types are wide. The values themselves are usually far smaller (TPC-H's
+//! charge has at most 12 digits), and computing them in `i128`, with a cast of every
+//! operand to `i128` and checked 128-bit products, cost most of TPC-H Q1.
+//!
+//! [`NarrowDecimal`] evaluates such a tree of `+ - *`, negations and scale-raising casts
+//! over 64-bit operands with overflow-checked `i64` arithmetic, then widens the result.
+//! When any selected row overflows 64 bits in a chunk, that chunk is evaluated again by
+//! the ordinary `i128` kernels (`wide`), which give the exact answer or the error
+//! PostgreSQL would raise. Where 64 bits suffice both compute the same integers (the
+//! scales are the same), so the result never depends on which one ran.
+
+use std::sync::Arc;
+
+use apiary_common::Result;
+use apiary_sql::expr::{BinaryOp, Expr, UnaryOp};
+use apiary_types::datatype::PhysicalType;
+use apiary_types::decimal::POW10;
+use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorData};
+
+use super::{combined_validity, rows_of, wrap, CompileOptions, ExprRef, Layout, PhysicalExpr};
+
+/// Deepest tree compiled this way (deeper ones keep the `i128` kernels: the evaluation
+/// recurses once per level).
+const MAX_DEPTH: usize = 16;
+
+/// One node of the 64-bit program.
+#[derive(Debug)]
+enum Node {
+    /// A sub-expression with 16-, 32- or 64-bit values, computed by its own kernel.
+    Leaf(ExprRef),
+    Constant(i64),
+    /// The child times a power of ten (a cast to more decimal places).
+    ScaleUp(Box<Node>, i64),
+    Negate(Box<Node>),
+    Binary(BinaryOp, Box<Node>, Box<Node>),
+}
+
+/// The scale of a decimal or integer type.
+fn scale_of(data_type: DataType) -> Option<u32> {
+    match data_type {
+        DataType::Decimal { scale, .. } => Some(scale as u32),
+        DataType::SmallInt | DataType::Integer | DataType::BigInt => Some(0),
+        _ => None,
+    }
+}
+
+fn is_narrow(data_type: DataType) -> bool {
+    scale_of(data_type).is_some() && matches!(data_type.physical(), PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64)
+}
+
+/// The 64-bit program of `expr`, a decimal expression with `i128` values, when every node
+/// of it can run on 64 bits.
+fn program(expr: &Expr, layout: &dyn Layout, options: &CompileOptions, depth: usize) -> Result<Option<Node>> {
+    if depth > MAX_DEPTH {
+        return Ok(None);
+    }
+    let data_type = expr.data_type();
+    let Some(scale) = scale_of(data_type) else { return Ok(None) };
+    let child = |e: &Expr| program(e, layout, options, depth + 1);
+    if let Expr::Literal(value, _) = expr {
+        return Ok(literal_i64(value).map(Node::Constant));
+    }
+    // Only decimal operations: integer ones check their own type's range.
+    let structural = matches!(data_type, DataType::Decimal { .. })
+        && match expr {
+            Expr::Cast { expr: inner, to } => widening_cast(inner.data_type(), *to),
+            Expr::Unary(UnaryOp::Negate, _) | Expr::Binary { op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul, .. } => true,
+            _ => false,
+        };
+    let node = match expr {
+        Expr::Cast { expr: inner, .. } if structural => {
+            let from = scale_of(inner.data_type()).unwrap_or(scale);
+            match child(inner)? {
+                Some(node) if from == scale => Some(node),
+                Some(node) => Some(Node::ScaleUp(Box::new(node), POW10[(scale - from) as usize] as i64)),
+                None => None,
+            }
+        }
+        Expr::Unary(UnaryOp::Negate, inner) if structural && scale_of(inner.data_type()) == Some(scale) => {
+            child(inner)?.map(|node| Node::Negate(Box::new(node)))
+        }
+        Expr::Binary { op: op @ (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul), left, right, .. } if structural => {
+            match (scale_of(left.data_type()), scale_of(right.data_type())) {
+                // The binder aligns the scales of a sum and gives a product the sum of
+                // its operands' scales; anything else rescales, which this does not do.
+                (Some(ls), Some(rs)) if if *op == BinaryOp::Mul { ls + rs == scale } else { ls == scale && rs == scale } => {
+                    match (child(left)?, child(right)?) {
+                        (Some(l), Some(r)) => Some(Node::Binary(*op, Box::new(l), Box::new(r))),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    Ok(match node {
+        Some(node) => Some(node),
+        // Any other 64-bit expression is computed by its own kernel.
+        None if is_narrow(data_type) => Some(Node::Leaf(super::compile_with(expr, layout, options)?)),
+        None => None,
+    })
+}
+
+/// Whether a cast from `from` to the decimal type `to` keeps every value (it may only
+/// add up to 18 decimal places, checked for overflow by the program): a target with at
+/// least as many integer digits as the source can hold.
+fn widening_cast(from: DataType, to: DataType) -> bool {
+    let (Some(from_scale), DataType::Decimal { precision, scale }) = (scale_of(from), to) else { return false };
+    if scale as u32 > from_scale + 18 {
+        return false;
+    }
+    let from_integer_digits = match from {
+        DataType::Decimal { precision, scale } => precision as u32 - scale as u32,
+        DataType::SmallInt => 5,
+        DataType::Integer => 10,
+        _ => 19,
+    };
+    scale as u32 >= from_scale && precision as u32 - scale as u32 >= from_integer_digits
+}
+
+fn literal_i64(value: &ScalarValue) -> Option<i64> {
+    match value {
+        ScalarValue::Decimal(v, _, _) => i64::try_from(*v).ok(),
+        ScalarValue::Int64(v) => Some(*v),
+        ScalarValue::Int32(v) => Some(*v as i64),
+        ScalarValue::Int16(v) => Some(*v as i64),
+        _ => None,
+    }
+}
+
+/// Compiles `expr` (a decimal `+`, `-` or `*` typed with more than 18 digits) to run on
+/// 64 bits with `wide` as the fallback; `wide` itself when some node cannot.
+pub(super) fn compile(expr: &Expr, wide: ExprRef, layout: &dyn Layout, options: &CompileOptions) -> Result<ExprRef> {
+    if wide.data_type().physical() != PhysicalType::I128 {
+        return Ok(wide);
+    }
+    match program(expr, layout, options, 0)? {
+        // A bare leaf or constant is not arithmetic: nothing to gain.
+        Some(node @ (Node::Binary(..) | Node::Negate(_) | Node::ScaleUp(..))) => {
+            Ok(Arc::new(NarrowDecimal { program: node, wide: Arc::clone(&wide), data_type: wide.data_type() }))
+        }
+        _ => Ok(wide),
+    }
+}
+
+#[derive(Debug)]
+pub struct NarrowDecimal {
+    program: Node,
+    /// The same expression on 128-bit kernels, for chunks that overflow 64 bits.
+    wide: ExprRef,
+    data_type: DataType,
+}
+
+/// A node's values at the selected rows of a chunk.
+enum Values {
+    /// A leaf's own 64-bit vector.
+    Shared(Vector),
+    Owned(Vec<i64>),
+}
+
+impl Values {
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Values::Shared(v) => v.values::<i64>(),
+            Values::Owned(v) => v,
+        }
+    }
+}
+
+struct Evaluation<'a> {
+    chunk: &'a DataChunk,
+    rows: Option<&'a [u32]>,
+    len: usize,
+    leaves: Vec<Vector>,
+    overflow: bool,
+}
+
+impl Evaluation<'_> {
+    fn run(&mut self, node: &Node) -> Result<Values> {
+        Ok(match node {
+            Node::Leaf(expr) => {
+                let vector = expr.evaluate(self.chunk)?;
+                let values = match &vector.data {
+                    VectorData::I64(_) => Values::Shared(vector.clone()),
+                    VectorData::I32(v) => Values::Owned(super::map_rows(self.len, self.rows, |i| v[i] as i64)),
+                    VectorData::I16(v) => Values::Owned(super::map_rows(self.len, self.rows, |i| v[i] as i64)),
+                    _ => return Err(apiary_common::internal_err!("64-bit decimal leaf of type {}", vector.data_type)),
+                };
+                self.leaves.push(vector);
+                values
+            }
+            Node::Constant(c) => Values::Owned(vec![*c; self.len]),
+            Node::ScaleUp(child, factor) => {
+                let (input, factor) = (self.run(child)?, *factor);
+                self.apply(input, |_, v| v.overflowing_mul(factor))
+            }
+            Node::Negate(child) => {
+                let input = self.run(child)?;
+                self.apply(input, |_, v| v.overflowing_neg())
+            }
+            Node::Binary(op, left, right) => match op {
+                // Each operation is its own function item, so the loops inline it.
+                BinaryOp::Add => self.binary(left, right, i64::overflowing_add)?,
+                BinaryOp::Sub => self.binary(left, right, i64::overflowing_sub)?,
+                _ => self.binary(left, right, i64::overflowing_mul)?,
+            },
+        })
+    }
+
+    fn binary(&mut self, left: &Node, right: &Node, f: impl Fn(i64, i64) -> (i64, bool) + Copy) -> Result<Values> {
+        // A constant operand stays a scalar in the loop.
+        Ok(match (left, right) {
+            (_, Node::Constant(c)) => {
+                let (input, c) = (self.run(left)?, *c);
+                self.apply(input, |_, v| f(v, c))
+            }
+            (Node::Constant(c), _) => {
+                let (input, c) = (self.run(right)?, *c);
+                self.apply(input, |_, v| f(c, v))
+            }
+            _ => {
+                let (l, r) = (self.run(left)?, self.run(right)?);
+                let r = r.as_slice();
+                let mut overflow = false;
+                let out = apply_rows(l, self.len, self.rows, &mut overflow, |i, v| f(v, r[i]));
+                self.overflow |= overflow;
+                Values::Owned(out)
+            }
+        })
+    }
+
+    fn apply(&mut self, input: Values, f: impl Fn(usize, i64) -> (i64, bool)) -> Values {
+        let mut overflow = false;
+        let out = apply_rows(input, self.len, self.rows, &mut overflow, f);
+        self.overflow |= overflow;
+        Values::Owned(out)
+    }
+}
+
+/// `f(i, input[i])` at the selected rows, written over `input` when it is owned; `overflow`
+/// is set when any call reports one.
+fn apply_rows(input: Values, len: usize, rows: Option<&[u32]>, overflow: &mut bool, f: impl Fn(usize, i64) -> (i64, bool)) -> Vec<i64> {
+    let mut flag = false;
+    let out = match input {
+        Values::Owned(mut values) => {
+            match rows {
+                None => {
+                    for (i, v) in values.iter_mut().enumerate() {
+                        let (r, o) = f(i, *v);
+                        *v = r;
+                        flag |= o;
+                    }
+                }
+                Some(rows) => {
+                    for &row in rows {
+                        let i = row as usize;
+                        let (r, o) = f(i, values[i]);
+                        values[i] = r;
+                        flag |= o;
+                    }
+                }
+            }
+            values
+        }
+        Values::Shared(vector) => {
+            let values = vector.values::<i64>();
+            let mut out = vec![0i64; len];
+            match rows {
+                None => {
+                    for (i, (o, &v)) in out.iter_mut().zip(values).enumerate() {
+                        let (r, over) = f(i, v);
+                        *o = r;
+                        flag |= over;
+                    }
+                }
+                Some(rows) => {
+                    for &row in rows {
+                        let i = row as usize;
+                        let (r, over) = f(i, values[i]);
+                        out[i] = r;
+                        flag |= over;
+                    }
+                }
+            }
+            out
+        }
+    };
+    *overflow |= flag;
+    out
+}
+
+impl PhysicalExpr for NarrowDecimal {
+    fn data_type(&self) -> DataType {
+        self.data_type
+    }
+
+    fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
+        let mut evaluation = Evaluation { chunk, rows: rows_of(chunk), len: chunk.physical_len(), leaves: Vec::new(), overflow: false };
+        let values = evaluation.run(&self.program)?;
+        // Values under NULLs are unspecified and may overflow where no real value does:
+        // the wide kernels then decide, which only costs time.
+        if evaluation.overflow {
+            return self.wide.evaluate(chunk);
+        }
+        let validity = combined_validity(&evaluation.leaves.iter().collect::<Vec<_>>());
+        let wide: Vec<i128> = values.as_slice().iter().map(|&v| v as i128).collect();
+        Ok(Vector::new(self.data_type, wrap(wide), validity))
+    }
+}
