@@ -197,7 +197,16 @@ impl<T: MaybeSimd> PhysicalExpr for RangeConst<T> {
                 return Ok(selected);
             }
         }
-        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.test(values[i])))
+        // The bounds' kinds are matched once, not per row (a jump per row cost TPC-H Q6's
+        // discount range ten times the comparisons).
+        let (len, validity, (lk, l), (uk, u)) = (chunk.physical_len(), v.validity.as_ref(), self.lower, self.upper);
+        Ok(match (lk, uk) {
+            (CmpKind::GtEq, CmpKind::LtEq) => filter_rows(rows, len, validity, |i| !values[i].sql_lt(l) & !u.sql_lt(values[i])),
+            (CmpKind::GtEq, CmpKind::Lt) => filter_rows(rows, len, validity, |i| !values[i].sql_lt(l) & values[i].sql_lt(u)),
+            (CmpKind::Gt, CmpKind::LtEq) => filter_rows(rows, len, validity, |i| l.sql_lt(values[i]) & !u.sql_lt(values[i])),
+            (CmpKind::Gt, CmpKind::Lt) => filter_rows(rows, len, validity, |i| l.sql_lt(values[i]) & values[i].sql_lt(u)),
+            _ => filter_rows(rows, len, validity, |i| self.test(values[i])),
+        })
     }
 }
 
