@@ -59,6 +59,14 @@ pub trait PhysicalExpr: Send + Sync + Debug {
     /// Computes the expression for the selected rows of `chunk` (see module docs).
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector>;
 
+    /// [`Self::evaluate`], or where the expression can, its values in a narrower
+    /// physical type: a 38-digit decimal whose values fit 64 bits as `i64`, typed
+    /// DECIMAL(18,s) with the same scale. Only for consumers that take either (decimal
+    /// sums, see `AggregateSpec::accepts_narrow_input`).
+    fn evaluate_narrow(&self, chunk: &DataChunk) -> Result<Vector> {
+        self.evaluate(chunk)
+    }
+
     /// For BOOLEAN expressions: the subset of `rows` (positions in `chunk`, ascending)
     /// where the expression is TRUE. `rows` must be a subset of the chunk's selection.
     fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use apiary_common::Result;
 use apiary_sql::expr::{BinaryOp, Expr, UnaryOp};
-use apiary_types::datatype::PhysicalType;
+use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION};
 use apiary_types::decimal::POW10;
 use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorData};
 
@@ -294,21 +294,56 @@ fn apply_rows(input: Values, len: usize, rows: Option<&[u32]>, overflow: &mut bo
     out
 }
 
+/// A chunk's result: the program's values, or the wide kernels' when a value overflowed.
+enum Narrow {
+    Values(Vec<i64>, Option<apiary_common::Bitmap>),
+    Wide(Vector),
+}
+
+impl NarrowDecimal {
+    fn run(&self, chunk: &DataChunk) -> Result<Narrow> {
+        let mut evaluation = Evaluation { chunk, rows: rows_of(chunk), len: chunk.physical_len(), leaves: Vec::new(), overflow: false };
+        let values = evaluation.run(&self.program)?;
+        // Values under NULLs are unspecified and may overflow where no real value does:
+        // the wide kernels then decide, which only costs time.
+        if evaluation.overflow {
+            return Ok(Narrow::Wide(self.wide.evaluate(chunk)?));
+        }
+        let validity = combined_validity(&evaluation.leaves.iter().collect::<Vec<_>>());
+        let values = match values {
+            Values::Owned(values) => values,
+            Values::Shared(vector) => vector.values::<i64>().to_vec(),
+        };
+        Ok(Narrow::Values(values, validity))
+    }
+}
+
 impl PhysicalExpr for NarrowDecimal {
     fn data_type(&self) -> DataType {
         self.data_type
     }
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
-        let mut evaluation = Evaluation { chunk, rows: rows_of(chunk), len: chunk.physical_len(), leaves: Vec::new(), overflow: false };
-        let values = evaluation.run(&self.program)?;
-        // Values under NULLs are unspecified and may overflow where no real value does:
-        // the wide kernels then decide, which only costs time.
-        if evaluation.overflow {
-            return self.wide.evaluate(chunk);
-        }
-        let validity = combined_validity(&evaluation.leaves.iter().collect::<Vec<_>>());
-        let wide: Vec<i128> = values.as_slice().iter().map(|&v| v as i128).collect();
-        Ok(Vector::new(self.data_type, wrap(wide), validity))
+        Ok(match self.run(chunk)? {
+            Narrow::Values(values, validity) => {
+                let wide: Vec<i128> = values.iter().map(|&v| v as i128).collect();
+                Vector::new(self.data_type, wrap(wide), validity)
+            }
+            Narrow::Wide(vector) => vector,
+        })
+    }
+
+    fn evaluate_narrow(&self, chunk: &DataChunk) -> Result<Vector> {
+        Ok(match (self.run(chunk)?, self.data_type) {
+            // A 64-bit decimal holds at most 18 decimal places.
+            (Narrow::Values(values, validity), DataType::Decimal { scale, .. }) if scale <= MAX_DECIMAL64_PRECISION => {
+                Vector::new(DataType::decimal(MAX_DECIMAL64_PRECISION, scale), wrap(values), validity)
+            }
+            (Narrow::Values(values, validity), _) => {
+                let wide: Vec<i128> = values.iter().map(|&v| v as i128).collect();
+                Vector::new(self.data_type, wrap(wide), validity)
+            }
+            (Narrow::Wide(vector), _) => vector,
+        })
     }
 }

@@ -413,7 +413,10 @@ impl Sink for AggregateSink {
         let arguments: Vec<Vec<Vector>> = agg
             .aggregates
             .iter()
-            .map(|a| a.arguments.iter().map(|e| e.evaluate(&chunk)).collect::<Result<Vec<_>>>())
+            .map(|a| {
+                let narrow = a.spec.accepts_narrow_input();
+                a.arguments.iter().map(|e| if narrow { e.evaluate_narrow(&chunk) } else { e.evaluate(&chunk) }).collect::<Result<Vec<_>>>()
+            })
             .collect::<Result<_>>()?;
         let filters = ChunkFilters::evaluate(&agg.aggregates, &chunk, &rows)?;
         // Ids once per chunk, whatever the number of grouping sets.

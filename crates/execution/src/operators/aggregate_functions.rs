@@ -191,6 +191,141 @@ macro_rules! sum_input {
 }
 sum_input!(i16 => i64, i32 => i64, i64 => i128, i128 => i128, f32 => f64, f64 => f64, i64 => i64);
 
+/// Sums with 128-bit totals over 64-bit or 128-bit values (BIGINT and decimals; the
+/// 38-digit decimals the 64-bit programs of `expr/narrow_decimal.rs` computed arrive as
+/// 64-bit values, see [`AggregateSpec::accepts_narrow_input`]). A 64-bit value adds into
+/// its group's 64-bit partial sum with one checked add; a partial sum that would
+/// overflow moves into the group's 128-bit total. TPC-H Q1's eight aggregates are all
+/// such sums, and a checked 128-bit add per row and aggregate was a third of its time.
+struct WideSumState {
+    partial: Vec<i64>,
+    totals: Vec<i128>,
+    counts: Vec<i64>,
+    output: SumOutput,
+    output_type: DataType,
+}
+
+impl WideSumState {
+    fn overflow(&self) -> apiary_common::ApiaryError {
+        exec_err!("sum out of range for type {}", self.output_type)
+    }
+
+    /// Adds `value` to group `g`; `false` when the 128-bit total overflows.
+    #[inline(always)]
+    fn add_narrow(partial: &mut i64, total: &mut i128, value: i64) -> bool {
+        match partial.checked_add(value) {
+            Some(sum) => {
+                *partial = sum;
+                true
+            }
+            None => match total.checked_add(*partial as i128 + value as i128) {
+                Some(t) => {
+                    *total = t;
+                    *partial = 0;
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    /// The groups' sums (partial sums folded into the totals).
+    fn fold(&mut self) -> Result<()> {
+        for (total, partial) in self.totals.iter_mut().zip(self.partial.iter_mut()) {
+            *total = total.checked_add(*partial as i128).ok_or_else(|| exec_err!("sum out of range for type {}", self.output_type))?;
+            *partial = 0;
+        }
+        Ok(())
+    }
+}
+
+impl AggregateState for WideSumState {
+    fn resize(&mut self, groups: usize) {
+        self.partial.resize(groups, 0);
+        self.totals.resize(groups, 0);
+        self.counts.resize(groups, 0);
+    }
+
+    fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
+        let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
+        // Slices, not the vectors: stores through them then cannot change the vectors'
+        // own pointers and lengths, which the loops would otherwise reload per row.
+        let (partial, totals, counts) = (&mut self.partial[..], &mut self.totals[..], &mut self.counts[..]);
+        let mut ok = true;
+        match (&input.data, input.validity.as_ref()) {
+            (VectorData::I64(values), None) => {
+                let values = values.as_slice();
+                for (&r, &g) in rows.iter().zip(groups) {
+                    let g = g as usize;
+                    ok &= Self::add_narrow(&mut partial[g], &mut totals[g], values[r as usize]);
+                    counts[g] += 1;
+                }
+            }
+            (VectorData::I64(values), Some(validity)) => {
+                let values = values.as_slice();
+                for (&r, &g) in rows.iter().zip(groups) {
+                    if validity.get(r as usize) {
+                        let g = g as usize;
+                        ok &= Self::add_narrow(&mut partial[g], &mut totals[g], values[r as usize]);
+                        counts[g] += 1;
+                    }
+                }
+            }
+            (VectorData::I128(values), validity) => {
+                let values = values.as_slice();
+                for (&r, &g) in rows.iter().zip(groups) {
+                    if validity.is_none_or(|v| v.get(r as usize)) {
+                        let g = g as usize;
+                        match totals[g].checked_add(values[r as usize]) {
+                            Some(t) => totals[g] = t,
+                            None => ok = false,
+                        }
+                        counts[g] += 1;
+                    }
+                }
+            }
+            _ => return Err(internal_err!("128-bit sum over {}", input.data_type)),
+        }
+        if ok {
+            Ok(())
+        } else {
+            Err(self.overflow())
+        }
+    }
+
+    fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
+        let groups = vec![0u32; rows.len()];
+        self.update(inputs, rows, &groups)
+    }
+
+    fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
+        let other = downcast::<WideSumState>(other)?;
+        other.fold()?;
+        for g in 0..other.totals.len() {
+            let target = mapping[g] as usize;
+            self.totals[target] = self.totals[target].checked_add(other.totals[g]).ok_or_else(|| self.overflow())?;
+            self.counts[target] += other.counts[g];
+        }
+        Ok(())
+    }
+
+    fn finalize(&mut self) -> Result<Vector> {
+        self.fold()?;
+        let mut sums = SumState::<i128, i128> {
+            sums: std::mem::take(&mut self.totals),
+            counts: std::mem::take(&mut self.counts),
+            output: self.output,
+            output_type: self.output_type,
+            _input: PhantomData,
+        };
+        sums.finalize()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 /// What the sum state produces at the end.
 #[derive(Clone, Copy, Debug)]
 enum SumOutput {
@@ -791,6 +926,16 @@ impl AggregateState for DistinctPairsState {
 // ------------------------------------------------------------------------------ factory
 
 impl AggregateSpec {
+    /// Whether the state takes its argument's values as 64-bit integers where the
+    /// argument is a 38-digit decimal computed on 64 bits
+    /// ([`crate::expr::PhysicalExpr::evaluate_narrow`]): sums and averages of decimals
+    /// ([`WideSumState`]).
+    pub fn accepts_narrow_input(&self) -> bool {
+        matches!(self.func, AggregateFunction::Sum | AggregateFunction::Avg)
+            && !self.distinct
+            && self.input_type.is_some_and(|t| t.physical() == PhysicalType::I128)
+    }
+
     /// A fresh state for this aggregate.
     pub fn new_state(&self) -> Result<Box<dyn AggregateState>> {
         use AggregateFunction as F;
@@ -902,8 +1047,9 @@ impl AggregateSpec {
             (PhysicalType::I16, _) => sum!(i16, i64),
             (PhysicalType::I32, _) => sum!(i32, i64),
             (PhysicalType::I64, SumOutput::Sum) if output_type == DataType::BigInt => sum!(i64, i64),
-            (PhysicalType::I64, _) => sum!(i64, i128),
-            (PhysicalType::I128, _) => sum!(i128, i128),
+            (PhysicalType::I64 | PhysicalType::I128, _) => {
+                Box::new(WideSumState { partial: Vec::new(), totals: Vec::new(), counts: Vec::new(), output, output_type })
+            }
             (PhysicalType::F32, _) => sum!(f32, f64),
             (PhysicalType::F64, _) => sum!(f64, f64),
             (other, _) => return Err(internal_err!("sum over {other:?}")),
