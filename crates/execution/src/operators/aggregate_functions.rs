@@ -294,8 +294,40 @@ impl AggregateState for WideSumState {
     }
 
     fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
-        let groups = vec![0u32; rows.len()];
-        self.update(inputs, rows, &groups)
+        let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
+        let validity = input.validity.as_ref();
+        // The group's sums in registers for the whole chunk.
+        let (mut partial, mut total, mut count, mut ok) = (self.partial[0], self.totals[0], 0i64, true);
+        match &input.data {
+            VectorData::I64(values) => {
+                let values = values.as_slice();
+                for &r in rows {
+                    if validity.is_none_or(|v| v.get(r as usize)) {
+                        ok &= Self::add_narrow(&mut partial, &mut total, values[r as usize]);
+                        count += 1;
+                    }
+                }
+            }
+            VectorData::I128(values) => {
+                let values = values.as_slice();
+                for &r in rows {
+                    if validity.is_none_or(|v| v.get(r as usize)) {
+                        match total.checked_add(values[r as usize]) {
+                            Some(t) => total = t,
+                            None => ok = false,
+                        }
+                        count += 1;
+                    }
+                }
+            }
+            _ => return Err(internal_err!("128-bit sum over {}", input.data_type)),
+        }
+        if !ok {
+            return Err(self.overflow());
+        }
+        (self.partial[0], self.totals[0]) = (partial, total);
+        self.counts[0] += count;
+        Ok(())
     }
 
     fn merge(&mut self, other: &mut dyn AggregateState, mapping: &[u32]) -> Result<()> {
