@@ -9,6 +9,7 @@
 //! apiary bench replay workload.jsonl      run an emitted workload, JSON line per query
 //! ```
 
+mod bandwidth_bench;
 mod bench;
 mod concurrency_bench;
 mod concurrent_bench;
@@ -276,6 +277,16 @@ enum BenchSuite {
         #[arg(long = "set", value_name = "SQL")]
         settings: Vec<String>,
     },
+    /// Memory bandwidth: sums of one buffer as u64, u32, u16 and u8 lanes and a copy of
+    /// it, each thread over its own slice, best of --runs; one JSON line per kernel.
+    Bandwidth {
+        #[arg(long, default_value_t = 1024)]
+        megabytes: usize,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Run a workload written by `bench fuzz --emit` (in memory, one database per schema);
     /// prints one JSON line per query with its rows or its error.
     Replay {
@@ -444,6 +455,9 @@ fn main() -> ExitCode {
         Some(Command::Bench { suite: BenchSuite::Throughput { sf, threads, clients, mix, seconds, seed, print_pool, settings } }) => {
             let options = concurrent_bench::ThroughputOptions { sf, threads, clients, mix, seconds, seed, print_pool, settings };
             return exit_code(concurrent_bench::throughput(options));
+        }
+        Some(Command::Bench { suite: BenchSuite::Bandwidth { megabytes, threads, runs } }) => {
+            return exit_code(bandwidth_bench::run(bandwidth_bench::BandwidthOptions { megabytes, threads, runs }));
         }
         Some(Command::Bench { suite: BenchSuite::Replay { workload, from, settings } }) => {
             return exit_code(fuzz::replay(&workload, from, &settings));
