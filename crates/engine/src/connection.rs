@@ -427,7 +427,7 @@ impl Connection {
                 fields.push(Field::new(name.clone(), data_type, true));
             }
             let chunks = self.run_plan(&plan)?;
-            let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows));
+            let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).packed(self.settings.packed_blocks));
             let prepared = prepare_append(&table, chunks)?;
             let rows = self.db.commit(Change::Create(Arc::clone(&table), Some(prepared)))?;
             return Ok(QueryResult::statement(Some(rows)));
@@ -505,8 +505,12 @@ impl Connection {
                 unique.push(columns);
             }
         }
-        let table =
-            Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).with_primary_key(key_columns).with_unique(unique));
+        let table = Arc::new(
+            Table::new(name, Schema::new(fields), self.settings.block_rows)
+                .packed(self.settings.packed_blocks)
+                .with_primary_key(key_columns)
+                .with_unique(unique),
+        );
         self.db.commit(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }

@@ -15,6 +15,9 @@ pub struct Settings {
     pub execution: ExecutionConfig,
     /// Maximum rows per block of tables created from now on.
     pub block_rows: usize,
+    /// Whether tables created from now on hold their sealed blocks packed in memory
+    /// (frame-of-reference and dictionary codes, `apiary_storage::packed`).
+    pub packed_blocks: bool,
     /// Optimizer rules switched off.
     pub disabled_optimizers: BTreeSet<String>,
     /// This session's share of the workers relative to others (1..=10, fair share).
@@ -39,6 +42,7 @@ impl Default for Settings {
         Settings {
             execution: ExecutionConfig::default(),
             block_rows: BLOCK_ROWS,
+            packed_blocks: true,
             disabled_optimizers: BTreeSet::new(),
             priority: DEFAULT_PRIORITY,
             queue_timeout: DEFAULT_QUEUE_TIMEOUT,
@@ -65,10 +69,12 @@ pub const SETTING_NAMES: &[&str] = &[
     "staging",
     "string_group_ids",
     "narrow_decimals",
+    "code_predicates",
     "shared_scans",
     "shared_operators",
     "shared_operators_wait",
     "block_size",
+    "packed_blocks",
     "disabled_optimizers",
     "timezone",
 ];
@@ -163,6 +169,8 @@ impl Settings {
             "simd" => self.execution.simd = parse_bool(name, value)?,
             "string_group_ids" => self.execution.string_group_ids = parse_bool(name, value)?,
             "narrow_decimals" => self.execution.narrow_decimals = parse_bool(name, value)?,
+            "code_predicates" => self.execution.code_predicates = parse_bool(name, value)?,
+            "packed_blocks" => self.packed_blocks = parse_bool(name, value)?,
             "staging" => self.execution.staging = parse_bool(name, value)?,
             "shared_scans" => self.execution.shared_scans = parse_bool(name, value)?,
             "shared_operators" => self.shared_operators = parse_bool(name, value)?,
@@ -216,6 +224,8 @@ impl Settings {
             "simd" => self.execution.simd = defaults.execution.simd,
             "string_group_ids" => self.execution.string_group_ids = defaults.execution.string_group_ids,
             "narrow_decimals" => self.execution.narrow_decimals = defaults.execution.narrow_decimals,
+            "code_predicates" => self.execution.code_predicates = defaults.execution.code_predicates,
+            "packed_blocks" => self.packed_blocks = defaults.packed_blocks,
             "staging" => self.execution.staging = defaults.execution.staging,
             "shared_scans" => self.execution.shared_scans = defaults.execution.shared_scans,
             "shared_operators" => self.shared_operators = defaults.shared_operators,
@@ -245,6 +255,8 @@ impl Settings {
             "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
             "string_group_ids" => if self.execution.string_group_ids { "on" } else { "off" }.to_string(),
             "narrow_decimals" => if self.execution.narrow_decimals { "on" } else { "off" }.to_string(),
+            "code_predicates" => if self.execution.code_predicates { "on" } else { "off" }.to_string(),
+            "packed_blocks" => if self.packed_blocks { "on" } else { "off" }.to_string(),
             "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),
             "shared_scans" => if self.execution.shared_scans { "on" } else { "off" }.to_string(),
             "shared_operators" => if self.shared_operators { "on" } else { "off" }.to_string(),

@@ -182,7 +182,7 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
                         stored_bytes += stored.extent.len as i64;
                         stored.encoding.kind()
                     }
-                    None => "in memory".to_string(),
+                    None => format!("in memory: {}", stripe.memory_form().unwrap_or("values")),
                 };
                 *encodings.entry(kind).or_default() += 1;
             }

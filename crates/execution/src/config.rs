@@ -19,6 +19,9 @@ pub struct ExecutionConfig {
     /// Compute 38-digit decimal `+ - *` on 64-bit integers where the values fit, with the
     /// 128-bit kernels as the per-chunk fallback (`crate::expr` narrow_decimal).
     pub narrow_decimals: bool,
+    /// Scans test range predicates on packed blocks' codes (64 one-byte codes per
+    /// instruction) and decode only the survivors; off: decode, then test the values.
+    pub code_predicates: bool,
     /// Most rows of a table scan's work order (a range of one block).
     pub morsel_size: usize,
     /// Scans of a table that run at the same time share each block read (DataPath's
@@ -48,6 +51,7 @@ impl Default for ExecutionConfig {
             staging: true,
             string_group_ids: true,
             narrow_decimals: true,
+            code_predicates: true,
             morsel_size: DEFAULT_MORSEL_SIZE,
             shared_scans: false,
             time_zone: TimeZone::UTC,

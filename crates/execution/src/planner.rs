@@ -21,7 +21,7 @@ use apiary_optimizer::cardinality::{estimate, group_count};
 use apiary_sql::expr::{AggregateFunction, BinaryOp, ColumnId, ColumnRef, Expr};
 use apiary_sql::plan::Scan;
 use apiary_sql::{JoinKind, LogicalPlan};
-use apiary_types::{DataType, ScalarValue};
+use apiary_types::{DataType, PhysicalType, ScalarValue};
 
 use crate::config::ExecutionConfig;
 use crate::expr::{comparison_kind, compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
@@ -35,7 +35,7 @@ use crate::operators::hash_join::{
 };
 use crate::operators::project::ProjectOperator;
 use crate::operators::recursive::{RecursiveCteSink, RecursiveResultSource, WorkTableSource};
-use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ZonePredicate};
+use crate::operators::scan::{KeyRangeSource, ScanConjunct, TableScan, ValueRange, ZonePredicate};
 use crate::operators::sort::{Sort, SortOrder, SortSink, SortSource};
 use crate::operators::stage::StageBoundary;
 use crate::operators::values::ValuesSource;
@@ -530,7 +530,9 @@ impl<'a> PhysicalPlanner<'a> {
                 Some(positions) if (1..=2).contains(&positions.len()) => Some((positions, self.compile_expr(conjunct, &ids)?)),
                 _ => None,
             };
-            conjuncts.push(ScanConjunct { expr: self.compile_expr(conjunct, &read_ids)?, dictionary: on_codes });
+            let range = value_range(conjunct, &read_ids, scan);
+            let columns = ids.iter().filter_map(|id| read_ids.iter().position(|r| r == id)).collect();
+            conjuncts.push(ScanConjunct { expr: self.compile_expr(conjunct, &read_ids)?, dictionary: on_codes, range, columns });
         }
         let output: Vec<usize> = scan.columns.iter().enumerate().filter(|(_, (_, c))| required.contains(&c.id)).map(|(i, _)| i).collect();
         let layout: Vec<ColumnRef> = output.iter().map(|&i| scan.columns[i].1.clone()).collect();
@@ -1121,6 +1123,45 @@ fn residual_comparison(residual: &Expr, probe: &[ColumnRef], build: &[ColumnRef]
         return Some(ResidualComparison { probe: p, build: b, op: kind });
     }
     Some(ResidualComparison { probe: position(probe, r)?, build: position(build, l)?, op: comparison_kind(op.flipped())? })
+}
+
+/// The range of physical values a conjunct `column <op> constant` keeps, for a column
+/// stored as integers (integers, dates, times, timestamps, decimals of up to 18 digits)
+/// compared with a constant of its own type: packed stripes test it on their codes.
+fn value_range(conjunct: &Expr, read_ids: &[ColumnId], scan: &Scan) -> Option<ValueRange> {
+    let Expr::Binary { op, left, right, .. } = conjunct else { return None };
+    let (column, value, op) = match (left.as_ref(), right.as_ref()) {
+        (Expr::Column(c), Expr::Literal(v, _)) => (c, v, *op),
+        (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flipped()),
+        _ => return None,
+    };
+    let position = read_ids.iter().position(|id| *id == column.id)?;
+    let data_type = scan.columns[position].1.data_type;
+    if !matches!(data_type.physical(), PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64) {
+        return None;
+    }
+    // The constant's physical value, when it is of the column's type (a decimal of the
+    // column's scale): then comparing physical values compares the SQL values.
+    let bound = match (value, data_type) {
+        (
+            ScalarValue::Int16(_) | ScalarValue::Int32(_) | ScalarValue::Int64(_),
+            DataType::SmallInt | DataType::Integer | DataType::BigInt,
+        ) => value.as_i128()?,
+        (ScalarValue::Date(v), DataType::Date) => *v as i128,
+        (ScalarValue::Timestamp(v), DataType::Timestamp) | (ScalarValue::TimestampTz(v), DataType::TimestampTz) => *v as i128,
+        (ScalarValue::Time(v), DataType::Time) => *v as i128,
+        (ScalarValue::Decimal(v, _, scale), DataType::Decimal { scale: column_scale, .. }) if *scale == column_scale => *v,
+        _ => return None,
+    };
+    let (lower, upper) = match op {
+        BinaryOp::Eq => (Some((bound, true)), Some((bound, true))),
+        BinaryOp::Lt => (None, Some((bound, false))),
+        BinaryOp::LtEq => (None, Some((bound, true))),
+        BinaryOp::Gt => (Some((bound, false)), None),
+        BinaryOp::GtEq => (Some((bound, true)), None),
+        _ => return None,
+    };
+    Some(ValueRange { position, lower, upper })
 }
 
 /// Range conditions of scan filters that zone maps can test.

@@ -10,8 +10,9 @@ use apiary_common::{internal_err, Result};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, StrColumn, StrView, Vector, VectorData};
 
-use crate::encoding::{decode_with_dictionary, Dictionary};
+use crate::encoding::{decode_with_dictionary, Codes, Dictionary};
 use crate::file::StoredStripe;
+use crate::packed::PackedInts;
 
 /// Maximum number of rows in a block (= one scan work order).
 pub const BLOCK_ROWS: usize = 65_536;
@@ -217,14 +218,24 @@ pub struct ColumnStripe {
 
 /// A stripe's values in memory.
 struct Resident {
-    values: Vector,
+    form: Form,
     /// Codes and distinct values of a string stripe without NULLs: from the file when it
     /// was stored dictionary-encoded, else built on first request (`None`: too many
-    /// distinct values, or not a string stripe).
+    /// distinct values, or not a string stripe). Packed strings hold only this.
     dictionary: OnceLock<Option<Arc<Dictionary>>>,
     /// What the values take in memory, computed once (strings by their lengths: stripes
     /// built from the same loaded piece share its heaps).
     bytes: usize,
+}
+
+/// How a resident stripe holds its values.
+enum Form {
+    /// Decoded values.
+    Values(Vector),
+    /// Frame-of-reference codes of integers, decimals, dates, timestamps.
+    Ints(Arc<PackedInts>),
+    /// Dictionary codes of strings (the dictionary is the resident's).
+    Strings,
 }
 
 impl Resident {
@@ -235,15 +246,103 @@ impl Resident {
         if let Some(dictionary) = dictionary {
             let _ = slot.set(dictionary);
         }
-        Resident { values, dictionary: slot, bytes }
+        Resident { form: Form::Values(values), dictionary: slot, bytes }
+    }
+
+    /// The values packed when that is narrower (integers as frame-of-reference codes,
+    /// strings as dictionary codes, `dictionary` when known), else as they are.
+    fn packed(values: Vector, dictionary: Option<Option<Arc<Dictionary>>>) -> Resident {
+        if let Some(packed) = PackedInts::pack(&values) {
+            let bytes = packed.allocated_bytes();
+            return Resident { form: Form::Ints(Arc::new(packed)), dictionary: OnceLock::from(None), bytes };
+        }
+        if values.data_type.is_string() && values.validity.is_none() {
+            let dictionary = match dictionary {
+                Some(known) => known,
+                None => Dictionary::of(&values).map(Arc::new),
+            };
+            if let Some(dictionary) = dictionary {
+                return Resident { form: Form::Strings, bytes: dictionary.allocated_bytes(), dictionary: OnceLock::from(Some(dictionary)) };
+            }
+            return Resident::new(values, Some(None));
+        }
+        Resident::new(values, dictionary)
+    }
+
+    fn values(&self) -> StripeValues {
+        match &self.form {
+            Form::Values(values) => StripeValues::Plain(values.clone()),
+            Form::Ints(packed) => StripeValues::Ints(Arc::clone(packed)),
+            Form::Strings => StripeValues::Strings(self.dictionary().expect("packed strings keep their dictionary")),
+        }
     }
 
     fn dictionary(&self) -> Option<Arc<Dictionary>> {
-        self.dictionary.get_or_init(|| Dictionary::of(&self.values).map(Arc::new)).clone()
+        self.dictionary
+            .get_or_init(|| match &self.form {
+                Form::Values(values) => Dictionary::of(values).map(Arc::new),
+                _ => None,
+            })
+            .clone()
     }
 
     fn bytes(&self) -> usize {
         self.bytes
+    }
+}
+
+/// A stripe's values as a scan reads them: decoded, or packed codes it tests and
+/// decodes a vector at a time.
+#[derive(Clone)]
+pub enum StripeValues {
+    Plain(Vector),
+    Ints(Arc<PackedInts>),
+    Strings(Arc<Dictionary>),
+}
+
+impl StripeValues {
+    pub fn len(&self) -> usize {
+        match self {
+            StripeValues::Plain(v) => v.len(),
+            StripeValues::Ints(p) => p.len(),
+            StripeValues::Strings(d) => d.codes.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn data_type(&self) -> DataType {
+        match self {
+            StripeValues::Plain(v) => v.data_type,
+            StripeValues::Ints(p) => p.data_type(),
+            StripeValues::Strings(d) => d.values.data_type,
+        }
+    }
+
+    /// Rows `offset..offset + len` (a zero-copy slice of decoded values).
+    pub fn range(&self, offset: usize, len: usize) -> Vector {
+        match self {
+            StripeValues::Plain(v) if offset == 0 && len == v.len() => v.clone(),
+            StripeValues::Plain(v) => v.slice(offset, len),
+            StripeValues::Ints(p) => p.decode_range(offset, len),
+            StripeValues::Strings(d) => d.decode_range(offset, len),
+        }
+    }
+
+    /// The rows at positions `rows`.
+    pub fn gather(&self, rows: &[u32]) -> Vector {
+        match self {
+            StripeValues::Plain(v) => v.gather(rows),
+            StripeValues::Ints(p) => p.gather(rows),
+            StripeValues::Strings(d) => d.gather(rows),
+        }
+    }
+
+    /// All rows, decoded.
+    pub fn all(&self) -> Vector {
+        self.range(0, self.len())
     }
 }
 
@@ -263,6 +362,21 @@ impl ColumnStripe {
         let stripe = ColumnStripe::resident_without_zone_map(values);
         stripe.zone_map();
         stripe
+    }
+
+    /// A resident stripe holding `values` packed into codes when that is narrower (see
+    /// [`crate::packed`]).
+    pub fn packed(values: Vector) -> Self {
+        let zone_map = ZoneMap::of(&values);
+        ColumnStripe {
+            zone_map: OnceLock::from(zone_map),
+            rows: values.len(),
+            data_type: values.data_type,
+            resident: RwLock::new(Some(Resident::packed(values, None))),
+            stored: OnceLock::new(),
+            accesses: Default::default(),
+            loads: AtomicU64::new(0),
+        }
     }
 
     /// A resident stripe whose zone map is computed on first use: for the tables a
@@ -303,7 +417,7 @@ impl ColumnStripe {
         self.zone_map.get_or_init(|| {
             let resident = self.resident.read().unwrap_or_else(|e| e.into_inner());
             match resident.as_ref() {
-                Some(resident) => ZoneMap::of(&resident.values),
+                Some(resident) => ZoneMap::of(&resident.values().all()),
                 // Unreachable by the invariant above; a zone map that rules nothing out.
                 None => ZoneMap::unknown(),
             }
@@ -314,7 +428,10 @@ impl ColumnStripe {
     fn null_count(&self) -> usize {
         match self.zone_map.get() {
             Some(zone) => zone.null_count,
-            None => self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| r.values.null_count()),
+            None => self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| match &r.form {
+                Form::Values(values) => values.null_count(),
+                Form::Ints(_) | Form::Strings => 0,
+            }),
         }
     }
 
@@ -331,27 +448,33 @@ impl ColumnStripe {
         self.data_type
     }
 
-    /// All rows of the stripe (a cheap, shared copy), loading them from the database file
-    /// if they are not resident.
+    /// All rows of the stripe, loading them from the database file if they are not
+    /// resident: a cheap, shared copy, or the packed codes decoded.
     pub fn vector(self: &Arc<Self>) -> Result<Vector> {
+        Ok(self.values()?.all())
+    }
+
+    /// The stripe's values as a scan reads them (loaded from the database file if not
+    /// resident, and packed then when narrower).
+    pub fn values(self: &Arc<Self>) -> Result<StripeValues> {
         if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
             if let Some(stored) = self.stored.get() {
                 stored.file.pool.touch(self);
             }
-            return Ok(resident.values.clone());
+            return Ok(resident.values());
         }
         let stored = self.stored.get().ok_or_else(|| internal_err!("column stripe neither resident nor stored"))?;
         let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
         if let Some(resident) = slot.as_ref() {
-            return Ok(resident.values.clone());
+            return Ok(resident.values());
         }
         let bytes = stored.file.read_extent(stored.extent, stored.checksum, &stored.label)?;
         self.loads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (values, dictionary) = decode_with_dictionary(&bytes, self.data_type, self.rows, &stored.label)?;
         // A stripe stored without a dictionary has too many distinct values for one.
-        let resident = Resident::new(values, Some(dictionary.map(Arc::new)));
+        let resident = Resident::packed(values, Some(dictionary.map(Arc::new)));
         let size = resident.bytes();
-        let loaded = resident.values.clone();
+        let loaded = resident.values();
         *slot = Some(resident);
         drop(slot);
         stored.file.pool.loaded(self, stored, size);
@@ -370,14 +493,13 @@ impl ColumnStripe {
             if let Some(resident) = self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
                 return Ok(resident.dictionary());
             }
-            self.vector()?;
+            self.values()?;
         }
     }
 
     /// Rows `[offset, offset + len)` as a vector (a zero-copy slice of the resident values).
     pub fn read(self: &Arc<Self>, offset: usize, len: usize) -> Result<Vector> {
-        let values = self.vector()?;
-        Ok(if offset == 0 && len == values.len() { values } else { values.slice(offset, len) })
+        Ok(self.values()?.range(offset, len))
     }
 
     /// Where the stripe is stored, if it has been written to a database file.
@@ -392,8 +514,11 @@ impl ColumnStripe {
         let _ = self.stored.set(stored);
         let mut slot = self.resident.write().unwrap_or_else(|e| e.into_inner());
         match slot.as_mut() {
+            // Decoded values take the file's dictionary; packed ones keep their codes.
             Some(resident) => {
-                *resident = Resident::new(resident.values.clone(), Some(dictionary.map(Arc::new)));
+                if let Form::Values(values) = &resident.form {
+                    *resident = Resident::new(values.clone(), Some(dictionary.map(Arc::new)));
+                }
                 resident.bytes()
             }
             None => 0,
@@ -408,6 +533,25 @@ impl ColumnStripe {
         self.zone_map();
         let mut resident = self.resident.write().unwrap_or_else(|e| e.into_inner());
         resident.take().map_or(0, |r| r.bytes())
+    }
+
+    /// How the resident values are held (`None` when not resident): "values",
+    /// "1-byte codes", "dictionary (2-byte codes)", ...
+    pub fn memory_form(&self) -> Option<&'static str> {
+        let resident = self.resident.read().unwrap_or_else(|e| e.into_inner());
+        let width = |codes: &Codes| match codes {
+            Codes::U8(_) => 0,
+            Codes::U16(_) => 1,
+            Codes::U32(_) => 2,
+        };
+        Some(match &resident.as_ref()?.form {
+            Form::Values(_) => "values",
+            Form::Ints(packed) => ["1-byte codes", "2-byte codes", "4-byte codes"][width(packed.codes())],
+            Form::Strings => match resident.as_ref()?.dictionary.get() {
+                Some(Some(d)) => ["dictionary (1-byte codes)", "dictionary (2-byte codes)", "dictionary (4-byte codes)"][width(&d.codes)],
+                _ => "dictionary",
+            },
+        })
     }
 
     /// Bytes held in memory (0 when not resident).
@@ -437,6 +581,17 @@ impl Block {
         let row_count = columns.first().map_or(0, |c| c.len());
         debug_assert!(columns.iter().all(|c| c.len() == row_count));
         Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::new(c))).collect() }
+    }
+
+    /// A block whose stripes are packed into codes where that is narrower (`pack`), else
+    /// hold their values as they are.
+    pub fn sealed(columns: Vec<Vector>, pack: bool) -> Block {
+        if !pack {
+            return Block::new(columns);
+        }
+        let row_count = columns.first().map_or(0, |c| c.len());
+        debug_assert!(columns.iter().all(|c| c.len() == row_count));
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::packed(c))).collect() }
     }
 
     /// A block whose stripes compute their zone maps when a scan first asks (see

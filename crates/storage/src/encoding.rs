@@ -87,13 +87,28 @@ impl Dictionary {
         }
     }
 
+    /// Rows `offset..offset + len`, decoded (views into the dictionary's values).
+    pub fn decode_range(&self, offset: usize, len: usize) -> Vector {
+        let indices: Vec<u32> = match &self.codes {
+            Codes::U8(c) => c[offset..offset + len].iter().map(|&c| c as u32).collect(),
+            Codes::U16(c) => c[offset..offset + len].iter().map(|&c| c as u32).collect(),
+            Codes::U32(c) => c[offset..offset + len].to_vec(),
+        };
+        self.values.gather(&indices)
+    }
+
+    /// The rows at positions `rows`, decoded.
+    pub fn gather(&self, rows: &[u32]) -> Vector {
+        let indices: Vec<u32> = match &self.codes {
+            Codes::U8(c) => rows.iter().map(|&r| c[r as usize] as u32).collect(),
+            Codes::U16(c) => rows.iter().map(|&r| c[r as usize] as u32).collect(),
+            Codes::U32(c) => rows.iter().map(|&r| c[r as usize]).collect(),
+        };
+        self.values.gather(&indices)
+    }
+
     pub fn allocated_bytes(&self) -> usize {
-        self.values.allocated_bytes()
-            + match &self.codes {
-                Codes::U8(c) => c.len(),
-                Codes::U16(c) => c.len() * 2,
-                Codes::U32(c) => c.len() * 4,
-            }
+        self.values.allocated_bytes() + self.codes.allocated_bytes()
     }
 }
 

@@ -25,6 +25,7 @@ pub mod catalog;
 pub mod codec;
 pub mod encoding;
 pub mod file;
+pub mod packed;
 pub mod pool;
 pub mod stats;
 pub mod store;
@@ -32,7 +33,7 @@ pub mod table;
 pub mod unique;
 pub mod view;
 
-pub use block::{Block, ColumnStripe, ZoneMap, BLOCK_ROWS};
+pub use block::{Block, ColumnStripe, StripeValues, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
 pub use pool::BufferPool;
 pub use stats::{ColumnStats, TableStats};

@@ -52,6 +52,10 @@ pub struct Table {
     /// skip what only the optimizer reads (min/max and the distinct-value sketches, 14%
     /// of a Parquet query) and leave each stripe's zone map until a scan asks for it.
     pub scan_only: bool,
+    /// Whether sealed blocks hold their stripes packed in codes where narrower
+    /// ([`crate::packed`]; `SET packed_blocks`). Stripes loaded from a database file
+    /// are packed either way.
+    pub packed: bool,
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
@@ -133,6 +137,7 @@ impl Table {
             scan_position: ScanPosition::default(),
             deferred: None,
             scan_only: false,
+            packed: true,
         }
     }
 
@@ -161,6 +166,12 @@ impl Table {
     }
 
     /// Declares the primary key (column positions).
+    /// Sets whether sealed blocks are packed (see [`Table::packed`]).
+    pub fn packed(mut self, packed: bool) -> Table {
+        self.packed = packed;
+        self
+    }
+
     /// The table as one scan's input (see [`Table::scan_only`]).
     pub fn scan_only(mut self) -> Table {
         self.scan_only = true;
@@ -443,7 +454,7 @@ impl<'a> TableAppender<'a> {
     fn seal_columns(&mut self, columns: Vec<Vector>) {
         let block = Arc::new(match self.table.scan_only {
             true => Block::without_zone_maps(columns.clone()),
-            false => Block::new(columns.clone()),
+            false => Block::sealed(columns.clone(), self.table.packed),
         });
         self.stats.add_block(&block, &columns, !self.table.scan_only);
         self.sealed.push(block);

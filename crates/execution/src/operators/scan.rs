@@ -9,6 +9,12 @@
 //! stripes into vectors (zero-copy), evaluates the pushed-down filter into a selection
 //! vector and emits the chunk.
 //!
+//! Packed stripes (frame-of-reference codes, `apiary_storage::packed`) are decoded late
+//! (Hyper's Data Blocks): a range conjunct on one is rewritten per block into a range of
+//! codes and tested on the codes with SIMD (a block where every code or none passes drops
+//! the conjunct or the block), the other conjuncts decode the columns they read, and only
+//! the output columns of the surviving rows are decoded.
+//!
 //! Runtime filters (Quickstep's exact filters, DuckDB's dynamic filters): a scan on the
 //! probe side of an inner or semi hash join learns the range of the join's build keys when
 //! its pipeline starts (the build has finished by then). Blocks whose zone map lies outside
@@ -19,12 +25,14 @@
 //! lookahead information passing), so rows that will not match leave before that work;
 //! a membership test that keeps almost every row is dropped after a sample.
 
+use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use apiary_common::{Bitmap, Result};
-use apiary_storage::block::Block;
+use apiary_storage::block::{Block, StripeValues};
 use apiary_storage::encoding::Dictionary;
+use apiary_storage::packed::{select_code_ranges, CodeRange, CodeTest};
 use apiary_storage::{Table, TableData};
 use apiary_types::{DataChunk, ScalarValue, Vector, VectorData};
 
@@ -96,6 +104,74 @@ pub struct ScanConjunct {
     /// For a conjunct on one or two string columns: their positions in the read columns
     /// and the conjunct over a chunk of those columns alone.
     pub dictionary: Option<(Vec<usize>, ExprRef)>,
+    /// For a conjunct `column <op> constant` on an integer, decimal or date column: the
+    /// range of physical values it keeps (NULLs never pass), tested on packed codes.
+    pub range: Option<ValueRange>,
+    /// Positions (in the read columns) of the columns it reads: the packed ones are
+    /// decoded for it.
+    pub columns: Vec<usize>,
+}
+
+/// One vector's read columns: plain stripes sliced (zero-copy), packed ones decoded only
+/// when a conjunct, a runtime filter or the output reads them.
+struct VectorColumns<'a> {
+    stripes: &'a [StripeValues],
+    /// Per packed read column, a vector of NULLs standing in for it in chunks whose
+    /// conjuncts do not read it (made once per block).
+    stand_ins: &'a [OnceCell<Vector>],
+    vector_size: usize,
+    offset: usize,
+    len: usize,
+    decoded: Vec<Option<Vector>>,
+}
+
+impl<'a> VectorColumns<'a> {
+    fn new(stripes: &'a [StripeValues], stand_ins: &'a [OnceCell<Vector>], vector_size: usize, offset: usize, len: usize) -> Self {
+        VectorColumns { stripes, stand_ins, vector_size, offset, len, decoded: vec![None; stripes.len()] }
+    }
+
+    fn column(&mut self, position: usize) -> &Vector {
+        let (stripes, offset, len) = (self.stripes, self.offset, self.len);
+        self.decoded[position].get_or_insert_with(|| stripes[position].range(offset, len))
+    }
+
+    /// A chunk of all read columns in which those at `needed` hold their values.
+    fn chunk(&mut self, needed: &[usize]) -> DataChunk {
+        for &position in needed {
+            self.column(position);
+        }
+        let columns = (0..self.stripes.len())
+            .map(|position| match (&self.decoded[position], &self.stripes[position]) {
+                (Some(vector), _) => vector.clone(),
+                (None, StripeValues::Plain(values)) => values.slice(self.offset, self.len),
+                // Wide enough for every vector of the block: no vector is longer than the
+                // stripe or than the vector size (which `len` is, or the block's tail).
+                (None, stripe) => {
+                    let width = self.len.max(stripe.len().min(self.vector_size));
+                    self.stand_ins[position].get_or_init(|| Vector::nulls(stripe.data_type(), width)).slice(0, self.len)
+                }
+            })
+            .collect();
+        DataChunk::new(columns, self.len)
+    }
+
+    /// A chunk of the columns at `output`.
+    fn output(&mut self, output: &[usize]) -> DataChunk {
+        if output.is_empty() {
+            return DataChunk::empty_columns(self.len);
+        }
+        let columns = output.iter().map(|&position| self.column(position).clone()).collect();
+        DataChunk::new(columns, self.len)
+    }
+}
+
+/// The non-NULL values `v` of a read column with `lower <= v <= upper` (physical values;
+/// bounds inclusive when flagged, `None` unbounded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueRange {
+    pub position: usize,
+    pub lower: Option<(i128, bool)>,
+    pub upper: Option<(i128, bool)>,
 }
 
 pub struct TableScan {
@@ -106,6 +182,8 @@ pub struct TableScan {
     read_columns: Vec<usize>,
     /// The conjunction of `conjuncts` (blocks without dictionary codes use it).
     filter: Option<ExprRef>,
+    /// Positions of the columns `filter` reads.
+    filter_columns: Vec<usize>,
     conjuncts: Vec<ScanConjunct>,
     zone_predicates: Vec<ZonePredicate>,
     /// Positions (in `read_columns`) of the columns passed on.
@@ -247,10 +325,12 @@ enum BlockFilter<'a> {
     None,
     /// The whole filter, evaluated on the values.
     Values(&'a ExprRef),
-    /// Conjuncts on dictionary codes, then the others on the values.
+    /// Conjuncts on packed codes (`ranges`: read column position and codes `lo..=hi`),
+    /// then on dictionary codes, then the others on the values.
     Codes {
+        ranges: Vec<(usize, u32, u32)>,
         codes: Vec<CodeFilter>,
-        rest: Vec<&'a ExprRef>,
+        rest: Vec<&'a ScanConjunct>,
     },
 }
 
@@ -266,7 +346,21 @@ impl TableScan {
         output: Vec<usize>,
         slot: StateSlot,
     ) -> Self {
-        TableScan { label, table, read_columns, filter, conjuncts, zone_predicates, output, runtime_filters: RwLock::default(), slot }
+        let mut filter_columns: Vec<usize> = conjuncts.iter().flat_map(|c| c.columns.iter().copied()).collect();
+        filter_columns.sort_unstable();
+        filter_columns.dedup();
+        TableScan {
+            label,
+            table,
+            read_columns,
+            filter,
+            filter_columns,
+            conjuncts,
+            zone_predicates,
+            output,
+            runtime_filters: RwLock::default(),
+            slot,
+        }
     }
 
     /// Filters rows by build key `key` of `source` on the column at `position` of the read
@@ -278,7 +372,13 @@ impl TableScan {
     }
 
     /// Drops the rows whose keys no build holds, by the membership tests that still pay.
-    fn select_members(&self, global: &ScanGlobal, chunk: &DataChunk, selected: Option<Vec<u32>>, ctx: &ExecContext) -> Option<Vec<u32>> {
+    fn select_members(
+        &self,
+        global: &ScanGlobal,
+        columns: &mut VectorColumns<'_>,
+        selected: Option<Vec<u32>>,
+        ctx: &ExecContext,
+    ) -> Option<Vec<u32>> {
         let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
         let counters = global.membership.get_or_init(|| filters.iter().map(|_| MembershipCounters::default()).collect());
         let mut selected = selected;
@@ -286,9 +386,9 @@ impl TableScan {
             if !filter.membership || counters.disabled.load(Ordering::Relaxed) {
                 continue;
             }
-            let rows = selected.take().unwrap_or_else(|| (0..chunk.physical_len() as u32).collect());
+            let rows = selected.take().unwrap_or_else(|| (0..columns.len as u32).collect());
             let before = rows.len() as u64;
-            let kept = filter.source.select_members(&chunk.columns[filter.column], rows, ctx);
+            let kept = filter.source.select_members(columns.column(filter.column), rows, ctx);
             let tested = counters.tested.fetch_add(before, Ordering::Relaxed) + before;
             let passed = counters.passed.fetch_add(kept.len() as u64, Ordering::Relaxed) + kept.len() as u64;
             global.runtime_rows_dropped.fetch_add(before - kept.len() as u64, Ordering::Relaxed);
@@ -308,28 +408,60 @@ impl TableScan {
         })
     }
 
-    /// Chooses how to filter a block: conjuncts on a dictionary-coded column are evaluated
+    /// Chooses how to filter a block: range conjuncts on packed columns become ranges of
+    /// codes (`code_predicates`), and conjuncts on a dictionary-coded column are evaluated
     /// once per distinct value (micro-specialisation to the block's values). `None` when
     /// no row of the block can pass.
-    fn block_filter<'a>(&'a self, dictionaries: &[Option<Arc<Dictionary>>]) -> Result<Option<BlockFilter<'a>>> {
+    fn block_filter<'a>(
+        &'a self,
+        dictionaries: &[Option<Arc<Dictionary>>],
+        stripes: &[StripeValues],
+        code_predicates: bool,
+    ) -> Result<Option<BlockFilter<'a>>> {
         let Some(filter) = &self.filter else { return Ok(Some(BlockFilter::None)) };
         let coded =
             |c: &ScanConjunct| c.dictionary.as_ref().is_some_and(|(positions, _)| positions.iter().all(|p| dictionaries[*p].is_some()));
-        if !self.conjuncts.iter().any(coded) {
+        let packed = |c: &ScanConjunct| match (&c.range, code_predicates) {
+            (Some(range), true) => match &stripes[range.position] {
+                StripeValues::Ints(packed) => Some((range.position, packed.code_range(range.lower, range.upper))),
+                _ => None,
+            },
+            _ => None,
+        };
+        if !self.conjuncts.iter().any(|c| coded(c) || packed(c).is_some()) {
             return Ok(Some(BlockFilter::Values(filter)));
         }
+        let mut ranges: Vec<(usize, u32, u32)> = Vec::new();
         let mut codes = Vec::new();
         let mut rest = Vec::new();
         for conjunct in &self.conjuncts {
+            if let Some((position, range)) = packed(conjunct) {
+                let (lo, hi) = match range {
+                    CodeRange::Empty => return Ok(None),
+                    CodeRange::All => continue,
+                    CodeRange::Within(lo, hi) => (lo, hi),
+                };
+                // Ranges on one column intersect (`x >= a AND x < b` tests its codes once).
+                match ranges.iter_mut().find(|(p, _, _)| *p == position) {
+                    Some(existing) => {
+                        (existing.1, existing.2) = (existing.1.max(lo), existing.2.min(hi));
+                        if existing.1 > existing.2 {
+                            return Ok(None);
+                        }
+                    }
+                    None => ranges.push((position, lo, hi)),
+                }
+                continue;
+            }
             let Some((positions, alone)) = conjunct.dictionary.as_ref().filter(|_| coded(conjunct)) else {
-                rest.push(&conjunct.expr);
+                rest.push(conjunct);
                 continue;
             };
             let own: Vec<Arc<Dictionary>> = positions.iter().map(|p| dictionaries[*p].clone().expect("checked by coded")).collect();
             let sizes: Vec<usize> = own.iter().map(|d| d.values.len()).collect();
             let combinations: usize = sizes.iter().product();
             if combinations > MAX_CODE_COMBINATIONS {
-                rest.push(&conjunct.expr);
+                rest.push(conjunct);
                 continue;
             }
             // Every combination of the dictionaries' values, in the order of their index.
@@ -347,7 +479,7 @@ impl TableScan {
             // where row by row an earlier conjunct would have removed its rows first: then
             // the conjunct runs on the rows, as without codes.
             let Ok(passing) = alone.select(&DataChunk::new(columns, combinations), &all) else {
-                rest.push(&conjunct.expr);
+                rest.push(conjunct);
                 continue;
             };
             if passing.is_empty() {
@@ -359,7 +491,7 @@ impl TableScan {
                 codes.push(CodeFilter { dictionaries: own, keep });
             }
         }
-        Ok(Some(BlockFilter::Codes { codes, rest }))
+        Ok(Some(BlockFilter::Codes { ranges, codes, rest }))
     }
 }
 
@@ -367,13 +499,13 @@ impl TableScan {
 const STAGE_DENSITY_DIVISOR: usize = 2;
 
 impl TableScan {
-    /// Emits the staged row ids of the block (whose read columns are `vectors`) as one
+    /// Emits the staged row ids of the block (whose read columns are `stripes`) as one
     /// dense chunk of the output columns.
-    fn flush_stage(&self, vectors: &[Vector], stage: &mut Vec<u32>, emit: &mut Emit) -> Result<Control> {
+    fn flush_stage(&self, stripes: &[StripeValues], stage: &mut Vec<u32>, emit: &mut Emit) -> Result<Control> {
         if stage.is_empty() {
             return Ok(Control::Continue);
         }
-        let columns: Vec<_> = self.output.iter().map(|&i| vectors[i].gather(stage)).collect();
+        let columns: Vec<_> = self.output.iter().map(|&i| stripes[i].gather(stage)).collect();
         let len = stage.len();
         stage.clear();
         let chunk = if columns.is_empty() { DataChunk::empty_columns(len) } else { DataChunk::new(columns, len) };
@@ -410,7 +542,7 @@ impl Source for TableScan {
     }
 
     fn ends_stage(&self, staging: bool) -> bool {
-        staging && self.filter.is_some()
+        staging && (self.filter.is_some() || !self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).is_empty())
     }
 
     fn analyze_details(&self, state: &ExecutionState) -> Option<String> {
@@ -419,7 +551,7 @@ impl Source for TableScan {
         let on_codes = global.blocks_on_codes.load(Ordering::Relaxed);
         let mut details = Vec::new();
         if skipped + on_codes > 0 {
-            details.push(format!("{} blocks: {skipped} skipped, {on_codes} filtered on dictionary codes", global.data.blocks.len()));
+            details.push(format!("{} blocks: {skipped} skipped, {on_codes} filtered on codes", global.data.blocks.len()));
         }
         if let Some(ranges) = global.runtime_ranges.get().filter(|r| !r.is_empty()) {
             let shown: Vec<String> = ranges
@@ -524,89 +656,105 @@ impl TableScan {
             }
         }
         let vector_size = ctx.config.vector_size;
-        // Stage boundary (ROF): survivors of a selective filter are collected as block row
-        // ids until a full vector is ready, then gathered densely; downstream operators
-        // get full vectors instead of many sparse ones.
-        let staging = ctx.config.staging && self.filter.is_some();
-        // Whole stripes (loaded from the database file if not resident), sliced per vector,
-        // and the dictionaries of the columns conjuncts could use.
-        let vectors: Vec<Vector> = self.read_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+        // Stage boundary (ROF): survivors of a selective filter (or runtime filter) are
+        // collected as block row ids until a full vector is ready, then gathered densely;
+        // downstream operators get full vectors instead of many sparse ones, and packed
+        // columns are decoded for the survivors only.
+        let staging = ctx.config.staging && (self.filter.is_some() || !row_ranges.is_empty() || has_membership);
+        // Whole stripes (loaded from the database file if not resident), sliced or decoded
+        // per vector, and the dictionaries of the columns conjuncts could use.
+        let stripes: Vec<StripeValues> = self.read_columns.iter().map(|&c| block.column(c).values()).collect::<Result<_>>()?;
         let mut dictionaries: Vec<Option<Arc<Dictionary>>> = vec![None; self.read_columns.len()];
         for position in self.conjuncts.iter().filter_map(|c| c.dictionary.as_ref()).flat_map(|(positions, _)| positions) {
             if dictionaries[*position].is_none() {
                 dictionaries[*position] = block.column(self.read_columns[*position]).dictionary()?;
             }
         }
-        let Some(block_filter) = self.block_filter(&dictionaries)? else {
+        let Some(block_filter) = self.block_filter(&dictionaries, &stripes, ctx.config.code_predicates)? else {
             count_block(&global.blocks_skipped);
             return Ok(Control::Continue);
         };
-        if matches!(block_filter, BlockFilter::Codes { .. }) {
-            count_block(&global.blocks_on_codes);
-        }
+        let code_tests: Vec<CodeTest<'_>> = match &block_filter {
+            BlockFilter::Codes { ranges, codes, .. } => {
+                if !ranges.is_empty() || !codes.is_empty() {
+                    count_block(&global.blocks_on_codes);
+                }
+                ranges
+                    .iter()
+                    .filter_map(|&(position, lo, hi)| match &stripes[position] {
+                        StripeValues::Ints(packed) => Some(CodeTest { codes: packed.codes(), lo, hi }),
+                        _ => None,
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        let stand_ins: Vec<OnceCell<Vector>> = stripes.iter().map(|_| OnceCell::new()).collect();
+        let all_rows = |len: usize| (0..len as u32).collect::<Vec<u32>>();
         let mut stage: Vec<u32> = Vec::new();
         let mut offset = first_row;
         while offset < end_row {
             let len = vector_size.min(end_row - offset);
-            let columns = vectors.iter().map(|v| if len == v.len() { v.clone() } else { v.slice(offset, len) }).collect();
-            let mut chunk = DataChunk::new(columns, len);
-            let mut selected = match &block_filter {
+            let mut columns = VectorColumns::new(&stripes, &stand_ins, vector_size, offset, len);
+            // `None`: every row.
+            let mut selected: Option<Vec<u32>> = match &block_filter {
                 BlockFilter::None => None,
-                BlockFilter::Values(filter) => Some(filter.select(&chunk, &(0..len as u32).collect::<Vec<_>>())?),
-                BlockFilter::Codes { codes, rest } => {
-                    let mut selected: Vec<u32> = (0..len as u32).collect();
+                BlockFilter::Values(filter) => Some(filter.select(&columns.chunk(&self.filter_columns), &all_rows(len))?),
+                BlockFilter::Codes { codes, rest, .. } => {
+                    let mut selected = (!code_tests.is_empty()).then(|| select_code_ranges(&code_tests, offset, len, ctx.config.simd));
                     for code in codes {
-                        selected = code.select(offset, &selected);
+                        let rows = selected.take().unwrap_or_else(|| all_rows(len));
+                        selected = Some(code.select(offset, &rows));
                     }
                     for conjunct in rest {
-                        if selected.is_empty() {
+                        let rows = selected.take().unwrap_or_else(|| all_rows(len));
+                        if rows.is_empty() {
+                            selected = Some(rows);
                             break;
                         }
-                        selected = conjunct.select(&chunk, &selected)?;
+                        selected = Some(conjunct.expr.select(&columns.chunk(&conjunct.columns), &rows)?);
                     }
-                    Some(selected)
+                    selected
                 }
             };
             for &(position, lo, hi) in &row_ranges {
-                let column = &chunk.columns[position];
                 let before = selected.as_ref().map_or(len, Vec::len);
-                let kept = select_in_range(column, selected.take(), len, lo, hi);
+                let kept = select_in_range(columns.column(position), selected.take(), len, lo, hi);
                 global.runtime_rows_dropped.fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
                 selected = Some(kept);
             }
             if has_membership {
-                selected = self.select_members(global, &chunk, selected, ctx);
+                selected = self.select_members(global, &mut columns, selected, ctx);
             }
-            if let Some(selected) = selected {
+            if let Some(selected) = &selected {
                 if staging && selected.len() * STAGE_DENSITY_DIVISOR < len {
                     stage.extend(selected.iter().map(|&r| r + offset as u32));
                     offset += len;
-                    if stage.len() >= vector_size && self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
+                    if stage.len() >= vector_size && self.flush_stage(&stripes, &mut stage, emit)? == Control::Finished {
                         return Ok(Control::Finished);
                     }
                     continue;
                 }
-                offset += len;
                 if selected.is_empty() {
+                    offset += len;
                     continue;
                 }
                 // Dense survivors pass through with a selection vector (no copy), after
                 // whatever the stage holds, so rows stay in order.
-                if self.flush_stage(&vectors, &mut stage, emit)? == Control::Finished {
+                if self.flush_stage(&stripes, &mut stage, emit)? == Control::Finished {
                     return Ok(Control::Finished);
                 }
-                if selected.len() < len {
-                    chunk.set_selection(Some(selected));
-                }
-            } else {
-                offset += len;
             }
-            let chunk = if self.output.len() == self.read_columns.len() { chunk } else { chunk.project(&self.output) };
-            if emit(chunk)? == Control::Finished {
+            let mut output = columns.output(&self.output);
+            if let Some(selected) = selected.filter(|s| s.len() < len) {
+                output.set_selection(Some(selected));
+            }
+            offset += len;
+            if emit(output)? == Control::Finished {
                 return Ok(Control::Finished);
             }
         }
-        self.flush_stage(&vectors, &mut stage, emit)
+        self.flush_stage(&stripes, &mut stage, emit)
     }
 }
 
