@@ -139,12 +139,48 @@ decoded!(i64, I64);
 
 /// `base + code * step` for each code (a loop the compiler vectorises; the common
 /// `step = 1` without the multiplication).
+#[inline(always)]
 fn decode_codes<C: Copy + Into<u32>, T: Decoded>(codes: impl ExactSizeIterator<Item = C>, base: i64, step: i64) -> Vec<T> {
     if step == 1 {
         codes.map(|c| T::from_i64(base.wrapping_add(i64::from(c.into())))).collect()
     } else {
         codes.map(|c| T::from_i64(base.wrapping_add(i64::from(c.into()).wrapping_mul(step)))).collect()
     }
+}
+
+/// A run of codes decoded: with AVX-512 when the CPU has it (the build targets plain
+/// x86-64, whose two 64-bit lanes and missing 64-bit multiply left this loop scalar).
+fn decode_slice<C: Copy + Into<u32>, T: Decoded>(codes: &[C], base: i64, step: i64) -> Vec<T> {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // SAFETY: the features were detected.
+        return unsafe { decode_slice_avx512(codes, base, step) };
+    }
+    decode_codes(codes.iter().copied(), base, step)
+}
+
+/// # Safety
+/// Requires AVX-512F/BW/DQ/VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn decode_slice_avx512<C: Copy + Into<u32>, T: Decoded>(codes: &[C], base: i64, step: i64) -> Vec<T> {
+    decode_codes(codes.iter().copied(), base, step)
+}
+
+/// Whether the CPU has the AVX-512 subsets the kernels here use (detected once).
+fn avx512() -> bool {
+    static DETECTED: OnceLock<bool> = OnceLock::new();
+    *DETECTED.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
 }
 
 impl PackedInts {
@@ -218,11 +254,20 @@ impl PackedInts {
 
     /// Rows `offset..offset + len`, decoded.
     pub fn decode_range(&self, offset: usize, len: usize) -> Vector {
-        match &self.codes {
-            Codes::U8(c) => self.decode(c[offset..offset + len].iter().copied()),
-            Codes::U16(c) => self.decode(c[offset..offset + len].iter().copied()),
-            Codes::U32(c) => self.decode(c[offset..offset + len].iter().copied()),
+        fn run<C: Copy + Into<u32>>(packed: &PackedInts, codes: &[C]) -> VectorData {
+            let (base, step) = (packed.base, packed.step);
+            match packed.data_type.physical() {
+                PhysicalType::I16 => i16::wrap(decode_slice::<C, i16>(codes, base, step)),
+                PhysicalType::I32 => i32::wrap(decode_slice::<C, i32>(codes, base, step)),
+                _ => i64::wrap(decode_slice::<C, i64>(codes, base, step)),
+            }
         }
+        let data = match &self.codes {
+            Codes::U8(c) => run(self, &c[offset..offset + len]),
+            Codes::U16(c) => run(self, &c[offset..offset + len]),
+            Codes::U32(c) => run(self, &c[offset..offset + len]),
+        };
+        Vector::new(self.data_type, data, None)
     }
 
     /// The rows at positions `rows` (of the stripe), decoded.
@@ -315,7 +360,7 @@ pub fn select_code_ranges(tests: &[CodeTest<'_>], offset: usize, len: usize, sim
     let mut done = 0;
     let mut count = 0;
     #[cfg(target_arch = "x86_64")]
-    if simd && avx512bw() && !tests.is_empty() {
+    if simd && avx512() && !tests.is_empty() {
         // SAFETY: AVX-512F/BW detected; `out` has room for `len` ids.
         (done, count) = unsafe { x86::select_avx512(tests, offset, len, &mut out) };
     }
@@ -330,16 +375,17 @@ pub fn select_code_ranges(tests: &[CodeTest<'_>], offset: usize, len: usize, sim
     out
 }
 
-fn avx512bw() -> bool {
-    static DETECTED: OnceLock<bool> = OnceLock::new();
-    *DETECTED.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    })
+/// Those of `rows` (positions from `offset`) whose codes pass every test, in order.
+pub fn retain_code_ranges(tests: &[CodeTest<'_>], offset: usize, mut rows: Vec<u32>) -> Vec<u32> {
+    let mut count = 0;
+    for i in 0..rows.len() {
+        let row = rows[i];
+        rows[count] = row;
+        let pass = tests.iter().fold(true, |pass, t| pass & t.codes.test(offset + row as usize, t.lo, t.hi - t.lo));
+        count += pass as usize;
+    }
+    rows.truncate(count);
+    rows
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -514,6 +560,10 @@ mod tests {
                 let scalar = select_code_ranges(&tests[..k], offset, len, false);
                 let simd = select_code_ranges(&tests[..k], offset, len, true);
                 assert_eq!(simd, scalar, "{k} tests at {offset}+{len}");
+                // The same tests on a selection: every other row.
+                let odd: Vec<u32> = (0..len as u32).filter(|r| r % 2 == 1).collect();
+                let retained = retain_code_ranges(&tests[..k], offset, odd);
+                assert_eq!(retained, scalar.iter().copied().filter(|r| r % 2 == 1).collect::<Vec<_>>());
                 assert!(scalar.iter().all(|&r| (r as usize) < len));
             }
         }

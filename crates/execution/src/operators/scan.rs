@@ -32,7 +32,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use apiary_common::{Bitmap, Result};
 use apiary_storage::block::{Block, StripeValues};
 use apiary_storage::encoding::Dictionary;
-use apiary_storage::packed::{select_code_ranges, CodeRange, CodeTest};
+use apiary_storage::packed::{retain_code_ranges, select_code_ranges, CodeRange, CodeTest};
 use apiary_storage::{Table, TableData};
 use apiary_types::{DataChunk, ScalarValue, Vector, VectorData};
 
@@ -656,11 +656,6 @@ impl TableScan {
             }
         }
         let vector_size = ctx.config.vector_size;
-        // Stage boundary (ROF): survivors of a selective filter (or runtime filter) are
-        // collected as block row ids until a full vector is ready, then gathered densely;
-        // downstream operators get full vectors instead of many sparse ones, and packed
-        // columns are decoded for the survivors only.
-        let staging = ctx.config.staging && (self.filter.is_some() || !row_ranges.is_empty() || has_membership);
         // Whole stripes (loaded from the database file if not resident), sliced or decoded
         // per vector, and the dictionaries of the columns conjuncts could use.
         let stripes: Vec<StripeValues> = self.read_columns.iter().map(|&c| block.column(c).values()).collect::<Result<_>>()?;
@@ -689,6 +684,32 @@ impl TableScan {
             }
             _ => Vec::new(),
         };
+        // Runtime ranges on packed columns are tested on their codes.
+        let mut runtime_codes: Vec<CodeTest<'_>> = Vec::new();
+        if ctx.config.code_predicates {
+            let mut on_values = Vec::new();
+            for (position, lo, hi) in row_ranges.drain(..) {
+                let StripeValues::Ints(packed) = &stripes[position] else {
+                    on_values.push((position, lo, hi));
+                    continue;
+                };
+                match packed.code_range(Some((lo as i128, true)), Some((hi as i128, true))) {
+                    CodeRange::Empty => {
+                        count_block(&global.runtime_blocks_skipped);
+                        return Ok(Control::Continue);
+                    }
+                    CodeRange::All => {}
+                    CodeRange::Within(lo, hi) => runtime_codes.push(CodeTest { codes: packed.codes(), lo, hi }),
+                }
+            }
+            row_ranges = on_values;
+        }
+        // Stage boundary (ROF): survivors of a selective filter (or runtime filter) are
+        // collected as block row ids until a full vector is ready, then gathered densely;
+        // downstream operators get full vectors instead of many sparse ones, and packed
+        // columns are decoded for the survivors only.
+        let staging =
+            ctx.config.staging && (self.filter.is_some() || !self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).is_empty());
         let stand_ins: Vec<OnceCell<Vector>> = stripes.iter().map(|_| OnceCell::new()).collect();
         let all_rows = |len: usize| (0..len as u32).collect::<Vec<u32>>();
         let mut stage: Vec<u32> = Vec::new();
@@ -717,6 +738,15 @@ impl TableScan {
                     selected
                 }
             };
+            if !runtime_codes.is_empty() {
+                let before = selected.as_ref().map_or(len, Vec::len);
+                let kept = match selected.take() {
+                    None => select_code_ranges(&runtime_codes, offset, len, ctx.config.simd),
+                    Some(rows) => retain_code_ranges(&runtime_codes, offset, rows),
+                };
+                global.runtime_rows_dropped.fetch_add((before - kept.len()) as u64, Ordering::Relaxed);
+                selected = Some(kept);
+            }
             for &(position, lo, hi) in &row_ranges {
                 let before = selected.as_ref().map_or(len, Vec::len);
                 let kept = select_in_range(columns.column(position), selected.take(), len, lo, hi);
