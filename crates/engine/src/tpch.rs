@@ -299,15 +299,27 @@ fn generate_part(table: &str, sf: f64, part: i32, part_count: i32, types: &[Data
     c.finish(types)
 }
 
-/// Number of generator parts for a table (more for the big ones).
-fn part_count(table: &str, threads: usize) -> i32 {
-    match table {
-        "region" | "nation" => 1,
-        _ => (threads * 2).max(1) as i32,
-    }
+/// Number of generator parts for a table: at least two per thread, and parts of about
+/// a million rows for the big tables, so that a part's unpacked columns are a small
+/// fraction of the packed table they are appended to.
+fn part_count(table: &str, threads: usize, sf: f64) -> i32 {
+    let rows_per_sf = match table {
+        "region" | "nation" => return 1,
+        "lineitem" => 6_000_000.0,
+        "orders" => 1_500_000.0,
+        "partsupp" => 800_000.0,
+        _ => 200_000.0,
+    };
+    let by_size = (rows_per_sf * sf / 1_000_000.0).ceil() as i32;
+    by_size.max((threads * 2) as i32).max(1)
 }
 
+/// Parts generated ahead of the one being appended: bounds the unpacked rows in memory.
+const PARTS_AHEAD: i32 = 2;
+
 /// Creates the TPC-H tables (dropping existing ones) and fills them at scale factor `sf`.
+/// Parts are generated on all threads and appended in order as they finish, at most
+/// `threads + PARTS_AHEAD` of them held at once.
 pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
     if !(sf > 0.0 && sf <= 1000.0) {
         return Err(ApiaryError::Bind(format!("scale factor must be in (0, 1000], not {sf}")));
@@ -320,27 +332,60 @@ pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
     for table_name in TABLES {
         let table = conn.db.catalog.table(table_name)?;
         let types = table.schema.types();
-        let parts = part_count(table_name, threads);
+        let parts = part_count(table_name, threads, sf);
         let next = std::sync::atomic::AtomicI32::new(1);
-        let results: Vec<std::sync::Mutex<Option<Vec<Vector>>>> = (0..parts).map(|_| std::sync::Mutex::new(None)).collect();
-        std::thread::scope(|scope| {
+        // Generated parts by number, the number of parts appended, and whether to stop.
+        struct Progress {
+            ready: std::collections::BTreeMap<i32, Vec<Vector>>,
+            appended: i32,
+            stop: bool,
+        }
+        let progress = std::sync::Mutex::new(Progress { ready: Default::default(), appended: 0, stop: false });
+        let changed = std::sync::Condvar::new();
+        let lock = || progress.lock().unwrap_or_else(|e| e.into_inner());
+        let mut appender = table.appender()?;
+        let appended: Result<()> = std::thread::scope(|scope| {
             for _ in 0..threads.min(parts as usize) {
                 scope.spawn(|| loop {
                     let part = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if part > parts {
                         break;
                     }
+                    // Wait until the part is within reach of the appender.
+                    let mut state = lock();
+                    while !state.stop && part > state.appended + threads as i32 + PARTS_AHEAD {
+                        state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                    }
+                    if state.stop {
+                        break;
+                    }
+                    drop(state);
                     let columns = generate_part(table_name, sf, part, parts, &types);
-                    *results[(part - 1) as usize].lock().unwrap_or_else(|e| e.into_inner()) = Some(columns);
+                    lock().ready.insert(part, columns);
+                    changed.notify_all();
                 });
             }
+            let result = (1..=parts).try_for_each(|part| {
+                let mut state = lock();
+                let columns = loop {
+                    if let Some(columns) = state.ready.remove(&part) {
+                        break columns;
+                    }
+                    state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+                };
+                drop(state);
+                let len = columns.first().map_or(0, |c| c.len());
+                appender.append(&DataChunk::new(columns, len))?;
+                lock().appended = part;
+                changed.notify_all();
+                Ok(())
+            });
+            // On an error the generators waiting for room stop.
+            lock().stop = true;
+            changed.notify_all();
+            result
         });
-        let mut appender = table.appender()?;
-        for result in results {
-            let columns = result.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_default();
-            let len = columns.first().map_or(0, |c| c.len());
-            appender.append(&DataChunk::new(columns, len))?;
-        }
+        appended?;
         conn.db.commit(crate::database::Change::Append(&table, appender.prepare()?))?;
     }
     Ok(())
