@@ -1125,42 +1125,61 @@ fn residual_comparison(residual: &Expr, probe: &[ColumnRef], build: &[ColumnRef]
     Some(ResidualComparison { probe: position(probe, r)?, build: position(build, l)?, op: comparison_kind(op.flipped())? })
 }
 
-/// The range of physical values a conjunct `column <op> constant` keeps, for a column
-/// stored as integers (integers, dates, times, timestamps, decimals of up to 18 digits)
-/// compared with a constant of its own type: packed stripes test it on their codes.
-fn value_range(conjunct: &Expr, read_ids: &[ColumnId], scan: &Scan) -> Option<ValueRange> {
+/// Inclusive-flagged bounds on a value (`None`: unbounded).
+type Bounds<T> = (Option<(T, bool)>, Option<(T, bool)>);
+
+/// For a conjunct `column <op> constant` (either side) with a comparison `op`: the column,
+/// the constant, and the bounds the comparison puts on the column's values, the constant
+/// mapped by `bound` (`None` when it does not map).
+fn column_bounds<'e, T: Clone>(
+    conjunct: &'e Expr,
+    bound: impl FnOnce(&'e ColumnRef, &'e ScalarValue) -> Option<T>,
+) -> Option<(&'e ColumnRef, Bounds<T>)> {
     let Expr::Binary { op, left, right, .. } = conjunct else { return None };
     let (column, value, op) = match (left.as_ref(), right.as_ref()) {
         (Expr::Column(c), Expr::Literal(v, _)) => (c, v, *op),
         (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flipped()),
         _ => return None,
     };
-    let position = read_ids.iter().position(|id| *id == column.id)?;
-    let data_type = scan.columns[position].1.data_type;
-    if !matches!(data_type.physical(), PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64) {
+    if !matches!(op, BinaryOp::Eq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Gt | BinaryOp::GtEq) {
         return None;
     }
-    // The constant's physical value, when it is of the column's type (a decimal of the
-    // column's scale): then comparing physical values compares the SQL values.
-    let bound = match (value, data_type) {
-        (
-            ScalarValue::Int16(_) | ScalarValue::Int32(_) | ScalarValue::Int64(_),
-            DataType::SmallInt | DataType::Integer | DataType::BigInt,
-        ) => value.as_i128()?,
-        (ScalarValue::Date(v), DataType::Date) => *v as i128,
-        (ScalarValue::Timestamp(v), DataType::Timestamp) | (ScalarValue::TimestampTz(v), DataType::TimestampTz) => *v as i128,
-        (ScalarValue::Time(v), DataType::Time) => *v as i128,
-        (ScalarValue::Decimal(v, _, scale), DataType::Decimal { scale: column_scale, .. }) if *scale == column_scale => *v,
-        _ => return None,
+    let v = bound(column, value)?;
+    let bounds = match op {
+        BinaryOp::Eq => (Some((v.clone(), true)), Some((v, true))),
+        BinaryOp::Lt => (None, Some((v, false))),
+        BinaryOp::LtEq => (None, Some((v, true))),
+        BinaryOp::Gt => (Some((v, false)), None),
+        _ => (Some((v, true)), None),
     };
-    let (lower, upper) = match op {
-        BinaryOp::Eq => (Some((bound, true)), Some((bound, true))),
-        BinaryOp::Lt => (None, Some((bound, false))),
-        BinaryOp::LtEq => (None, Some((bound, true))),
-        BinaryOp::Gt => (Some((bound, false)), None),
-        BinaryOp::GtEq => (Some((bound, true)), None),
-        _ => return None,
-    };
+    Some((column, bounds))
+}
+
+/// The range of physical values a conjunct `column <op> constant` keeps, for a column
+/// stored as integers (integers, dates, times, timestamps, decimals of up to 18 digits)
+/// compared with a constant of its own type: packed stripes test it on their codes.
+fn value_range(conjunct: &Expr, read_ids: &[ColumnId], scan: &Scan) -> Option<ValueRange> {
+    let mut position = 0;
+    let (_, (lower, upper)) = column_bounds(conjunct, |column, value| {
+        position = read_ids.iter().position(|id| *id == column.id)?;
+        let data_type = scan.columns[position].1.data_type;
+        if !matches!(data_type.physical(), PhysicalType::I16 | PhysicalType::I32 | PhysicalType::I64) {
+            return None;
+        }
+        // The constant's physical value, when it is of the column's type (a decimal of the
+        // column's scale): then comparing physical values compares the SQL values.
+        match (value, data_type) {
+            (
+                ScalarValue::Int16(_) | ScalarValue::Int32(_) | ScalarValue::Int64(_),
+                DataType::SmallInt | DataType::Integer | DataType::BigInt,
+            ) => value.as_i128(),
+            (ScalarValue::Date(v), DataType::Date) => Some(*v as i128),
+            (ScalarValue::Timestamp(v), DataType::Timestamp) | (ScalarValue::TimestampTz(v), DataType::TimestampTz) => Some(*v as i128),
+            (ScalarValue::Time(v), DataType::Time) => Some(*v as i128),
+            (ScalarValue::Decimal(v, _, scale), DataType::Decimal { scale: column_scale, .. }) if *scale == column_scale => Some(*v),
+            _ => None,
+        }
+    })?;
     Some(ValueRange { position, lower, upper })
 }
 
@@ -1168,27 +1187,13 @@ fn value_range(conjunct: &Expr, read_ids: &[ColumnId], scan: &Scan) -> Option<Va
 fn zone_predicates(scan: &Scan) -> Vec<ZonePredicate> {
     let mut predicates = Vec::new();
     for filter in &scan.filters {
-        let Expr::Binary { op, left, right, .. } = filter else { continue };
-        let (column, value, op) = match (left.as_ref(), right.as_ref()) {
-            (Expr::Column(c), Expr::Literal(v, _)) => (c, v, *op),
-            (Expr::Literal(v, _), Expr::Column(c)) => (c, v, op.flipped()),
-            _ => continue,
-        };
-        if value.is_null() || matches!(value, ScalarValue::Interval(_) | ScalarValue::Boolean(_)) {
-            continue;
-        }
-        let Some(table_column) = scan.columns.iter().find(|(_, c)| c.id == column.id).map(|(i, _)| *i) else { continue };
         // Zone maps hold values of the column's own type; the literal has the same type.
-        let v = value.clone();
-        let predicate = match op {
-            BinaryOp::Eq => ZonePredicate { column: table_column, lower: Some((v.clone(), true)), upper: Some((v, true)) },
-            BinaryOp::Lt => ZonePredicate { column: table_column, lower: None, upper: Some((v, false)) },
-            BinaryOp::LtEq => ZonePredicate { column: table_column, lower: None, upper: Some((v, true)) },
-            BinaryOp::Gt => ZonePredicate { column: table_column, lower: Some((v, false)), upper: None },
-            BinaryOp::GtEq => ZonePredicate { column: table_column, lower: Some((v, true)), upper: None },
-            _ => continue,
+        let usable = |_: &ColumnRef, value: &ScalarValue| {
+            (!value.is_null() && !matches!(value, ScalarValue::Interval(_) | ScalarValue::Boolean(_))).then(|| value.clone())
         };
-        predicates.push(predicate);
+        let Some((column, (lower, upper))) = column_bounds(filter, usable) else { continue };
+        let Some(table_column) = scan.columns.iter().find(|(_, c)| c.id == column.id).map(|(i, _)| *i) else { continue };
+        predicates.push(ZonePredicate { column: table_column, lower, upper });
     }
     predicates
 }

@@ -578,28 +578,26 @@ pub struct Block {
 
 impl Block {
     pub fn new(columns: Vec<Vector>) -> Block {
+        Block::of(columns, ColumnStripe::new)
+    }
+
+    /// A block of one stripe per column, made by `stripe`.
+    fn of(columns: Vec<Vector>, stripe: impl Fn(Vector) -> ColumnStripe) -> Block {
         let row_count = columns.first().map_or(0, |c| c.len());
         debug_assert!(columns.iter().all(|c| c.len() == row_count));
-        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::new(c))).collect() }
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(stripe(c))).collect() }
     }
 
     /// A block whose stripes are packed into codes where that is narrower (`pack`), else
     /// hold their values as they are.
     pub fn sealed(columns: Vec<Vector>, pack: bool) -> Block {
-        if !pack {
-            return Block::new(columns);
-        }
-        let row_count = columns.first().map_or(0, |c| c.len());
-        debug_assert!(columns.iter().all(|c| c.len() == row_count));
-        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::packed(c))).collect() }
+        Block::of(columns, if pack { ColumnStripe::packed } else { ColumnStripe::new })
     }
 
     /// A block whose stripes compute their zone maps when a scan first asks (see
     /// [`ColumnStripe::resident_without_zone_map`]).
     pub fn without_zone_maps(columns: Vec<Vector>) -> Block {
-        let row_count = columns.first().map_or(0, |c| c.len());
-        debug_assert!(columns.iter().all(|c| c.len() == row_count));
-        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(ColumnStripe::resident_without_zone_map(c))).collect() }
+        Block::of(columns, ColumnStripe::resident_without_zone_map)
     }
 
     pub fn column(&self, idx: usize) -> &Arc<ColumnStripe> {

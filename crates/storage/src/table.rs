@@ -165,7 +165,6 @@ impl Table {
         self
     }
 
-    /// Declares the primary key (column positions).
     /// Sets whether sealed blocks are packed (see [`Table::packed`]).
     pub fn packed(mut self, packed: bool) -> Table {
         self.packed = packed;
@@ -178,6 +177,7 @@ impl Table {
         self
     }
 
+    /// Declares the primary key (column positions).
     pub fn with_primary_key(mut self, columns: Vec<usize>) -> Table {
         self.primary_key = columns;
         self

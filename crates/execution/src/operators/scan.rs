@@ -143,7 +143,7 @@ impl<'a> VectorColumns<'a> {
         let columns = (0..self.stripes.len())
             .map(|position| match (&self.decoded[position], &self.stripes[position]) {
                 (Some(vector), _) => vector.clone(),
-                (None, StripeValues::Plain(values)) => values.slice(self.offset, self.len),
+                (None, plain @ StripeValues::Plain(_)) => plain.range(self.offset, self.len),
                 // Wide enough for every vector of the block: no vector is longer than the
                 // stripe or than the vector size (which `len` is, or the block's tail).
                 (None, stripe) => {
