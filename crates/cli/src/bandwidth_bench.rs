@@ -62,10 +62,10 @@ impl Isa {
     pub fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw") {
+            if apiary_common::cpu::avx512() {
                 return Isa::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if apiary_common::cpu::avx2() {
                 return Isa::Avx2;
             }
         }

@@ -22,7 +22,7 @@ pub fn hash_u64(key: u64) -> u64 {
 pub fn hash_u64_batch(keys: &[u64]) -> Vec<u64> {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
+        if crate::cpu::avx512() {
             // SAFETY: the CPU has the features the function is compiled for.
             return unsafe { hash_u64_batch_avx512(keys) };
         }

@@ -8,9 +8,11 @@
 //!         and Internal for bugs; every variant maps to a SQLSTATE.
 //! hash    the engine's hash functions (u64/u128 keys, byte strings) and hash combining.
 //! bitmap  a growable bit vector used for validity (NULL) masks and match flags.
+//! cpu     the instruction sets (AVX2, AVX-512) detected once, for kernels compiled for them.
 //! ```
 
 pub mod bitmap;
+pub mod cpu;
 pub mod error;
 pub mod hash;
 

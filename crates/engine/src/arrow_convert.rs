@@ -164,7 +164,7 @@ fn string_views(array: &StringViewArray) -> StrColumn {
         })
         .collect();
     let heaps: Vec<Heap> = array.data_buffers().iter().map(|b| Arc::new(b.as_slice().to_vec())).collect();
-    StrColumn { views: Buffer::from_vec(views), heaps: Arc::new(heaps) }
+    StrColumn::new(Buffer::from_vec(views), Arc::new(heaps))
 }
 
 /// Converts an Arrow array to a vector of type `target` (as read from the array's type).

@@ -21,7 +21,7 @@ use std::fmt;
 use apiary_common::{Bitmap, Result};
 use apiary_types::datetime::Interval;
 use apiary_types::string::{StrView, INLINE_LEN};
-use apiary_types::{Buffer, DataType, PhysicalType, StrColumn, Vector, VectorData};
+use apiary_types::{Buffer, DataType, DictionaryCodes, PhysicalType, StrColumn, Vector, VectorData};
 
 use crate::codec::{Reader, Writer};
 
@@ -42,6 +42,9 @@ pub struct Dictionary {
     /// The distinct values, sorted.
     pub values: Vector,
     pub codes: Codes,
+    /// Tells this dictionary's codes from another's in decoded vectors
+    /// ([`DictionaryCodes::dictionary`]).
+    id: u64,
 }
 
 #[derive(Debug)]
@@ -52,6 +55,10 @@ pub enum Codes {
 }
 
 impl Dictionary {
+    pub fn new(values: Vector, codes: Codes) -> Dictionary {
+        Dictionary { values, codes, id: DictionaryCodes::new_dictionary_id() }
+    }
+
     /// Those of `rows` (positions from `offset`) whose value's code is marked in `keep`.
     pub fn select(&self, keep: &[bool], offset: usize, rows: &[u32]) -> Vec<u32> {
         fn run<C: Copy + Into<u32>>(codes: &[C], keep: &[bool], rows: &[u32]) -> Vec<u32> {
@@ -89,21 +96,37 @@ impl Dictionary {
 
     /// Rows `offset..offset + len`, decoded (views into the dictionary's values).
     pub fn decode_range(&self, offset: usize, len: usize) -> Vector {
-        let indices: Vec<u32> = match &self.codes {
-            Codes::U8(c) => c[offset..offset + len].iter().map(|&c| c as u32).collect(),
-            Codes::U16(c) => c[offset..offset + len].iter().map(|&c| c as u32).collect(),
-            Codes::U32(c) => c[offset..offset + len].to_vec(),
-        };
-        self.values.gather(&indices)
+        match &self.codes {
+            Codes::U8(c) => self.decode_codes(c[offset..offset + len].to_vec()),
+            Codes::U16(c) => self.decode_indices(c[offset..offset + len].iter().copied()),
+            Codes::U32(c) => self.decode_indices(c[offset..offset + len].iter().copied()),
+        }
     }
 
     /// The rows at positions `rows`, decoded.
     pub fn gather(&self, rows: &[u32]) -> Vector {
-        let indices: Vec<u32> = match &self.codes {
-            Codes::U8(c) => rows.iter().map(|&r| c[r as usize] as u32).collect(),
-            Codes::U16(c) => rows.iter().map(|&r| c[r as usize] as u32).collect(),
-            Codes::U32(c) => rows.iter().map(|&r| c[r as usize]).collect(),
+        match &self.codes {
+            Codes::U8(c) => self.decode_codes(rows.iter().map(|&r| c[r as usize]).collect()),
+            Codes::U16(c) => self.decode_indices(rows.iter().map(|&r| c[r as usize])),
+            Codes::U32(c) => self.decode_indices(rows.iter().map(|&r| c[r as usize])),
+        }
+    }
+
+    /// The values of `codes`, with the codes attached to the vector
+    /// ([`StrColumn::codes`]).
+    fn decode_codes(&self, codes: Vec<u8>) -> Vector {
+        let (VectorData::Str(strings), None) = (&self.values.data, &self.values.validity) else {
+            return self.decode_indices(codes.into_iter());
         };
+        let dictionary_views = strings.views.as_slice();
+        let views: Vec<StrView> = codes.iter().map(|&c| dictionary_views[c as usize]).collect();
+        let codes = DictionaryCodes { codes: Buffer::from_vec(codes), dictionary: self.id, size: dictionary_views.len() as u32 };
+        let column = StrColumn::new(Buffer::from_vec(views), std::sync::Arc::clone(&strings.heaps)).with_codes(codes);
+        Vector::new(self.values.data_type, VectorData::Str(column), None)
+    }
+
+    fn decode_indices<C: Into<u32>>(&self, codes: impl Iterator<Item = C>) -> Vector {
+        let indices: Vec<u32> = codes.map(Into::into).collect();
         self.values.gather(&indices)
     }
 
@@ -507,7 +530,7 @@ fn dictionary_from(data_type: DataType, sorted: &[&[u8]], codes: Vec<u32>) -> Di
     let width = dictionary_width(sorted.len());
     let values =
         Vector::new(data_type, VectorData::Str(StrColumn::from_strs(sorted.iter().map(|v| std::str::from_utf8(v).unwrap_or("")))), None);
-    Dictionary { values, codes: narrow_codes(codes, width) }
+    Dictionary::new(values, narrow_codes(codes, width))
 }
 
 fn encode_strings(
@@ -621,11 +644,10 @@ fn decode_dictionary(
     }
     let heaps = std::sync::Arc::new(vec![std::sync::Arc::new(heap)]);
     if matches!(width, 1 | 2 | 4) {
-        let values =
-            Vector::new(data_type, VectorData::Str(StrColumn { views: dictionary.into(), heaps: std::sync::Arc::clone(&heaps) }), None);
-        *dictionary_out = Some(Dictionary { values, codes: narrow_codes(codes.into_iter().map(|c| c as u32).collect(), width) });
+        let values = Vector::new(data_type, VectorData::Str(StrColumn::new(dictionary.into(), std::sync::Arc::clone(&heaps))), None);
+        *dictionary_out = Some(Dictionary::new(values, narrow_codes(codes.into_iter().map(|c| c as u32).collect(), width)));
     }
-    Ok(StrColumn { views: views.into(), heaps })
+    Ok(StrColumn::new(views.into(), heaps))
 }
 
 fn decode_strings(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
@@ -659,7 +681,7 @@ fn decode_strings(reader: &mut Reader<'_>, rows: usize) -> Result<StrColumn> {
         _ => return Err(reader.corrupt("invalid compression flag")),
     };
     let views = views_over(&heap, lengths.iter().map(|&l| l as usize), reader)?;
-    Ok(StrColumn { views: views.into(), heaps: std::sync::Arc::new(vec![std::sync::Arc::new(heap)]) })
+    Ok(StrColumn::new(views.into(), std::sync::Arc::new(vec![std::sync::Arc::new(heap)])))
 }
 
 #[cfg(test)]

@@ -13,8 +13,6 @@
 //! scan tests 64 one-byte codes per AVX-512 instruction and decodes only the rows and
 //! columns that survive ([`select_code_ranges`], [`PackedInts::gather`]).
 
-use std::sync::OnceLock;
-
 use apiary_types::{DataType, PhysicalType, Vector, VectorData};
 
 use crate::encoding::Codes;
@@ -187,20 +185,9 @@ unsafe fn decode_slice_avx512<C: Copy + Into<u32>, T: Decoded>(codes: &[C], base
     decode_codes(codes.iter().copied(), base, step)
 }
 
-/// Whether the CPU has the AVX-512 subsets the kernels here use (detected once).
+/// Whether the CPU has the AVX-512 subsets the kernels here use.
 fn avx512() -> bool {
-    static DETECTED: OnceLock<bool> = OnceLock::new();
-    *DETECTED.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-                && std::arch::is_x86_feature_detected!("avx512vl")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    })
+    apiary_common::cpu::avx512()
 }
 
 impl PackedInts {

@@ -38,6 +38,6 @@ pub use chunk::DataChunk;
 pub use datatype::{DataType, Field, PhysicalType, Schema};
 pub use datetime::Interval;
 pub use scalar::ScalarValue;
-pub use string::{StrColumn, StrColumnBuilder, StrView};
+pub use string::{DictionaryCodes, StrColumn, StrColumnBuilder, StrView};
 pub use timezone::TimeZone;
 pub use vector::{Vector, VectorData};

@@ -174,11 +174,44 @@ impl fmt::Debug for StrView {
 pub struct StrColumn {
     pub views: Buffer<StrView>,
     pub heaps: Arc<Vec<Heap>>,
+    /// The values' codes in the dictionary they were decoded from, when a scan decoded
+    /// them from a dictionary of at most 256 values: operators may work on the codes
+    /// instead of the strings (the hash aggregate groups by them). Slices and gathers
+    /// keep them; anything that builds new views leaves them out.
+    pub codes: Option<DictionaryCodes>,
+}
+
+/// Row `i` of a string vector holds value number `codes[i]` of dictionary `dictionary`.
+#[derive(Clone, Debug)]
+pub struct DictionaryCodes {
+    pub codes: Buffer<u8>,
+    /// Which dictionary: vectors with equal ids map codes to values the same way.
+    pub dictionary: u64,
+    /// The dictionary's number of values (every code is below it).
+    pub size: u32,
+}
+
+impl DictionaryCodes {
+    /// A process-wide unique id for a new dictionary.
+    pub fn new_dictionary_id() -> u64 {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl StrColumn {
+    pub fn new(views: Buffer<StrView>, heaps: Arc<Vec<Heap>>) -> Self {
+        StrColumn { views, heaps, codes: None }
+    }
+
     pub fn empty() -> Self {
-        StrColumn { views: Buffer::empty(), heaps: Arc::new(Vec::new()) }
+        StrColumn::new(Buffer::empty(), Arc::new(Vec::new()))
+    }
+
+    /// The column with `codes` attached (they must describe these views).
+    pub fn with_codes(self, codes: DictionaryCodes) -> Self {
+        debug_assert_eq!(codes.codes.len(), self.views.len());
+        StrColumn { codes: Some(codes), ..self }
     }
 
     pub fn len(&self) -> usize {
@@ -200,14 +233,22 @@ impl StrColumn {
     }
 
     pub fn slice(&self, offset: usize, len: usize) -> StrColumn {
-        StrColumn { views: self.views.slice(offset, len), heaps: Arc::clone(&self.heaps) }
+        StrColumn {
+            views: self.views.slice(offset, len),
+            heaps: Arc::clone(&self.heaps),
+            codes: self.codes.as_ref().map(|c| DictionaryCodes { codes: c.codes.slice(offset, len), ..c.clone() }),
+        }
     }
 
     /// Rows at `indices`, sharing this column's heaps.
     pub fn gather(&self, indices: &[u32]) -> StrColumn {
         let views = self.views.as_slice();
         let gathered: Vec<StrView> = indices.iter().map(|&i| views[i as usize]).collect();
-        StrColumn { views: Buffer::from_vec(gathered), heaps: Arc::clone(&self.heaps) }
+        let codes = self.codes.as_ref().map(|c| {
+            let codes = c.codes.as_slice();
+            DictionaryCodes { codes: Buffer::from_vec(indices.iter().map(|&i| codes[i as usize]).collect()), ..c.clone() }
+        });
+        StrColumn { views: Buffer::from_vec(gathered), heaps: Arc::clone(&self.heaps), codes }
     }
 
     pub fn from_strs<'a>(values: impl IntoIterator<Item = &'a str>) -> StrColumn {
@@ -341,7 +382,7 @@ impl StrColumnBuilder {
         if !self.current.is_empty() {
             self.freeze_current();
         }
-        StrColumn { views: Buffer::from_vec(self.views), heaps: Arc::new(self.heaps) }
+        StrColumn::new(Buffer::from_vec(self.views), Arc::new(self.heaps))
     }
 }
 

@@ -59,10 +59,10 @@ pub fn detected_level() -> SimdLevel {
     *LEVEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
+            if apiary_common::cpu::avx512() {
                 return SimdLevel::Avx512;
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if apiary_common::cpu::avx2() {
                 return SimdLevel::Avx2;
             }
         }

@@ -344,7 +344,7 @@ impl StringFunction {
         if let Some(err) = error {
             return Err(err);
         }
-        let column = StrColumn { views: Buffer::from_vec(views), heaps: Arc::clone(&strings.heaps) };
+        let column = StrColumn::new(Buffer::from_vec(views), Arc::clone(&strings.heaps));
         Ok(Vector::new(self.data_type, VectorData::Str(column), validity))
     }
 }

@@ -17,13 +17,14 @@
 //! set's index as one more key.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use apiary_common::{internal_err, Result};
-use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder};
+use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder, VectorData};
 
 use super::aggregate_functions::{AggregateSpec, AggregateState};
-use super::{local, Control, Emit, ExecContext, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
+use super::{local, Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
 use crate::hash::keys::{KeyPacker, KeyWidth};
@@ -63,6 +64,9 @@ struct AggregateGlobal {
     /// Per partition: the finished output.
     results: Mutex<Vec<Option<DataChunk>>>,
     string_ids: StringIds,
+    /// Input rows, and those grouped by their keys' dictionary codes (EXPLAIN ANALYZE).
+    rows_in: AtomicU64,
+    rows_on_codes: AtomicU64,
 }
 
 struct PartitionTable {
@@ -139,6 +143,8 @@ impl Stateful for HashAggregate {
             combined: Mutex::new((0..partitions).map(|_| Vec::new()).collect()),
             results: Mutex::new(vec![None; partitions]),
             string_ids: StringIds::default(),
+            rows_in: AtomicU64::new(0),
+            rows_on_codes: AtomicU64::new(0),
         }))
     }
 }
@@ -155,6 +161,10 @@ struct AggregateLocal {
     string_ids: StringIdCache,
     /// Group + 1 of each string id, for a single key keyed by id (see `group_by_id`).
     id_groups: Vec<u32>,
+    /// The dictionaries `code_groups` holds for, one per key (see `group_by_codes`).
+    code_dictionaries: Vec<u64>,
+    /// Group + 1 of each combination of the keys' dictionary codes.
+    code_groups: Vec<u32>,
 }
 
 /// The FILTER (WHERE ...) clauses of a chunk: the rows passing each distinct filter
@@ -233,13 +243,16 @@ impl AggregateSink {
         }
         let masks = filters.masks();
         let partitions = agg.partitions();
-        // A single key keyed by id: groups from the worker's id -> group map.
-        let by_id = partitions == 1
+        // Keys that are all dictionary codes: groups from the worker's map from
+        // combinations of codes to groups. Else a single key keyed by id: groups from
+        // the worker's id -> group map.
+        let direct = partitions == 1
             && agg.grouping_sets.is_none()
-            && agg.string_ids == [true]
-            && group_by_id(agg, &mut state.tables[0], keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?;
+            && (group_by_codes(agg, keys, packed_columns, rows, state, ctx)?
+                || (agg.string_ids == [true]
+                    && group_by_id(agg, &mut state.tables[0], keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?));
         let mut order = std::mem::take(&mut state.order);
-        let (packed, hashes, bounds) = match by_id {
+        let (packed, hashes, bounds) = match direct {
             true => (None, Vec::new(), vec![0, rows.len()]),
             false => {
                 let packed = agg.packer.pack(packed_columns, rows);
@@ -317,10 +330,8 @@ const ID_MAP_LIMIT: usize = 1 << 20;
 
 /// The groups of `rows` (into `groups`) for a single string key keyed by id: the ids are
 /// small and dense (one per distinct string of the execution, 0 for NULL), so a worker's
-/// map from id to group replaces packing, hashing and probing. Only an id the worker has
-/// not seen goes through the group table (once per chunk), so the table holds what the
-/// general path would have built. `false`, with nothing changed, for an id beyond
-/// [`ID_MAP_LIMIT`].
+/// map from id to group replaces packing, hashing and probing (see [`groups_by_slot`]).
+/// `false`, with nothing changed, for an id beyond [`ID_MAP_LIMIT`].
 #[allow(clippy::too_many_arguments)]
 fn group_by_id(
     agg: &HashAggregate,
@@ -333,24 +344,94 @@ fn group_by_id(
     ctx: &ExecContext,
 ) -> Result<bool> {
     let ids = packed_columns[0].values::<i32>();
-    // The map holds group + 1; 0: not seen.
-    groups.clear();
-    let mut unseen: Vec<u32> = Vec::new();
-    for (position, &row) in rows.iter().enumerate() {
-        let id = ids[row as usize] as usize;
-        if id >= id_groups.len() {
-            if id >= ID_MAP_LIMIT {
-                for &pending in &unseen {
-                    id_groups[ids[rows[pending as usize] as usize] as usize] = 0;
-                }
-                return Ok(false);
-            }
-            id_groups.resize((id + 1).next_power_of_two(), 0);
+    let slots: Vec<u32> = rows.iter().map(|&row| ids[row as usize] as u32).collect();
+    if slots.iter().any(|&id| id as usize >= ID_MAP_LIMIT) {
+        return Ok(false);
+    }
+    groups_by_slot(agg, table, keys, packed_columns, rows, &slots, id_groups, groups, ctx);
+    Ok(true)
+}
+
+/// Most combinations of dictionary codes a worker maps to groups directly (16 KB).
+const CODE_MAP_LIMIT: usize = 4096;
+
+/// The groups of `rows` (into `state.groups`) when every key is a string vector carrying
+/// dictionary codes (decoded by the scan from a dictionary of at most 256 values, see
+/// `StrColumn::codes`): a row's combination of codes, in mixed radix, indexes the
+/// worker's map to groups, which replaces packing, hashing and probing. The map holds
+/// for the current dictionaries and starts over when a chunk comes from others (the
+/// next block); each combination seen goes through the group table once per
+/// dictionary. `false`, with nothing changed, when some key has no codes or the
+/// combinations are too many.
+fn group_by_codes(
+    agg: &HashAggregate,
+    keys: &[Vector],
+    packed_columns: &[Vector],
+    rows: &[u32],
+    state: &mut AggregateLocal,
+    ctx: &ExecContext,
+) -> Result<bool> {
+    if keys.is_empty() {
+        return Ok(false);
+    }
+    let mut codes = Vec::with_capacity(keys.len());
+    let mut combinations = 1usize;
+    for key in keys {
+        // (A NULL's view is some value's: its code would group it with that value.)
+        let (VectorData::Str(strings), None) = (&key.data, &key.validity) else { return Ok(false) };
+        let Some(key_codes) = &strings.codes else { return Ok(false) };
+        combinations = combinations.saturating_mul(key_codes.size as usize);
+        codes.push(key_codes);
+    }
+    if combinations > CODE_MAP_LIMIT {
+        return Ok(false);
+    }
+    if state.code_dictionaries.len() != codes.len() || state.code_dictionaries.iter().zip(&codes).any(|(&id, c)| id != c.dictionary) {
+        state.code_dictionaries = codes.iter().map(|c| c.dictionary).collect();
+        state.code_groups.clear();
+        state.code_groups.resize(combinations, 0);
+    }
+    let first = codes[0].codes.as_slice();
+    let mut slots: Vec<u32> = rows.iter().map(|&row| first[row as usize] as u32).collect();
+    for key_codes in &codes[1..] {
+        let (radix, column) = (key_codes.size, key_codes.codes.as_slice());
+        for (slot, &row) in slots.iter_mut().zip(rows) {
+            *slot = *slot * radix + column[row as usize] as u32;
         }
-        match id_groups[id] {
+    }
+    groups_by_slot(agg, &mut state.tables[0], keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
+    agg.global(ctx)?.rows_on_codes.fetch_add(rows.len() as u64, Ordering::Relaxed);
+    Ok(true)
+}
+
+/// The groups of `rows` (into `groups`) given a small number per row, `slots`, that
+/// determines its group: `slot_groups[slot]` holds the slot's group + 1 (0: not seen;
+/// grown to fit the slots). Only the first row of a slot the map has not seen goes
+/// through the group table, so the table holds what the general path would have built.
+#[allow(clippy::too_many_arguments)]
+fn groups_by_slot(
+    agg: &HashAggregate,
+    table: &mut PartitionTable,
+    keys: &[Vector],
+    packed_columns: &[Vector],
+    rows: &[u32],
+    slots: &[u32],
+    slot_groups: &mut Vec<u32>,
+    groups: &mut Vec<u32>,
+    ctx: &ExecContext,
+) {
+    groups.clear();
+    groups.reserve(rows.len());
+    let mut unseen: Vec<u32> = Vec::new();
+    for (position, &slot) in slots.iter().enumerate() {
+        let slot = slot as usize;
+        if slot >= slot_groups.len() {
+            slot_groups.resize((slot + 1).next_power_of_two(), 0);
+        }
+        match slot_groups[slot] {
             0 => {
-                // Resolved below; later rows of the same id find it pending.
-                id_groups[id] = u32::MAX;
+                // Resolved below; later rows of the same slot find it pending.
+                slot_groups[slot] = u32::MAX;
                 unseen.push(position as u32);
                 groups.push(u32::MAX);
             }
@@ -359,7 +440,7 @@ fn group_by_id(
         }
     }
     if unseen.is_empty() {
-        return Ok(true);
+        return;
     }
     let unseen_rows: Vec<u32> = unseen.iter().map(|&position| rows[position as usize]).collect();
     let packed = agg.packer.pack(packed_columns, &unseen_rows);
@@ -371,15 +452,14 @@ fn group_by_id(
         let new_rows: Vec<u32> = new_groups.iter().map(|&k| unseen_rows[k as usize]).collect();
         append_groups(table, keys, &new_rows);
     }
-    for (&row, &group) in unseen_rows.iter().zip(&found) {
-        id_groups[ids[row as usize] as usize] = group + 1;
+    for (&position, &group) in unseen.iter().zip(&found) {
+        slot_groups[slots[position as usize] as usize] = group + 1;
     }
-    for (group, &row) in groups.iter_mut().zip(rows) {
+    for (group, &slot) in groups.iter_mut().zip(slots) {
         if *group == u32::MAX {
-            *group = id_groups[ids[row as usize] as usize] - 1;
+            *group = slot_groups[slot as usize] - 1;
         }
     }
-    Ok(true)
 }
 
 impl Sink for AggregateSink {
@@ -396,6 +476,8 @@ impl Sink for AggregateSink {
             order: Vec::new(),
             string_ids: StringIdCache::default(),
             id_groups: Vec::new(),
+            code_dictionaries: Vec::new(),
+            code_groups: Vec::new(),
         })
     }
 
@@ -409,6 +491,7 @@ impl Sink for AggregateSink {
         if rows.is_empty() {
             return Ok(Control::Continue);
         }
+        agg.global(ctx)?.rows_in.fetch_add(rows.len() as u64, Ordering::Relaxed);
         let keys: Vec<Vector> = agg.group_exprs.iter().map(|e| e.evaluate(&chunk)).collect::<Result<_>>()?;
         let arguments: Vec<Vec<Vector>> = agg
             .aggregates
@@ -623,6 +706,12 @@ impl Source for AggregateSource {
 
     fn morsels_ahead(&self, _ctx: &ExecContext) -> Option<usize> {
         Some(self.0.partitions())
+    }
+
+    fn analyze_details(&self, state: &ExecutionState) -> Option<String> {
+        let global = state.get::<AggregateGlobal>(self.0.slot).ok()?;
+        let on_codes = global.rows_on_codes.load(Ordering::Relaxed);
+        (on_codes > 0).then(|| format!("{on_codes} of {} input rows grouped by dictionary codes", global.rows_in.load(Ordering::Relaxed)))
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {

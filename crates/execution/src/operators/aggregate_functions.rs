@@ -29,6 +29,7 @@ use apiary_types::{DataType, ScalarValue, StrColumnBuilder, Vector, VectorData};
 
 mod approximate;
 mod arg_extreme;
+mod few_groups;
 mod held;
 mod holistic;
 mod statistics;
@@ -107,6 +108,10 @@ impl AggregateState for CountState {
 
     fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()> {
         match inputs.first().and_then(|v| v.validity.as_ref()).filter(|_| !self.star) {
+            None if self.counts.len() <= few_groups::MAX_GROUPS => {
+                let counts = few_groups::group_counts(groups, self.counts.len());
+                self.counts.iter_mut().zip(counts).for_each(|(total, c)| *total += c);
+            }
             None => groups.iter().for_each(|&g| self.counts[g as usize] += 1),
             Some(validity) => {
                 for (&r, &g) in rows.iter().zip(groups) {
@@ -253,6 +258,26 @@ impl AggregateState for WideSumState {
         let (partial, totals, counts) = (&mut self.partial[..], &mut self.totals[..], &mut self.counts[..]);
         let mut ok = true;
         match (&input.data, input.validity.as_ref()) {
+            (VectorData::I64(values), None) if partial.len() <= few_groups::MAX_GROUPS => {
+                let values = values.as_slice();
+                for (rows, groups) in rows.chunks(few_groups::BLOCK).zip(groups.chunks(few_groups::BLOCK)) {
+                    match few_groups::block_sums(values, rows, groups, partial.len()) {
+                        Some(sums) => {
+                            for (g, &(sum, count)) in sums.iter().enumerate().take(partial.len()) {
+                                ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sum);
+                                counts[g] += count;
+                            }
+                        }
+                        None => {
+                            for (&r, &g) in rows.iter().zip(groups) {
+                                let g = g as usize;
+                                ok &= Self::add_narrow(&mut partial[g], &mut totals[g], values[r as usize]);
+                                counts[g] += 1;
+                            }
+                        }
+                    }
+                }
+            }
             (VectorData::I64(values), None) => {
                 let values = values.as_slice();
                 for (&r, &g) in rows.iter().zip(groups) {
