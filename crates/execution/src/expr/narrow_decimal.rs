@@ -205,33 +205,52 @@ impl Evaluation<'_> {
             }
             Node::Binary(op, left, right) => match op {
                 // Each operation is its own function item, so the loops inline it.
-                BinaryOp::Add => self.binary(left, right, i64::overflowing_add)?,
-                BinaryOp::Sub => self.binary(left, right, i64::overflowing_sub)?,
-                _ => self.binary(left, right, i64::overflowing_mul)?,
+                BinaryOp::Add => self.binary(left, right, add)?,
+                BinaryOp::Sub => self.binary(left, right, sub)?,
+                _ => {
+                    // Operands whose magnitudes multiply to less than 2^62 cannot
+                    // overflow: one vector multiply per lane instead of a checked one.
+                    let (l, r) = (self.operand(left)?, self.operand(right)?);
+                    if magnitude_bits(&l, self.len, self.rows) + magnitude_bits(&r, self.len, self.rows) <= 62 {
+                        self.combine(l, r, |a, b| (a.wrapping_mul(b), false))
+                    } else {
+                        self.combine(l, r, i64::overflowing_mul)
+                    }
+                }
             },
         })
     }
 
+    fn operand(&mut self, node: &Node) -> Result<Operand> {
+        Ok(match node {
+            Node::Constant(c) => Operand::Constant(*c),
+            _ => Operand::Values(self.run(node)?),
+        })
+    }
+
     fn binary(&mut self, left: &Node, right: &Node, f: impl Fn(i64, i64) -> (i64, bool) + Copy) -> Result<Values> {
+        let (l, r) = (self.operand(left)?, self.operand(right)?);
+        Ok(self.combine(l, r, f))
+    }
+
+    fn combine(&mut self, left: Operand, right: Operand, f: impl Fn(i64, i64) -> (i64, bool) + Copy) -> Values {
         // A constant operand stays a scalar in the loop.
-        Ok(match (left, right) {
-            (_, Node::Constant(c)) => {
-                let (input, c) = (self.run(left)?, *c);
-                self.apply(input, |_, v| f(v, c))
+        match (left, right) {
+            (Operand::Constant(l), Operand::Constant(r)) => {
+                let (value, overflow) = f(l, r);
+                self.overflow |= overflow;
+                Values::Owned(vec![value; self.len])
             }
-            (Node::Constant(c), _) => {
-                let (input, c) = (self.run(right)?, *c);
-                self.apply(input, |_, v| f(c, v))
-            }
-            _ => {
-                let (l, r) = (self.run(left)?, self.run(right)?);
+            (Operand::Values(input), Operand::Constant(c)) => self.apply(input, |_, v| f(v, c)),
+            (Operand::Constant(c), Operand::Values(input)) => self.apply(input, |_, v| f(c, v)),
+            (Operand::Values(l), Operand::Values(r)) => {
                 let r = r.as_slice();
                 let mut overflow = false;
                 let out = apply_rows(l, self.len, self.rows, &mut overflow, |i, v| f(v, r[i]));
                 self.overflow |= overflow;
                 Values::Owned(out)
             }
-        })
+        }
     }
 
     fn apply(&mut self, input: Values, f: impl Fn(usize, i64) -> (i64, bool)) -> Values {
@@ -242,9 +261,78 @@ impl Evaluation<'_> {
     }
 }
 
+/// An operand of a binary node.
+enum Operand {
+    Constant(i64),
+    Values(Values),
+}
+
+/// `a + b` and whether it overflowed, as sign tests that vectorise (the checked add's
+/// flag does not).
+#[inline(always)]
+fn add(a: i64, b: i64) -> (i64, bool) {
+    let sum = a.wrapping_add(b);
+    (sum, ((a ^ sum) & (b ^ sum)) < 0)
+}
+
+#[inline(always)]
+fn sub(a: i64, b: i64) -> (i64, bool) {
+    let difference = a.wrapping_sub(b);
+    (difference, ((a ^ b) & (a ^ difference)) < 0)
+}
+
+/// Bits that bound the operand's magnitudes at the selected rows: every value `v` has
+/// `|v| <= 2^bits`.
+fn magnitude_bits(operand: &Operand, len: usize, rows: Option<&[u32]>) -> u32 {
+    let magnitude = |v: i64| (v ^ (v >> 63)) as u64;
+    let or = match operand {
+        Operand::Constant(c) => magnitude(*c),
+        Operand::Values(values) => {
+            let values = &values.as_slice()[..len];
+            match rows {
+                None => values.iter().fold(0, |acc, &v| acc | magnitude(v)),
+                Some(rows) => rows.iter().fold(0, |acc, &r| acc | magnitude(values[r as usize])),
+            }
+        }
+    };
+    // |v| <= magnitude + 1 <= 2^(bit length of the OR).
+    64 - or.leading_zeros()
+}
+
 /// `f(i, input[i])` at the selected rows, written over `input` when it is owned; `overflow`
 /// is set when any call reports one.
 fn apply_rows(input: Values, len: usize, rows: Option<&[u32]>, overflow: &mut bool, f: impl Fn(usize, i64) -> (i64, bool)) -> Vec<i64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { apply_rows_avx512(input, len, rows, overflow, f) };
+        }
+    }
+    apply_rows_portable(input, len, rows, overflow, f)
+}
+
+/// The loops on 512-bit lanes (`vpmullq` multiplies eight 64-bit values at once).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn apply_rows_avx512(
+    input: Values,
+    len: usize,
+    rows: Option<&[u32]>,
+    overflow: &mut bool,
+    f: impl Fn(usize, i64) -> (i64, bool),
+) -> Vec<i64> {
+    apply_rows_portable(input, len, rows, overflow, f)
+}
+
+#[inline(always)]
+fn apply_rows_portable(
+    input: Values,
+    len: usize,
+    rows: Option<&[u32]>,
+    overflow: &mut bool,
+    f: impl Fn(usize, i64) -> (i64, bool),
+) -> Vec<i64> {
     let mut flag = false;
     let out = match input {
         Values::Owned(mut values) => {
@@ -302,7 +390,12 @@ enum Narrow {
 
 impl NarrowDecimal {
     fn run(&self, chunk: &DataChunk) -> Result<Narrow> {
-        let mut evaluation = Evaluation { chunk, rows: rows_of(chunk), len: chunk.physical_len(), leaves: Vec::new(), overflow: false };
+        let len = chunk.physical_len();
+        // With most rows selected, every row is computed: loops over whole vectors
+        // vectorise, indexed ones do not. A value of an unselected row that overflows
+        // only sends the chunk to the wide kernels, which compute the selected rows.
+        let rows = rows_of(chunk).filter(|rows| rows.len() * 4 < len * 3);
+        let mut evaluation = Evaluation { chunk, rows, len, leaves: Vec::new(), overflow: false };
         let values = evaluation.run(&self.program)?;
         // Values under NULLs are unspecified and may overflow where no real value does:
         // the wide kernels then decide, which only costs time.

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use apiary_common::{internal_err, Result};
 use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder, VectorData};
 
-use super::aggregate_functions::{AggregateSpec, AggregateState};
+use super::aggregate_functions::{AggregateSpec, AggregateState, FEW_GROUPS, SKIP};
 use super::{local, Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
@@ -293,8 +293,17 @@ impl AggregateSink {
                     Cow::Owned(indices.iter().map(|&j| rows[j as usize]).collect())
                 }
             };
+            // Few groups and most rows selected: each row's group at its position in the
+            // chunk, for the states that sum whole vectors (`update_dense`).
+            let dense = match keys.first() {
+                Some(key) if table.groups.group_count() <= FEW_GROUPS && physical.len() * 4 >= key.len() * 3 => {
+                    dense_groups(&physical, &state.groups, key.len())
+                }
+                _ => None,
+            };
             for (i, s) in table.states.iter_mut().enumerate() {
                 match filters.of[i] {
+                    None if dense.as_ref().map_or(Ok(false), |dense| s.update_dense(&arguments[i], dense))? => {}
                     None => s.update(&arguments[i], &physical, &state.groups)?,
                     Some(f) => {
                         let mask = &masks[f];
@@ -313,6 +322,22 @@ impl AggregateSink {
         state.order = order;
         Ok(())
     }
+}
+
+/// Per row of a chunk of `len` rows, the group of `rows[k]` is `groups[k]`, [`SKIP`] for
+/// the rows not in `rows`; `None` unless `rows` ascend strictly (each row once).
+fn dense_groups(rows: &[u32], groups: &[u32], len: usize) -> Option<Vec<u32>> {
+    if rows.windows(2).any(|pair| pair[0] >= pair[1]) || rows.last().is_some_and(|&r| r as usize >= len) {
+        return None;
+    }
+    if rows.len() == len {
+        return Some(groups.to_vec());
+    }
+    let mut dense = vec![SKIP; len];
+    for (&r, &g) in rows.iter().zip(groups) {
+        dense[r as usize] = g;
+    }
+    Some(dense)
 }
 
 /// Adds the groups of `new_rows` (their keys) to a worker's table.

@@ -27,6 +27,8 @@ use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, StrColumnBuilder, Vector, VectorData};
 
+pub use few_groups::{MAX_GROUPS as FEW_GROUPS, SKIP};
+
 mod approximate;
 mod arg_extreme;
 mod few_groups;
@@ -65,6 +67,13 @@ pub trait AggregateState: Send {
     /// then one per ORDER BY key; none for COUNT(*)) to group `groups[k]`; NULL inputs
     /// are ignored except by COUNT(*).
     fn update(&mut self, inputs: &[Vector], rows: &[u32], groups: &[u32]) -> Result<()>;
+    /// Adds every row `i` of the chunk's `inputs` to group `groups[i]`, leaving out rows
+    /// of group [`SKIP`] (a chunk's unselected rows); called for tables of at most
+    /// [`FEW_GROUPS`] groups. `false`, with nothing added, when the state has no such
+    /// path for these inputs: the caller then calls `update`.
+    fn update_dense(&mut self, _inputs: &[Vector], _groups: &[u32]) -> Result<bool> {
+        Ok(false)
+    }
     /// Adds the rows `rows` of `inputs` to group 0 (aggregates without GROUP BY).
     fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
         let groups = vec![0u32; rows.len()];
@@ -120,6 +129,15 @@ impl AggregateState for CountState {
             }
         }
         Ok(())
+    }
+
+    fn update_dense(&mut self, inputs: &[Vector], groups: &[u32]) -> Result<bool> {
+        if self.counts.len() > FEW_GROUPS || (!self.star && inputs.first().is_some_and(|v| v.validity.is_some())) {
+            return Ok(false);
+        }
+        let counts = few_groups::group_counts(groups, self.counts.len());
+        self.counts.iter_mut().zip(counts).for_each(|(total, c)| *total += c);
+        Ok(true)
     }
 
     fn update_single(&mut self, inputs: &[Vector], rows: &[u32]) -> Result<()> {
@@ -313,6 +331,39 @@ impl AggregateState for WideSumState {
         }
         if ok {
             Ok(())
+        } else {
+            Err(self.overflow())
+        }
+    }
+
+    fn update_dense(&mut self, inputs: &[Vector], groups: &[u32]) -> Result<bool> {
+        let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
+        let (VectorData::I64(values), None) = (&input.data, &input.validity) else { return Ok(false) };
+        let group_count = self.partial.len();
+        if group_count > FEW_GROUPS {
+            return Ok(false);
+        }
+        let (partial, totals, counts) = (&mut self.partial[..], &mut self.totals[..], &mut self.counts[..]);
+        let mut ok = true;
+        for (values, groups) in values.as_slice().chunks(few_groups::BLOCK).zip(groups.chunks(few_groups::BLOCK)) {
+            match few_groups::dense_sums(values, groups, group_count) {
+                Some(sums) => {
+                    for (g, &(sum, count)) in sums.iter().enumerate().take(group_count) {
+                        ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sum);
+                        counts[g] += count;
+                    }
+                }
+                None => {
+                    for (&v, &g) in values.iter().zip(groups).filter(|(_, &g)| g != SKIP) {
+                        let g = g as usize;
+                        ok &= Self::add_narrow(&mut partial[g], &mut totals[g], v);
+                        counts[g] += 1;
+                    }
+                }
+            }
+        }
+        if ok {
+            Ok(true)
         } else {
             Err(self.overflow())
         }

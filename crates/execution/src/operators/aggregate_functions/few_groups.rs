@@ -12,7 +12,10 @@
 //! the caller adds each block sum to its group with the usual checked add.
 
 /// Groups up to which [`block_sums`] applies (one masked pass per group).
-pub(super) const MAX_GROUPS: usize = 8;
+pub const MAX_GROUPS: usize = 8;
+
+/// The group of a row that is not to be added (a dense group array's unselected rows).
+pub const SKIP: u32 = u32::MAX;
 
 /// Rows per block.
 pub(super) const BLOCK: usize = 1024;
@@ -38,6 +41,24 @@ pub(super) fn block_sums(values: &[i64], rows: &[u32], groups: &[u32], group_cou
         }
     }
     block_sums_portable(values, rows, groups, group_count)
+}
+
+/// [`block_sums`] of `values[i]` in group `groups[i]` (at most [`BLOCK`] of each);
+/// rows of group [`SKIP`] are left out, whatever their value.
+pub(super) fn dense_sums(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+    debug_assert!(values.len() <= BLOCK && values.len() == groups.len() && group_count <= MAX_GROUPS);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { dense_sums_avx512(values, groups, group_count) };
+        }
+        if apiary_common::cpu::avx2() {
+            // SAFETY: as above.
+            return unsafe { dense_sums_avx2(values, groups, group_count) };
+        }
+    }
+    masked_sums(values, groups, group_count)
 }
 
 /// Per group `g < group_count`: how many of `groups` are `g` (no limit on the length).
@@ -66,6 +87,18 @@ unsafe fn block_sums_avx2(values: &[i64], rows: &[u32], groups: &[u32], group_co
 }
 
 #[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn dense_sums_avx512(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+    masked_sums(values, groups, group_count)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dense_sums_avx2(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+    masked_sums(values, groups, group_count)
+}
+
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn group_counts_avx2(groups: &[u32], group_count: usize) -> [i64; MAX_GROUPS] {
     group_counts_portable(groups, group_count)
@@ -73,25 +106,41 @@ unsafe fn group_counts_avx2(groups: &[u32], group_count: usize) -> [i64; MAX_GRO
 
 #[inline(always)]
 fn block_sums_portable(values: &[i64], rows: &[u32], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
-    let mut gathered = [0i64; BLOCK];
-    let gathered = &mut gathered[..rows.len()];
-    for (slot, &r) in gathered.iter_mut().zip(rows) {
-        *slot = values[r as usize];
-    }
-    // The OR of the magnitudes bounds the largest (|v| for v >= 0, |v| - 1 otherwise).
-    let magnitudes = gathered.iter().fold(0u64, |acc, &v| acc | (v ^ (v >> 63)) as u64);
+    // Rows that are a run (a chunk without a selection, the survivors of a filter
+    // gathered by the scan) are read in place.
+    let first = rows.first().map_or(0, |&r| r as usize);
+    let run = first + rows.len() <= values.len() && rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == first + k));
+    let mut buffer = [0i64; BLOCK];
+    let gathered: &[i64] = if run {
+        &values[first..first + rows.len()]
+    } else {
+        let buffer = &mut buffer[..rows.len()];
+        for (slot, &r) in buffer.iter_mut().zip(rows) {
+            *slot = values[r as usize];
+        }
+        buffer
+    };
+    masked_sums(gathered, groups, group_count)
+}
+
+/// Per group `g < group_count`, the sum and number of `values[i]` with `groups[i] == g`;
+/// `None` when a value of such a row is too large to sum unchecked.
+#[inline(always)]
+fn masked_sums(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+    // The OR of the magnitudes bounds the largest (|v| for v >= 0, |v| - 1 otherwise);
+    // rows of no group (SKIP) do not count.
+    let magnitudes = values.iter().zip(groups).fold(0u64, |acc, (&v, &group)| {
+        let counted = ((group as usize) < group_count) as u64;
+        acc | ((v ^ (v >> 63)) as u64 & counted.wrapping_neg())
+    });
     if magnitudes >= SAFE_MAGNITUDE {
         return None;
     }
     let mut out = [(0i64, 0i64); MAX_GROUPS];
-    if group_count == 1 {
-        out[0] = (gathered.iter().sum(), gathered.len() as i64);
-        return Some(out);
-    }
     for (g, slot) in out.iter_mut().enumerate().take(group_count) {
         let g = g as u32;
         let (mut sum, mut count) = (0i64, 0i64);
-        for (&v, &group) in gathered.iter().zip(groups) {
+        for (&v, &group) in values.iter().zip(groups) {
             let hit = (group == g) as i64;
             sum += v & hit.wrapping_neg();
             count += hit;
@@ -104,10 +153,6 @@ fn block_sums_portable(values: &[i64], rows: &[u32], groups: &[u32], group_count
 #[inline(always)]
 fn group_counts_portable(groups: &[u32], group_count: usize) -> [i64; MAX_GROUPS] {
     let mut out = [0i64; MAX_GROUPS];
-    if group_count == 1 {
-        out[0] = groups.len() as i64;
-        return out;
-    }
     for (g, slot) in out.iter_mut().enumerate().take(group_count) {
         let g = g as u32;
         // u32 lanes per block, then widened: a block of at most 2^31 rows cannot overflow.
@@ -134,19 +179,45 @@ mod tests {
         let values: Vec<i64> = (0..3000i64).map(|i| (i * 7919 % 2003 - 1000) * 1_000_003).collect();
         for group_count in 1..=MAX_GROUPS {
             for len in [0usize, 1, 7, 64, 1000, BLOCK] {
-                let rows: Vec<u32> = (0..len as u32).map(|k| (k * 3 + 1) % 3000).collect();
-                let groups: Vec<u32> = (0..len as u32).map(|k| (k * 5 + k / 3) % group_count as u32).collect();
-                let sums = block_sums(&values, &rows, &groups, group_count).expect("small values");
-                assert_eq!(
-                    sums[..group_count].to_vec(),
-                    reference(&values, &rows, &groups, group_count),
-                    "{group_count} groups, {len} rows"
-                );
-                let counts = group_counts(&groups, group_count);
-                assert_eq!(counts[..group_count].iter().sum::<i64>(), len as i64);
-                assert!(counts[..group_count].iter().zip(sums).all(|(&c, (_, n))| c == n));
+                // Scattered rows (gathered), a run (read in place), a run but for one row.
+                let scattered: Vec<u32> = (0..len as u32).map(|k| (k * 3 + 1) % 3000).collect();
+                let run: Vec<u32> = (0..len as u32).map(|k| k + 17).collect();
+                let mut almost = run.clone();
+                if let Some(last) = almost.last_mut() {
+                    *last += 1;
+                }
+                for rows in [scattered, run, almost] {
+                    let groups: Vec<u32> = (0..len as u32).map(|k| (k * 5 + k / 3) % group_count as u32).collect();
+                    let sums = block_sums(&values, &rows, &groups, group_count).expect("small values");
+                    assert_eq!(
+                        sums[..group_count].to_vec(),
+                        reference(&values, &rows, &groups, group_count),
+                        "{group_count} groups, {rows:?}"
+                    );
+                    let counts = group_counts(&groups, group_count);
+                    assert_eq!(counts[..group_count].iter().sum::<i64>(), len as i64);
+                    assert!(counts[..group_count].iter().zip(sums).all(|(&c, (_, n))| c == n));
+                }
             }
         }
+    }
+
+    #[test]
+    fn dense_sums_leave_out_skipped_rows() {
+        let values: Vec<i64> = (0..BLOCK as i64).map(|i| i * 1_000_003 - 77).collect();
+        for group_count in 1..=MAX_GROUPS {
+            let groups: Vec<u32> = (0..BLOCK as u32).map(|i| if i % 5 == 3 { SKIP } else { i % group_count as u32 }).collect();
+            let rows: Vec<u32> = (0..BLOCK as u32).filter(|&i| groups[i as usize] != SKIP).collect();
+            let kept: Vec<u32> = rows.iter().map(|&r| groups[r as usize]).collect();
+            let sums = dense_sums(&values, &groups, group_count).expect("small values");
+            assert_eq!(sums[..group_count].to_vec(), reference(&values, &rows, &kept, group_count));
+            let counts = group_counts(&groups, group_count);
+            assert_eq!(counts[..group_count].iter().sum::<i64>(), rows.len() as i64);
+        }
+        // A huge value under a skipped row does not matter; under a counted one it does.
+        let values = vec![5i64, i64::MAX, -3];
+        assert_eq!(dense_sums(&values, &[0, SKIP, 0], 1).map(|s| s[0]), Some((2, 2)));
+        assert!(dense_sums(&values, &[0, 0, SKIP], 1).is_none());
     }
 
     #[test]
