@@ -284,19 +284,42 @@ fn sub(a: i64, b: i64) -> (i64, bool) {
 /// Bits that bound the operand's magnitudes at the selected rows: every value `v` has
 /// `|v| <= 2^bits`.
 fn magnitude_bits(operand: &Operand, len: usize, rows: Option<&[u32]>) -> u32 {
-    let magnitude = |v: i64| (v ^ (v >> 63)) as u64;
     let or = match operand {
         Operand::Constant(c) => magnitude(*c),
         Operand::Values(values) => {
             let values = &values.as_slice()[..len];
             match rows {
-                None => values.iter().fold(0, |acc, &v| acc | magnitude(v)),
+                None => magnitudes(values),
                 Some(rows) => rows.iter().fold(0, |acc, &r| acc | magnitude(values[r as usize])),
             }
         }
     };
     // |v| <= magnitude + 1 <= 2^(bit length of the OR).
     64 - or.leading_zeros()
+}
+
+/// |v| for v >= 0, |v| - 1 below (no overflow at i64::MIN).
+#[inline(always)]
+fn magnitude(v: i64) -> u64 {
+    (v ^ (v >> 63)) as u64
+}
+
+/// The OR of the values' magnitudes.
+fn magnitudes(values: &[i64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { magnitudes_avx512(values) };
+        }
+    }
+    values.iter().fold(0, |acc, &v| acc | magnitude(v))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn magnitudes_avx512(values: &[i64]) -> u64 {
+    values.iter().fold(0, |acc, &v| acc | magnitude(v))
 }
 
 /// `f(i, input[i])` at the selected rows, written over `input` when it is owned; `overflow`

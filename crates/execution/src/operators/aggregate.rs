@@ -327,7 +327,8 @@ impl AggregateSink {
 /// Per row of a chunk of `len` rows, the group of `rows[k]` is `groups[k]`, [`SKIP`] for
 /// the rows not in `rows`; `None` unless `rows` ascend strictly (each row once).
 fn dense_groups(rows: &[u32], groups: &[u32], len: usize) -> Option<Vec<u32>> {
-    if rows.windows(2).any(|pair| pair[0] >= pair[1]) || rows.last().is_some_and(|&r| r as usize >= len) {
+    let ascending = rows.windows(2).fold(true, |ascending, pair| ascending & (pair[0] < pair[1]));
+    if !ascending || rows.last().is_some_and(|&r| r as usize >= len) {
         return None;
     }
     if rows.len() == len {
@@ -335,7 +336,8 @@ fn dense_groups(rows: &[u32], groups: &[u32], len: usize) -> Option<Vec<u32>> {
     }
     let mut dense = vec![SKIP; len];
     for (&r, &g) in rows.iter().zip(groups) {
-        dense[r as usize] = g;
+        // SAFETY: the rows ascend and the last is below `len` (checked above).
+        unsafe { *dense.get_unchecked_mut(r as usize) = g };
     }
     Some(dense)
 }
@@ -416,12 +418,20 @@ fn group_by_codes(
         state.code_groups.clear();
         state.code_groups.resize(combinations, 0);
     }
+    // Every row indexes every key's codes (checked once here, so that the loops below
+    // carry no bounds checks and vectorise).
+    let last_row = rows.iter().fold(0u32, |last, &row| last.max(row)) as usize;
+    if codes.iter().any(|c| c.codes.len() <= last_row) {
+        return Ok(false);
+    }
     let first = codes[0].codes.as_slice();
-    let mut slots: Vec<u32> = rows.iter().map(|&row| first[row as usize] as u32).collect();
+    // SAFETY: every row is below the codes' length (checked above).
+    let mut slots: Vec<u32> = rows.iter().map(|&row| unsafe { *first.get_unchecked(row as usize) } as u32).collect();
     for key_codes in &codes[1..] {
         let (radix, column) = (key_codes.size, key_codes.codes.as_slice());
         for (slot, &row) in slots.iter_mut().zip(rows) {
-            *slot = *slot * radix + column[row as usize] as u32;
+            // SAFETY: as above.
+            *slot = *slot * radix + unsafe { *column.get_unchecked(row as usize) } as u32;
         }
     }
     groups_by_slot(agg, &mut state.tables[0], keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
@@ -446,7 +456,17 @@ fn groups_by_slot(
     ctx: &ExecContext,
 ) {
     groups.clear();
-    groups.reserve(rows.len());
+    // Usually every slot has its group already: one pass without branches.
+    let mut all_seen = true;
+    groups.extend(slots.iter().map(|&slot| {
+        let group = slot_groups.get(slot as usize).copied().unwrap_or(0);
+        all_seen &= group.wrapping_sub(1) < u32::MAX - 1;
+        group.wrapping_sub(1)
+    }));
+    if all_seen {
+        return;
+    }
+    groups.clear();
     let mut unseen: Vec<u32> = Vec::new();
     for (position, &slot) in slots.iter().enumerate() {
         let slot = slot as usize;
