@@ -120,6 +120,13 @@ fn explain_analyze_reports_pipelines_and_finalize_phases() {
     // The build of orders finalizes in tasks (one per partition).
     let finalize = text.lines().find(|l| l.contains("Finalize: prepare") && !l.contains(" 0 tasks")).unwrap_or_else(|| panic!("{text}"));
     assert!(finalize.contains("tasks") && finalize.contains("finish"), "{finalize}");
+    // Each operator's time per row, for the scan (rows it produced) and the probe (rows
+    // it was given).
+    for operator in ["Scan lineitem", "HashJoinProbe"] {
+        let line = text.lines().find(|l| l.contains(operator) && l.contains(" rows")).unwrap_or_else(|| panic!("{text}"));
+        let per_row = line.rsplit(", ").next().and_then(|last| last.strip_suffix(" ns/row")).unwrap_or_else(|| panic!("{line}"));
+        assert!(per_row.parse::<f64>().is_ok_and(|ns| ns >= 0.0), "{line}");
+    }
 }
 
 /// Every query with drawn substitution parameters (`apiary::tpch_parameters`, used by

@@ -195,10 +195,12 @@ fn push(
 impl Pipeline {
     /// EXPLAIN ANALYZE text: work orders, then the pipeline's stages (ROF §4: a new stage
     /// after a scan whose survivors are staged, and at each stage boundary operator), each
-    /// operator with its rows and its own time (summed over workers).
+    /// operator with its rows, its own time (summed over workers) and that time per row
+    /// (the source's per row it produced, the others' per row they were given).
     pub fn analyze(&self, index: usize, staging: bool, state: &ExecutionState) -> Vec<String> {
         let stats = &state.pipeline_stats[self.index];
         let ms = |nanos: u64| nanos as f64 / 1e6;
+        let per_row = |nanos: u64, rows: u64| if rows == 0 { String::new() } else { format!(", {:.1} ns/row", nanos as f64 / rows as f64) };
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let busy = load(&stats.busy_nanos);
         let inclusive: Vec<u64> = stats.operator_nanos.iter().map(load).collect();
@@ -214,12 +216,9 @@ impl Pipeline {
         )];
         let mut stage = 0;
         lines.push(format!("  Stage {stage}:"));
-        lines.push(format!(
-            "    {} -- {} rows, {:.2} ms",
-            self.source.name(),
-            load(&stats.source_rows),
-            ms(busy.saturating_sub(downstream(0)))
-        ));
+        let source_nanos = busy.saturating_sub(downstream(0));
+        let mut rows_in = load(&stats.source_rows);
+        lines.push(format!("    {} -- {rows_in} rows, {:.2} ms{}", self.source.name(), ms(source_nanos), per_row(source_nanos, rows_in)));
         if let Some(details) = self.source.analyze_details(state) {
             lines.push(format!("       ({details})"));
         }
@@ -232,14 +231,13 @@ impl Pipeline {
                 stage += 1;
                 lines.push(format!("  Stage {stage}:"));
             }
-            lines.push(format!(
-                "    -> {} -- {} rows, {:.2} ms",
-                operator.name(),
-                load(&stats.operator_rows[i]),
-                ms(inclusive[i].saturating_sub(downstream(i + 1)))
-            ));
+            let nanos = inclusive[i].saturating_sub(downstream(i + 1));
+            let rows_out = load(&stats.operator_rows[i]);
+            lines.push(format!("    -> {} -- {rows_out} rows, {:.2} ms{}", operator.name(), ms(nanos), per_row(nanos, rows_in)));
+            rows_in = rows_out;
         }
-        lines.push(format!("    -> {} -- {} rows in, {:.2} ms", self.sink.name(), load(&stats.sink_rows), ms(sink)));
+        let sink_rows = load(&stats.sink_rows);
+        lines.push(format!("    -> {} -- {sink_rows} rows in, {:.2} ms{}", self.sink.name(), ms(sink), per_row(sink, sink_rows)));
         lines
     }
 }
