@@ -384,7 +384,7 @@ mod tests {
         let VectorData::Str(strings) = &vector.data else { panic!("not strings") };
         assert_eq!((strings.get(0), strings.get(1), strings.get(3)), ("ab", long, "twelve bytes"));
         assert!(!vector.is_valid(2));
-        assert_eq!(strings.views[0], StrView::inline(b"ab"));
-        assert_eq!(strings.views[2], StrView::default());
+        assert_eq!(strings.views()[0], StrView::inline(b"ab"));
+        assert_eq!(strings.views()[2], StrView::default());
     }
 }

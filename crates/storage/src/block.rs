@@ -121,7 +121,7 @@ fn min_max(vector: &Vector) -> (ScalarValue, ScalarValue) {
         (VectorData::F32(_), _) => native_min_max::<f32>(vector, ScalarValue::Float32),
         (VectorData::F64(_), _) => native_min_max::<f64>(vector, ScalarValue::Float64),
         (VectorData::Interval(_), _) => (ScalarValue::Null, ScalarValue::Null),
-        (VectorData::Str(strings), _) if vector.validity.is_none() => match inline_min_max(strings.views.as_slice()) {
+        (VectorData::Str(strings), _) if vector.validity.is_none() => match inline_min_max(strings.views().as_slice()) {
             Some((min, max)) => (ScalarValue::Utf8(strings.get(min).to_string()), ScalarValue::Utf8(strings.get(max).to_string())),
             None => string_min_max(vector, strings),
         },
@@ -158,7 +158,7 @@ fn string_min_max(vector: &Vector, strings: &StrColumn) -> (ScalarValue, ScalarV
     // Views decide most comparisons: a row whose view is the current minimum's or
     // maximum's (a repeated dictionary value) is skipped, and the first four bytes,
     // compared as a big-endian integer, order most others without reading heaps.
-    let views = strings.views.as_slice();
+    let views = strings.views().as_slice();
     let heaps = strings.heaps.as_slice();
     let prefix = |idx: usize| u32::from_be_bytes(views[idx].prefix());
     let order = |a: usize, b: usize| {

@@ -118,10 +118,9 @@ impl Dictionary {
         let (VectorData::Str(strings), None) = (&self.values.data, &self.values.validity) else {
             return self.decode_indices(codes.into_iter());
         };
-        let dictionary_views = strings.views.as_slice();
-        let views: Vec<StrView> = codes.iter().map(|&c| dictionary_views[c as usize]).collect();
-        let codes = DictionaryCodes { codes: Buffer::from_vec(codes), dictionary: self.id, size: dictionary_views.len() as u32 };
-        let column = StrColumn::new(Buffer::from_vec(views), std::sync::Arc::clone(&strings.heaps)).with_codes(codes);
+        // The views are decoded when first asked for (often never: see StrColumn).
+        let codes = DictionaryCodes { codes: Buffer::from_vec(codes), dictionary: self.id, values: strings.views().clone() };
+        let column = StrColumn::from_codes(codes, std::sync::Arc::clone(&strings.heaps));
         Vector::new(self.values.data_type, VectorData::Str(column), None)
     }
 
@@ -541,7 +540,7 @@ fn encode_strings(
     dictionary_out: &mut Option<Dictionary>,
 ) -> Encoding {
     let rows = strings.len();
-    let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views[i].len()).sum();
+    let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views()[i].len()).sum();
     // Dictionary when the distinct values are few (at most a quarter of the rows) and codes
     // plus dictionary take no more room than the strings with a byte of length each.
     if let Some((sorted, codes)) = sorted_codes(strings, &valid, dictionary_limit(rows)) {
@@ -562,7 +561,7 @@ fn encode_strings(
         }
     }
     // Lengths, then the bytes (NULLs are empty).
-    let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { strings.views[i].len() as i32 } else { 0 }).collect();
+    let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { strings.views()[i].len() as i32 } else { 0 }).collect();
     let mut lengths_writer = Writer::new();
     let lengths_encoding = encode_integers(&mut lengths_writer, &lengths, |_| true);
     writer.u8(lengths_encoding.tag());

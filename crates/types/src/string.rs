@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::buffer::Buffer;
 
@@ -170,14 +170,19 @@ impl fmt::Debug for StrView {
 }
 
 /// A column of strings: views plus the heaps long views point into.
+///
+/// A column a scan decoded from a dictionary of at most 256 values also carries the
+/// values' dictionary codes, and may hold only them until its views are first asked for
+/// (`views()` then decodes them): an aggregation that groups by the codes never needs
+/// the views of most of its input.
 #[derive(Clone, Debug)]
 pub struct StrColumn {
-    pub views: Buffer<StrView>,
+    /// Set when the column is built; for a column made from codes, on first use.
+    views: OnceLock<Buffer<StrView>>,
     pub heaps: Arc<Vec<Heap>>,
-    /// The values' codes in the dictionary they were decoded from, when a scan decoded
-    /// them from a dictionary of at most 256 values: operators may work on the codes
-    /// instead of the strings (the hash aggregate groups by them). Slices and gathers
-    /// keep them; anything that builds new views leaves them out.
+    /// The values' codes in the dictionary they were decoded from: operators may work on
+    /// the codes instead of the strings (the hash aggregate groups by them). Slices and
+    /// gathers keep them; anything that builds new views leaves them out.
     pub codes: Option<DictionaryCodes>,
 }
 
@@ -187,8 +192,9 @@ pub struct DictionaryCodes {
     pub codes: Buffer<u8>,
     /// Which dictionary: vectors with equal ids map codes to values the same way.
     pub dictionary: u64,
-    /// The dictionary's number of values (every code is below it).
-    pub size: u32,
+    /// The dictionary's values (every code is below their number), as views into the
+    /// column's heaps.
+    pub values: Buffer<StrView>,
 }
 
 impl DictionaryCodes {
@@ -197,11 +203,27 @@ impl DictionaryCodes {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// The number of values in the dictionary.
+    pub fn size(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The view of each code.
+    fn decode(&self) -> Buffer<StrView> {
+        let values = self.values.as_slice();
+        Buffer::from_vec(self.codes.iter().map(|&c| values.get(c as usize).copied().unwrap_or_default()).collect())
+    }
 }
 
 impl StrColumn {
     pub fn new(views: Buffer<StrView>, heaps: Arc<Vec<Heap>>) -> Self {
-        StrColumn { views, heaps, codes: None }
+        StrColumn { views: OnceLock::from(views), heaps, codes: None }
+    }
+
+    /// A column of the dictionary values `codes` names, its views decoded on first use.
+    pub fn from_codes(codes: DictionaryCodes, heaps: Arc<Vec<Heap>>) -> Self {
+        StrColumn { views: OnceLock::new(), heaps, codes: Some(codes) }
     }
 
     pub fn empty() -> Self {
@@ -210,45 +232,66 @@ impl StrColumn {
 
     /// The column with `codes` attached (they must describe these views).
     pub fn with_codes(self, codes: DictionaryCodes) -> Self {
-        debug_assert_eq!(codes.codes.len(), self.views.len());
+        debug_assert_eq!(codes.codes.len(), self.len());
         StrColumn { codes: Some(codes), ..self }
     }
 
+    /// The views, decoded from the codes if this is their first use.
+    #[inline]
+    pub fn views(&self) -> &Buffer<StrView> {
+        self.views.get_or_init(|| self.codes.as_ref().map_or_else(Buffer::empty, DictionaryCodes::decode))
+    }
+
+    /// Whether the views exist (a column made from codes has none until first used).
+    pub fn views_decoded(&self) -> bool {
+        self.views.get().is_some()
+    }
+
     pub fn len(&self) -> usize {
-        self.views.len()
+        match (self.views.get(), &self.codes) {
+            (None, Some(codes)) => codes.codes.len(),
+            _ => self.views().len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.views.is_empty()
+        self.len() == 0
     }
 
     #[inline(always)]
     pub fn get(&self, idx: usize) -> &str {
-        self.views[idx].as_str(&self.heaps)
+        self.views()[idx].as_str(&self.heaps)
     }
 
     #[inline(always)]
     pub fn get_bytes(&self, idx: usize) -> &[u8] {
-        self.views[idx].bytes(&self.heaps)
+        self.views()[idx].bytes(&self.heaps)
     }
 
     pub fn slice(&self, offset: usize, len: usize) -> StrColumn {
-        StrColumn {
-            views: self.views.slice(offset, len),
-            heaps: Arc::clone(&self.heaps),
-            codes: self.codes.as_ref().map(|c| DictionaryCodes { codes: c.codes.slice(offset, len), ..c.clone() }),
-        }
+        let codes = self.codes.as_ref().map(|c| DictionaryCodes { codes: c.codes.slice(offset, len), ..c.clone() });
+        let views = match (self.views.get(), &codes) {
+            // Still only codes: so is the slice.
+            (None, Some(_)) => OnceLock::new(),
+            _ => OnceLock::from(self.views().slice(offset, len)),
+        };
+        StrColumn { views, heaps: Arc::clone(&self.heaps), codes }
     }
 
     /// Rows at `indices`, sharing this column's heaps.
     pub fn gather(&self, indices: &[u32]) -> StrColumn {
-        let views = self.views.as_slice();
-        let gathered: Vec<StrView> = indices.iter().map(|&i| views[i as usize]).collect();
         let codes = self.codes.as_ref().map(|c| {
             let codes = c.codes.as_slice();
             DictionaryCodes { codes: Buffer::from_vec(indices.iter().map(|&i| codes[i as usize]).collect()), ..c.clone() }
         });
-        StrColumn { views: Buffer::from_vec(gathered), heaps: Arc::clone(&self.heaps), codes }
+        let views = match (self.views.get(), &codes) {
+            (None, Some(_)) => OnceLock::new(),
+            _ => {
+                let views = self.views().as_slice();
+                OnceLock::from(Buffer::from_vec(indices.iter().map(|&i| views[i as usize]).collect()))
+            }
+        };
+        StrColumn { views, heaps: Arc::clone(&self.heaps), codes }
     }
 
     pub fn from_strs<'a>(values: impl IntoIterator<Item = &'a str>) -> StrColumn {
@@ -259,9 +302,13 @@ impl StrColumn {
         builder.finish()
     }
 
-    /// Bytes held by views and heaps.
+    /// Bytes held by views (or codes not yet decoded) and heaps.
     pub fn allocated_bytes(&self) -> usize {
-        self.views.allocated_bytes() + self.heaps.iter().map(|h| h.capacity()).sum::<usize>()
+        let rows = match (self.views.get(), &self.codes) {
+            (None, Some(codes)) => codes.codes.allocated_bytes(),
+            _ => self.views().allocated_bytes(),
+        };
+        rows + self.heaps.iter().map(|h| h.capacity()).sum::<usize>()
     }
 }
 
@@ -370,7 +417,7 @@ impl StrColumnBuilder {
     /// Appends rows of `column` selected by `indices` (all rows when `None`), copying views.
     pub fn extend_from(&mut self, column: &StrColumn, indices: Option<&[u32]>) {
         let mapping = self.adopt_heaps(&column.heaps);
-        let views = column.views.as_slice();
+        let views = column.views().as_slice();
         let remap = |view: StrView| if view.is_inline() { view } else { view.with_heap_index(mapping[view.heap_index() as usize]) };
         match indices {
             Some(indices) => self.views.extend(indices.iter().map(|&i| remap(views[i as usize]))),
@@ -397,8 +444,8 @@ mod tests {
         assert_eq!(column.get(1), "");
         assert_eq!(column.get(2), "a string longer than twelve bytes");
         assert_eq!(column.get(3), "exactly12byt");
-        assert!(column.views[3].is_inline());
-        assert!(!column.views[2].is_inline());
+        assert!(column.views()[3].is_inline());
+        assert!(!column.views()[2].is_inline());
     }
 
     #[test]
@@ -423,7 +470,32 @@ mod tests {
     fn view_equality() {
         let a = StrColumn::from_strs(["same long string here", "abc"]);
         let b = StrColumn::from_strs(["same long string here", "abd"]);
-        assert!(a.views[0].eq_in(&a.heaps, &b.views[0], &b.heaps));
-        assert!(!a.views[1].eq_in(&a.heaps, &b.views[1], &b.heaps));
+        assert!(a.views()[0].eq_in(&a.heaps, &b.views()[0], &b.heaps));
+        assert!(!a.views()[1].eq_in(&a.heaps, &b.views()[1], &b.heaps));
+    }
+
+    #[test]
+    fn a_column_of_codes_decodes_its_views_on_first_use() {
+        let dictionary = StrColumn::from_strs(["a long value in the dictionary", "b", "c"]);
+        let codes = DictionaryCodes { codes: Buffer::from_vec(vec![2, 0, 1, 1, 0, 2]), dictionary: 7, values: dictionary.views().clone() };
+        let column = StrColumn::from_codes(codes, Arc::clone(&dictionary.heaps));
+        assert!(!column.views_decoded());
+        assert_eq!(column.len(), 6);
+        assert!(column.allocated_bytes() < 6 * std::mem::size_of::<StrView>());
+        // Slices and gathers of the codes stay codes, and decode to the same values.
+        let slice = column.slice(1, 4);
+        let gathered = column.gather(&[5, 0, 4]);
+        assert!(!slice.views_decoded() && !gathered.views_decoded() && !column.views_decoded());
+        let values = |c: &StrColumn| (0..c.len()).map(|i| c.get(i).to_string()).collect::<Vec<_>>();
+        assert_eq!(values(&slice), ["a long value in the dictionary", "b", "b", "a long value in the dictionary"]);
+        assert_eq!(values(&gathered), ["c", "c", "a long value in the dictionary"]);
+        assert_eq!(slice.codes.as_ref().map(|c| c.codes.to_vec()), Some(vec![0, 1, 1, 0]));
+        // Once decoded, slices and gathers carry views and codes.
+        assert_eq!(values(&column), ["c", "a long value in the dictionary", "b", "b", "a long value in the dictionary", "c"]);
+        assert!(column.views_decoded());
+        let decoded_slice = column.slice(2, 2);
+        assert!(decoded_slice.views_decoded());
+        assert_eq!(decoded_slice.codes.as_ref().map(|c| c.codes.to_vec()), Some(vec![1, 1]));
+        assert_eq!(values(&decoded_slice), ["b", "b"]);
     }
 }

@@ -317,7 +317,7 @@ impl Vector {
     /// strings' lengths): what storing the rows costs.
     pub fn data_bytes(&self) -> usize {
         let values = match &self.data {
-            VectorData::Str(s) => s.views.iter().map(|v| size_of::<crate::StrView>() + if v.is_inline() { 0 } else { v.len() }).sum(),
+            VectorData::Str(s) => s.views().iter().map(|v| size_of::<crate::StrView>() + if v.is_inline() { 0 } else { v.len() }).sum(),
             other => other.len() * physical_of(other).width(),
         };
         values + self.validity.as_ref().map_or(0, |v| v.len() / 8)

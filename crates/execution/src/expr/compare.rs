@@ -362,11 +362,11 @@ impl<O: CmpOp> StrCompareConst<O> {
     fn test(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
         if matches!(O::KIND, CmpKind::Eq | CmpKind::NotEq) {
             if let Some(constant) = &self.inline_view {
-                return (strings.views[i].to_bits() == *constant) == (O::KIND == CmpKind::Eq);
+                return (strings.views()[i].to_bits() == *constant) == (O::KIND == CmpKind::Eq);
             }
             // Length and 4-byte prefix sit in the view: most rows are decided without
             // touching the string bytes.
-            let view = &strings.views[i];
+            let view = &strings.views()[i];
             let c = self.constant.as_bytes();
             let equal = view.len() == c.len() && view.prefix()[..c.len().min(4)] == c[..c.len().min(4)] && strings.get_bytes(i) == c;
             return equal == (O::KIND == CmpKind::Eq);
@@ -631,7 +631,7 @@ impl InListStr {
     fn contains(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
         match &self.inline_views {
             Some(views) => {
-                let bits = strings.views[i].to_bits();
+                let bits = strings.views()[i].to_bits();
                 views.iter().fold(false, |found, &c| found | (bits == c))
             }
             None => self.values.contains(strings.get_bytes(i)),

@@ -262,7 +262,7 @@ impl Scatter {
                     match entry {
                         Some((part, r)) => {
                             let column = self.parts[part].0.strings();
-                            builder.push_view(column.views[r as usize], &mappings[part]);
+                            builder.push_view(column.views()[r as usize], &mappings[part]);
                         }
                         None => builder.push_empty(),
                     }

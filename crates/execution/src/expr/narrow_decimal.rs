@@ -380,25 +380,28 @@ fn apply_rows_portable(
         }
         Values::Shared(vector) => {
             let values = vector.values::<i64>();
-            let mut out = vec![0i64; len];
             match rows {
-                None => {
-                    for (i, (o, &v)) in out.iter_mut().zip(values).enumerate() {
+                // Written once, not zeroed first.
+                None => values[..len]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
                         let (r, over) = f(i, v);
-                        *o = r;
                         flag |= over;
-                    }
-                }
+                        r
+                    })
+                    .collect(),
                 Some(rows) => {
+                    let mut out = vec![0i64; len];
                     for &row in rows {
                         let i = row as usize;
                         let (r, over) = f(i, values[i]);
                         out[i] = r;
                         flag |= over;
                     }
+                    out
                 }
             }
-            out
         }
     };
     *overflow |= flag;

@@ -334,7 +334,7 @@ impl StringFunction {
             let text = strings.get(i);
             let (b, e) = char_range(text, begin, end.max(begin));
             // Zero copy: the substring is a view into the same heap.
-            let view = strings.views[i];
+            let view = strings.views()[i];
             views[i] = if e - b <= INLINE_LEN {
                 StrView::inline(&text.as_bytes()[b..e])
             } else {

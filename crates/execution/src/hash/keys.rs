@@ -274,7 +274,7 @@ fn pack_part<K: KeyWord>(part: &Part, column: &Vector, rows: &[u32], keys: &mut 
         // Equal intervals ('1 day', '24 hours') must pack equally: use the normalised value.
         VectorData::Interval(v) => each!(v, |x: apiary_types::Interval| x.normalized() as u128),
         VectorData::Str(s) => {
-            let views = s.views.as_slice();
+            let views = s.views().as_slice();
             for (k, &r) in keys.iter_mut().zip(rows) {
                 // Short strings (all of a packed column's) are inline in their view:
                 // read them as one integer, no byte loop.
@@ -400,7 +400,7 @@ fn pack_bytes(columns: &[Vector], rows: &[u32], nulls_are_values: bool) -> (Vec<
         let rows_and_lengths = lengths.iter_mut().zip(rows).map(|(length, &r)| (length, r as usize));
         match &column.data {
             VectorData::Str(s) => {
-                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + 4 + s.views[r].len() })
+                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + 4 + s.views()[r].len() })
             }
             data => {
                 let width = fixed_byte_width(data).unwrap_or_default();

@@ -80,7 +80,7 @@ impl StringIdCache {
         let VectorData::Str(strings) = &column.data else {
             unreachable!("string ids of a {:?} vector", column.data_type);
         };
-        let views = strings.views.as_slice();
+        let views = strings.views().as_slice();
         let heaps = strings.heaps.as_slice();
         let validity = column.validity.as_ref();
         for &r in rows {

@@ -407,7 +407,7 @@ fn group_by_codes(
         // (A NULL's view is some value's: its code would group it with that value.)
         let (VectorData::Str(strings), None) = (&key.data, &key.validity) else { return Ok(false) };
         let Some(key_codes) = &strings.codes else { return Ok(false) };
-        combinations = combinations.saturating_mul(key_codes.size as usize);
+        combinations = combinations.saturating_mul(key_codes.size());
         codes.push(key_codes);
     }
     if combinations > CODE_MAP_LIMIT {
@@ -428,7 +428,7 @@ fn group_by_codes(
     // SAFETY: every row is below the codes' length (checked above).
     let mut slots: Vec<u32> = rows.iter().map(|&row| unsafe { *first.get_unchecked(row as usize) } as u32).collect();
     for key_codes in &codes[1..] {
-        let (radix, column) = (key_codes.size, key_codes.codes.as_slice());
+        let (radix, column) = (key_codes.size() as u32, key_codes.codes.as_slice());
         for (slot, &row) in slots.iter_mut().zip(rows) {
             // SAFETY: as above.
             *slot = *slot * radix + unsafe { *column.get_unchecked(row as usize) } as u32;

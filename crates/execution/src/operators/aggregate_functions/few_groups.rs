@@ -127,25 +127,42 @@ fn block_sums_portable(values: &[i64], rows: &[u32], groups: &[u32], group_count
 /// `None` when a value of such a row is too large to sum unchecked.
 #[inline(always)]
 fn masked_sums(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+    // One pass over the values for all groups: the group count is a constant of each
+    // loop, so its per-group sums unroll into vector registers.
+    match group_count {
+        1 => masked_sums_of::<1>(values, groups),
+        2 => masked_sums_of::<2>(values, groups),
+        3 => masked_sums_of::<3>(values, groups),
+        4 => masked_sums_of::<4>(values, groups),
+        5 => masked_sums_of::<5>(values, groups),
+        6 => masked_sums_of::<6>(values, groups),
+        7 => masked_sums_of::<7>(values, groups),
+        _ => masked_sums_of::<8>(values, groups),
+    }
+}
+
+#[inline(always)]
+fn masked_sums_of<const G: usize>(values: &[i64], groups: &[u32]) -> Option<[(i64, i64); MAX_GROUPS]> {
+    let (mut sums, mut counts) = ([0i64; G], [0i64; G]);
     // The OR of the magnitudes bounds the largest (|v| for v >= 0, |v| - 1 otherwise);
     // rows of no group (SKIP) do not count.
-    let magnitudes = values.iter().zip(groups).fold(0u64, |acc, (&v, &group)| {
-        let counted = ((group as usize) < group_count) as u64;
-        acc | ((v ^ (v >> 63)) as u64 & counted.wrapping_neg())
-    });
+    let mut magnitudes = 0u64;
+    for (&v, &group) in values.iter().zip(groups) {
+        let counted = ((group as usize) < G) as u64;
+        magnitudes |= (v ^ (v >> 63)) as u64 & counted.wrapping_neg();
+        for g in 0..G {
+            let hit = (group == g as u32) as i64;
+            // Wrapping: sums with a value too large are thrown away below.
+            sums[g] = sums[g].wrapping_add(v & hit.wrapping_neg());
+            counts[g] += hit;
+        }
+    }
     if magnitudes >= SAFE_MAGNITUDE {
         return None;
     }
     let mut out = [(0i64, 0i64); MAX_GROUPS];
-    for (g, slot) in out.iter_mut().enumerate().take(group_count) {
-        let g = g as u32;
-        let (mut sum, mut count) = (0i64, 0i64);
-        for (&v, &group) in values.iter().zip(groups) {
-            let hit = (group == g) as i64;
-            sum += v & hit.wrapping_neg();
-            count += hit;
-        }
-        *slot = (sum, count);
+    for g in 0..G {
+        out[g] = (sums[g], counts[g]);
     }
     Some(out)
 }
