@@ -481,7 +481,7 @@ mod tests {
         let column = StrColumn::from_codes(codes, Arc::clone(&dictionary.heaps));
         assert!(!column.views_decoded());
         assert_eq!(column.len(), 6);
-        assert!(column.allocated_bytes() < 6 * std::mem::size_of::<StrView>());
+        assert!(column.allocated_bytes() < 6 * size_of::<StrView>());
         // Slices and gathers of the codes stay codes, and decode to the same values.
         let slice = column.slice(1, 4);
         let gathered = column.gather(&[5, 0, 4]);
