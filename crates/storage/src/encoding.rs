@@ -540,7 +540,8 @@ fn encode_strings(
     dictionary_out: &mut Option<Dictionary>,
 ) -> Encoding {
     let rows = strings.len();
-    let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| strings.views()[i].len()).sum();
+    let views = strings.views().as_slice();
+    let total_bytes: usize = (0..rows).filter(|&i| valid(i)).map(|i| views[i].len()).sum();
     // Dictionary when the distinct values are few (at most a quarter of the rows) and codes
     // plus dictionary take no more room than the strings with a byte of length each.
     if let Some((sorted, codes)) = sorted_codes(strings, &valid, dictionary_limit(rows)) {
@@ -561,7 +562,7 @@ fn encode_strings(
         }
     }
     // Lengths, then the bytes (NULLs are empty).
-    let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { strings.views()[i].len() as i32 } else { 0 }).collect();
+    let lengths: Vec<i32> = (0..rows).map(|i| if valid(i) { views[i].len() as i32 } else { 0 }).collect();
     let mut lengths_writer = Writer::new();
     let lengths_encoding = encode_integers(&mut lengths_writer, &lengths, |_| true);
     writer.u8(lengths_encoding.tag());

@@ -358,15 +358,17 @@ impl<O: CmpOp> StrCompareConst<O> {
         StrCompareConst { child, constant, inline_view, _op: PhantomData }
     }
 
+    /// `views`: the column's views, fetched once per vector (`StrColumn::views` may
+    /// decode them on first use).
     #[inline(always)]
-    fn test(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
+    fn test(&self, views: &[apiary_types::StrView], strings: &apiary_types::StrColumn, i: usize) -> bool {
         if matches!(O::KIND, CmpKind::Eq | CmpKind::NotEq) {
             if let Some(constant) = &self.inline_view {
-                return (strings.views()[i].to_bits() == *constant) == (O::KIND == CmpKind::Eq);
+                return (views[i].to_bits() == *constant) == (O::KIND == CmpKind::Eq);
             }
             // Length and 4-byte prefix sit in the view: most rows are decided without
             // touching the string bytes.
-            let view = &strings.views()[i];
+            let view = &views[i];
             let c = self.constant.as_bytes();
             let equal = view.len() == c.len() && view.prefix()[..c.len().min(4)] == c[..c.len().min(4)] && strings.get_bytes(i) == c;
             return equal == (O::KIND == CmpKind::Eq);
@@ -383,14 +385,16 @@ impl<O: CmpOp> PhysicalExpr for StrCompareConst<O> {
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
         let strings = v.strings();
-        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.test(strings, i));
+        let views = strings.views().as_slice();
+        let out = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.test(views, strings, i));
         Ok(Vector::new(DataType::Boolean, wrap(out), v.validity.clone()))
     }
 
     fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
         let v = evaluate_rows(&self.child, chunk, rows)?;
         let strings = v.strings();
-        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.test(strings, i)))
+        let views = strings.views().as_slice();
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.test(views, strings, i)))
     }
 }
 
@@ -627,11 +631,12 @@ impl InListStr {
         InListStr { child, values: StringSet::new(values), inline_views, negated, has_null }
     }
 
+    /// `column_views`: the column's views, fetched once per vector.
     #[inline(always)]
-    fn contains(&self, strings: &apiary_types::StrColumn, i: usize) -> bool {
+    fn contains(&self, column_views: &[apiary_types::StrView], strings: &apiary_types::StrColumn, i: usize) -> bool {
         match &self.inline_views {
             Some(views) => {
-                let bits = strings.views()[i].to_bits();
+                let bits = column_views[i].to_bits();
                 views.iter().fold(false, |found, &c| found | (bits == c))
             }
             None => self.values.contains(strings.get_bytes(i)),
@@ -698,7 +703,8 @@ impl PhysicalExpr for InListStr {
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         let v = self.child.evaluate(chunk)?;
         let strings = v.strings();
-        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.contains(strings, i));
+        let views = strings.views().as_slice();
+        let found = map_rows(chunk.physical_len(), rows_of(chunk), |i| self.contains(views, strings, i));
         Ok(in_list_result(found, v.validity.as_ref(), self.negated, self.has_null))
     }
 
@@ -708,7 +714,8 @@ impl PhysicalExpr for InListStr {
         }
         let v = evaluate_rows(&self.child, chunk, rows)?;
         let strings = v.strings();
-        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.contains(strings, i) != self.negated))
+        let views = strings.views().as_slice();
+        Ok(filter_rows(rows, chunk.physical_len(), v.validity.as_ref(), |i| self.contains(views, strings, i) != self.negated))
     }
 }
 

@@ -315,6 +315,7 @@ impl StringFunction {
         let lengths = args.get(1).map(|a| a.values::<i64>());
         let validity = combined_validity(&std::iter::once(v).chain(args.iter()).collect::<Vec<_>>());
         let mut views = vec![StrView::default(); len];
+        let input_views = strings.views().as_slice();
         let mut error = None;
         super::for_each_row(len, rows_of(chunk), |i| {
             if validity.as_ref().is_some_and(|b| !b.get(i)) || error.is_some() {
@@ -334,7 +335,7 @@ impl StringFunction {
             let text = strings.get(i);
             let (b, e) = char_range(text, begin, end.max(begin));
             // Zero copy: the substring is a view into the same heap.
-            let view = strings.views()[i];
+            let view = input_views[i];
             views[i] = if e - b <= INLINE_LEN {
                 StrView::inline(&text.as_bytes()[b..e])
             } else {

@@ -400,7 +400,8 @@ fn pack_bytes(columns: &[Vector], rows: &[u32], nulls_are_values: bool) -> (Vec<
         let rows_and_lengths = lengths.iter_mut().zip(rows).map(|(length, &r)| (length, r as usize));
         match &column.data {
             VectorData::Str(s) => {
-                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + 4 + s.views()[r].len() })
+                let views = s.views().as_slice();
+                rows_and_lengths.for_each(|(length, r)| *length += if is_null(column, r) { 1 } else { flag + 4 + views[r].len() })
             }
             data => {
                 let width = fixed_byte_width(data).unwrap_or_default();
