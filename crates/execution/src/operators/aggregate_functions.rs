@@ -252,6 +252,17 @@ impl WideSumState {
         }
     }
 
+    /// Adds a block's per-group sums and counts (`few_groups`) to the groups, one per
+    /// accumulator; `false` when a 128-bit total overflows.
+    fn add_block_sums(partial: &mut [i64], totals: &mut [i128], counts: &mut [i64], sums: &[(i64, i64)]) -> bool {
+        let mut ok = true;
+        for (g, &(sum, count)) in sums.iter().enumerate().take(partial.len()) {
+            ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sum);
+            counts[g] += count;
+        }
+        ok
+    }
+
     /// The groups' sums (partial sums folded into the totals).
     fn fold(&mut self) -> Result<()> {
         for (total, partial) in self.totals.iter_mut().zip(self.partial.iter_mut()) {
@@ -280,12 +291,7 @@ impl AggregateState for WideSumState {
                 let values = values.as_slice();
                 for (rows, groups) in rows.chunks(few_groups::BLOCK).zip(groups.chunks(few_groups::BLOCK)) {
                     match few_groups::block_sums(values, rows, groups, partial.len()) {
-                        Some(sums) => {
-                            for (g, &(sum, count)) in sums.iter().enumerate().take(partial.len()) {
-                                ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sum);
-                                counts[g] += count;
-                            }
-                        }
+                        Some(sums) => ok &= Self::add_block_sums(partial, totals, counts, &sums),
                         None => {
                             for (&r, &g) in rows.iter().zip(groups) {
                                 let g = g as usize;
@@ -347,12 +353,7 @@ impl AggregateState for WideSumState {
         let mut ok = true;
         for (values, groups) in values.as_slice().chunks(few_groups::BLOCK).zip(groups.chunks(few_groups::BLOCK)) {
             match few_groups::dense_sums(values, groups, group_count) {
-                Some(sums) => {
-                    for (g, &(sum, count)) in sums.iter().enumerate().take(group_count) {
-                        ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sum);
-                        counts[g] += count;
-                    }
-                }
+                Some(sums) => ok &= Self::add_block_sums(partial, totals, counts, &sums),
                 None => {
                     for (&v, &g) in values.iter().zip(groups).filter(|(_, &g)| g != SKIP) {
                         let g = g as usize;
