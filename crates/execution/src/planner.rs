@@ -1014,9 +1014,11 @@ impl<'a> PhysicalPlanner<'a> {
         if drops_unmatched_probe_rows && !null_safe {
             for branch in probe_branches.iter_mut() {
                 let Some((scan, read_ids)) = &branch.scan else { continue };
-                // Right after the scan, the probe's own Bloom filter tests membership as
-                // early; later (behind other operators), the scan tests it first.
-                let membership = !branch.operators.is_empty() && probe_keys.len() == 1;
+                // The scan tests a single key against the build's Bloom filter (or direct
+                // table) before it decodes the other columns: rows that cannot match never
+                // reach a vector, and the survivors are gathered densely (a stage boundary),
+                // also when the probe comes right after the scan.
+                let membership = probe_keys.len() == 1;
                 for (k, key) in probe_keys.iter().enumerate() {
                     let Expr::Column(column) = key else { continue };
                     let Some(position) = branch.scan_position(read_ids, column.id) else { continue };

@@ -2,21 +2,44 @@
 //!
 //! Column stripes in storage are buffers; a scan hands out slices of them to vectors
 //! without copying (a slice shares the allocation and records an offset and length).
+//!
+//! A buffer also keeps the address of its first element. Reading an element then needs
+//! only the buffer's own fields: through the `Arc` it would reload the vector's pointer
+//! and length from the shared allocation on every access, because the compiler cannot
+//! prove that a store into an output vector in the same loop does not change them (the
+//! key gathers of a hash-join probe spent most of their time on those reloads).
 
 use std::fmt;
 use std::ops::Deref;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 pub struct Buffer<T> {
     data: Arc<Vec<T>>,
+    /// `data.as_ptr() + offset`: the vector is never modified or moved while shared, so
+    /// the address stays valid as long as `data` is held.
+    start: NonNull<T>,
     offset: usize,
     len: usize,
 }
 
+// SAFETY: a buffer is an `Arc<Vec<T>>` plus a read-only pointer into that vector; it is
+// as thread-safe as the `Arc` (shared, immutable access to `T`).
+unsafe impl<T: Send + Sync> Send for Buffer<T> {}
+unsafe impl<T: Send + Sync> Sync for Buffer<T> {}
+
 impl<T> Buffer<T> {
     pub fn from_vec(values: Vec<T>) -> Self {
         let len = values.len();
-        Buffer { data: Arc::new(values), offset: 0, len }
+        let data = Arc::new(values);
+        Buffer { start: Self::address(&data, 0), data, offset: 0, len }
+    }
+
+    /// The address of element `offset` of `data` (`offset <= data.len()`).
+    fn address(data: &Arc<Vec<T>>, offset: usize) -> NonNull<T> {
+        // A vector's pointer is never null (dangling but aligned when empty), and
+        // `offset <= len` keeps the result inside or one past the allocation.
+        NonNull::new(data.as_ptr().wrapping_add(offset).cast_mut()).expect("vector pointers are not null")
     }
 
     pub fn empty() -> Self {
@@ -26,7 +49,8 @@ impl<T> Buffer<T> {
     /// A view of `len` elements starting at `offset` of this buffer (no copy).
     pub fn slice(&self, offset: usize, len: usize) -> Self {
         assert!(offset + len <= self.len, "slice {offset}+{len} out of buffer of {}", self.len);
-        Buffer { data: Arc::clone(&self.data), offset: self.offset + offset, len }
+        let offset = self.offset + offset;
+        Buffer { start: Self::address(&self.data, offset), data: Arc::clone(&self.data), offset, len }
     }
 
     #[inline]
@@ -41,7 +65,9 @@ impl<T> Buffer<T> {
 
     #[inline]
     pub fn as_slice(&self) -> &[T] {
-        &self.data[self.offset..self.offset + self.len]
+        // SAFETY: `start` points at element `offset` of the vector `data` keeps alive and
+        // unmodified, and `offset + len <= data.len()` (checked when the buffer was made).
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.len) }
     }
 
     /// The values as an owned vector: free when this buffer is the only owner of a whole
@@ -68,7 +94,7 @@ impl<T> Buffer<T> {
 
 impl<T> Clone for Buffer<T> {
     fn clone(&self) -> Self {
-        Buffer { data: Arc::clone(&self.data), offset: self.offset, len: self.len }
+        Buffer { data: Arc::clone(&self.data), start: self.start, offset: self.offset, len: self.len }
     }
 }
 

@@ -69,14 +69,64 @@ impl BloomFilter {
     /// filter and whose key is valid, without branching on the outcome.
     pub fn filter_into(&self, hashes: &[u64], valid: &[bool], out: &mut Vec<u32>) {
         let start = out.len();
-        out.resize(start + hashes.len(), 0);
+        let n = hashes.len().min(valid.len());
+        out.resize(start + n, 0);
         let slots = &mut out[start..];
+        let mut done = 0;
         let mut count = 0;
-        for (j, (&hash, &ok)) in hashes.iter().zip(valid).enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the AVX-512 subsets the kernel is compiled for.
+            (done, count) = unsafe { self.filter_avx512(&hashes[..n], &valid[..n], slots) };
+        }
+        for j in done..n {
             slots[count] = j as u32;
-            count += (ok & self.may_contain(hash)) as usize;
+            count += (valid[j] & self.may_contain(hashes[j])) as usize;
         }
         out.truncate(start + count);
+    }
+
+    /// [`Self::filter_into`] eight hashes at a time: the four bit positions and the word
+    /// index computed in 64-bit lanes, the words gathered, the passing lanes' indices
+    /// compressed into `slots`. Returns how many hashes it tested (a multiple of eight)
+    /// and how many indices it wrote.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx512vl,avx512bw")]
+    unsafe fn filter_avx512(&self, hashes: &[u64], valid: &[bool], slots: &mut [u32]) -> (usize, usize) {
+        use std::arch::x86_64::*;
+        let lanes = hashes.len() / 8 * 8;
+        let words = self.words.as_ptr() as *const i64;
+        let shift = _mm_cvtsi32_si128(self.shift as i32);
+        let spread = _mm512_set1_epi64(SPREAD as i64);
+        let (six_bits, one) = (_mm512_set1_epi64(63), _mm512_set1_epi64(1));
+        let mut ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let eight = _mm256_set1_epi32(8);
+        let mut count = 0;
+        let mut j = 0;
+        while j < lanes {
+            // SAFETY: `j + 8 <= hashes.len() == valid.len() <= slots.len()`, and
+            // `count <= j`, so the compressed store of at most eight ids stays in `slots`.
+            unsafe {
+                let hash = _mm512_loadu_si512(hashes.as_ptr().add(j) as *const _);
+                // Bools are 0 or 1: eight of them are one 64-bit load, lane `i` in byte `i`.
+                let ok = _mm_test_epi8_mask(_mm_loadl_epi64(valid.as_ptr().add(j) as *const _), _mm_set1_epi8(1)) as __mmask8;
+                // The word: the hash's top bits (as in `locate`), always in bounds.
+                let word = _mm512_srl_epi64(hash, shift);
+                let h = _mm512_srli_epi64::<40>(_mm512_mullo_epi64(hash, spread));
+                let bit = |s: u32| {
+                    let position = _mm512_and_si512(_mm512_srlv_epi64(h, _mm512_set1_epi64(s as i64)), six_bits);
+                    _mm512_sllv_epi64(one, position)
+                };
+                let mask = _mm512_or_si512(_mm512_or_si512(bit(0), bit(6)), _mm512_or_si512(bit(12), bit(18)));
+                let got = _mm512_mask_i64gather_epi64::<8>(_mm512_setzero_si512(), ok, word, words);
+                let pass = _mm512_mask_cmpeq_epi64_mask(ok, _mm512_and_si512(got, mask), mask);
+                _mm256_mask_compressstoreu_epi32(slots.as_mut_ptr().add(count) as *mut _, pass, ids);
+                count += pass.count_ones() as usize;
+            }
+            ids = _mm256_add_epi32(ids, eight);
+            j += 8;
+        }
+        (lanes, count)
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -153,6 +203,22 @@ mod tests {
         assert!(shared.words.len() >= 8 << 6);
         let (word, _) = locate(shared.shift, 5u64 << 58);
         assert_eq!(word / 8, 5);
+    }
+
+    #[test]
+    fn vector_and_scalar_probes_agree() {
+        let mut filter = BloomFilter::with_capacity(3000);
+        for k in 0..3000u64 {
+            filter.insert(hash_u64(k * 3));
+        }
+        for n in [0usize, 1, 7, 8, 9, 100, 1027] {
+            let hashes: Vec<u64> = (0..n as u64).map(hash_u64).collect();
+            let valid: Vec<bool> = (0..n).map(|j| j % 5 != 1).collect();
+            let mut out = Vec::new();
+            filter.filter_into(&hashes, &valid, &mut out);
+            let expected: Vec<u32> = (0..n).filter(|&j| valid[j] && filter.may_contain(hashes[j])).map(|j| j as u32).collect();
+            assert_eq!(out, expected, "{n} hashes");
+        }
     }
 
     #[test]
