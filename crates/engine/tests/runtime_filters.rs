@@ -212,3 +212,26 @@ fn a_join_right_after_the_scan_drops_non_members_at_the_scan() {
         assert!(passed < 5_000, "the scan passed {passed} rows to the probe:\n{analyzed}");
     }
 }
+
+/// A join on two keys: the scan tests both together against the build's Bloom filter, so
+/// rows whose pair is absent leave at the scan even though each key alone spans the whole
+/// range (TPC-H Q20: lineitem's (partkey, suppkey) against the chosen partsupp rows).
+#[test]
+fn a_join_on_two_keys_tests_the_pair_at_the_scan() {
+    for threads in [1, 2] {
+        let (_db, mut conn) = database(threads);
+        // Pairs (k, v) for every 13th k; for every 91st k, v is shifted and does not match.
+        conn.execute("CREATE TABLE pairs AS SELECT k, (v + CAST(k % 91 = 0 AS INTEGER)) % 7 AS v FROM fact WHERE k % 13 = 0").unwrap();
+        let sql = "SELECT count(*), sum(f.k) FROM fact f JOIN pairs p ON f.k = p.k AND f.v = p.v";
+        let matching: Vec<u64> = (0u64..100_000).filter(|k| k % 10 != 9 && k % 13 == 0 && k % 91 != 0).collect();
+        let sum: u64 = matching.iter().sum();
+        assert_eq!(one_row(&mut conn, sql), [matching.len().to_string(), sum.to_string()], "{threads} threads");
+        let plan = text(&conn.query(&format!("EXPLAIN {sql}")).unwrap());
+        assert!(plan.contains("(k, v) in build keys"), "{plan}");
+        let analyzed = text(&conn.query(&format!("EXPLAIN ANALYZE {sql}")).unwrap());
+        let scan = analyzed.lines().find(|l| l.contains("Scan fact")).unwrap_or_else(|| panic!("{analyzed}"));
+        let passed: u64 =
+            scan.split(" rows").next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{scan}"));
+        assert!(passed < 2 * matching.len() as u64 + 2_000, "the scan passed {passed} rows to the probe:\n{analyzed}");
+    }
+}

@@ -1014,20 +1014,40 @@ impl<'a> PhysicalPlanner<'a> {
         if drops_unmatched_probe_rows && !null_safe {
             for branch in probe_branches.iter_mut() {
                 let Some((scan, read_ids)) = &branch.scan else { continue };
-                // The scan tests a single key against the build's Bloom filter (or direct
-                // table) before it decodes the other columns: rows that cannot match never
-                // reach a vector, and the survivors are gathered densely (a stage boundary),
-                // also when the probe comes right after the scan.
-                let membership = probe_keys.len() == 1;
-                for (k, key) in probe_keys.iter().enumerate() {
-                    let Expr::Column(column) = key else { continue };
-                    let Some(position) = branch.scan_position(read_ids, column.id) else { continue };
-                    if !integer_key(column.data_type) && !membership {
-                        continue;
+                // Keys that are columns of the scan: (position in the scan's columns, column).
+                let scan_keys: Vec<Option<(usize, &ColumnRef)>> = probe_keys
+                    .iter()
+                    .map(|key| match key {
+                        Expr::Column(column) => branch.scan_position(read_ids, column.id).map(|position| (position, column)),
+                        _ => None,
+                    })
+                    .collect();
+                // The scan tests the keys against the build's Bloom filter (or direct table)
+                // before it decodes its other columns when it has them all: rows that cannot
+                // match never reach a vector, and the survivors are gathered densely (a stage
+                // boundary), also when the probe comes right after the scan.
+                let all_keys: Option<Vec<(usize, &ColumnRef)>> = scan_keys.iter().copied().collect();
+                let mut membership = false;
+                if let Some(all_keys) = all_keys.filter(|keys| !keys.is_empty()) {
+                    let positions = all_keys.iter().map(|(position, _)| *position).collect();
+                    if scan.add_membership_filter(positions, Arc::clone(&join) as Arc<dyn KeyRangeSource>) {
+                        membership = true;
+                        let names: Vec<&str> = all_keys.iter().map(|(_, column)| &column.name[..]).collect();
+                        let keys = if names.len() == 1 { names[0].to_string() } else { format!("({})", names.join(", ")) };
+                        branch.steps[0].push_str(&format!(" runtime filter: {keys} in build keys [sink #{build_sink}]"));
                     }
-                    scan.add_runtime_filter(position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k, membership);
-                    let what = if membership { "in build keys" } else { "in range of build keys" };
-                    branch.steps[0].push_str(&format!(" runtime filter: {} {what} [sink #{build_sink}]", column.name));
+                }
+                // Integer keys are also filtered by the range of their build keys (whole
+                // blocks skipped by zone maps): implied by "in build keys" in the plan.
+                for (k, key) in scan_keys.iter().enumerate() {
+                    let Some((position, column)) = key else { continue };
+                    if integer_key(column.data_type) {
+                        scan.add_range_filter(*position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k);
+                        if !membership {
+                            branch.steps[0]
+                                .push_str(&format!(" runtime filter: {} in range of build keys [sink #{build_sink}]", column.name));
+                        }
+                    }
                 }
             }
         }

@@ -360,7 +360,7 @@ fn compile_function(
     use ScalarFunction as F;
     Ok(match func {
         F::Substring | F::Upper | F::Lower | F::Length | F::Trim(_) | F::Replace | F::Position | F::StartsWith => {
-            string::string_function(func, args, data_type)?
+            string::string_function(func, args, literals, data_type)?
         }
         F::Concat => string::concat(args, false),
         F::Coalesce => logic::coalesce(args, data_type),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use apiary_common::{exec_err, internal_err, Result};
 use apiary_sql::expr::{ScalarFunction, TrimKind};
 use apiary_types::string::{StrView, INLINE_LEN};
-use apiary_types::{Buffer, DataChunk, DataType, StrColumn, StrColumnBuilder, Vector, VectorData};
+use apiary_types::{Buffer, DataChunk, DataType, ScalarValue, StrColumn, StrColumnBuilder, Vector, VectorData};
 use memchr::memmem;
 
 use super::compare::{evaluate_rows, filter_rows};
@@ -286,13 +286,46 @@ struct StringFunction {
     func: ScalarFunction,
     args: Vec<ExprRef>,
     data_type: DataType,
+    /// For SUBSTRING with constant bounds: the characters `[begin, end)` it keeps
+    /// (0-based), computed once instead of per row.
+    constant_range: Option<(usize, usize)>,
 }
 
-pub fn string_function(func: ScalarFunction, args: Vec<ExprRef>, data_type: DataType) -> Result<ExprRef> {
+/// A string function; `literals` holds the constant arguments (`None` where not constant).
+pub fn string_function(
+    func: ScalarFunction,
+    args: Vec<ExprRef>,
+    literals: &[Option<&ScalarValue>],
+    data_type: DataType,
+) -> Result<ExprRef> {
     if args.is_empty() {
         return Err(internal_err!("{} without arguments", func.name()));
     }
-    Ok(Arc::new(StringFunction { func, args, data_type }))
+    let constant = |k: usize| match literals.get(k).copied().flatten() {
+        Some(ScalarValue::Int64(v)) => Some(*v),
+        Some(ScalarValue::Int32(v)) => Some(i64::from(*v)),
+        Some(ScalarValue::Int16(v)) => Some(i64::from(*v)),
+        _ => None,
+    };
+    let constant_range = match (func, args.len()) {
+        (ScalarFunction::Substring, 2) => constant(1).map(|start| substring_range(start, None)),
+        // A negative length is an error, reported per row by the general path.
+        (ScalarFunction::Substring, 3) => match (constant(1), constant(2)) {
+            (Some(start), Some(length)) if length >= 0 => Some(substring_range(start, Some(length))),
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(Arc::new(StringFunction { func, args, data_type, constant_range }))
+}
+
+/// The characters `[begin, end)` (0-based) that SUBSTRING(s FROM start FOR length) keeps
+/// (`length` non-negative; without it, to the end).
+fn substring_range(start: i64, length: Option<i64>) -> (usize, usize) {
+    let end = length.map_or(i64::MAX, |l| start.saturating_add(l));
+    let begin = (start.max(1) - 1) as usize;
+    let end = if end <= 1 { 0 } else { (end - 1).min(i64::MAX - 1) as usize };
+    (begin, end.max(begin))
 }
 
 /// Byte range of characters `[begin, end)` (0-based char positions, clamped).
@@ -308,6 +341,31 @@ fn char_range(s: &str, begin: usize, end: usize) -> (usize, usize) {
 }
 
 impl StringFunction {
+    /// SUBSTRING with constant bounds `[begin, end)` (characters): the bounds are not
+    /// evaluated per row, and where the bytes before `end` are ASCII (the usual case: codes,
+    /// phone prefixes) characters are bytes, so the string is not decoded.
+    fn substring_constant(&self, v: &Vector, begin: usize, end: usize, chunk: &DataChunk) -> Vector {
+        let strings = v.strings();
+        let len = chunk.physical_len();
+        let mut views = vec![StrView::default(); len];
+        let input_views = strings.views().as_slice();
+        let heaps = &strings.heaps[..];
+        super::for_each_row(len, rows_of(chunk), |i| {
+            let view = input_views[i];
+            let bytes = view.bytes(heaps);
+            let stop = end.min(bytes.len());
+            let (b, e) = if bytes[..stop].is_ascii() { (begin.min(stop), stop) } else { char_range(view.as_str(heaps), begin, end) };
+            // Zero copy: the substring is a view into the same heap.
+            views[i] = if e - b <= INLINE_LEN {
+                StrView::inline(&bytes[b..e])
+            } else {
+                StrView::long(&bytes[b..e], view.heap_index(), view.heap_offset() + b as u32)
+            };
+        });
+        let column = StrColumn::new(Buffer::from_vec(views), Arc::clone(&strings.heaps));
+        Vector::new(self.data_type, VectorData::Str(column), v.validity.clone())
+    }
+
     fn substring(&self, v: &Vector, args: &[Vector], chunk: &DataChunk) -> Result<Vector> {
         let strings = v.strings();
         let len = chunk.physical_len();
@@ -321,19 +379,17 @@ impl StringFunction {
             if validity.as_ref().is_some_and(|b| !b.get(i)) || error.is_some() {
                 return;
             }
-            let start = starts[i];
-            let end = match lengths {
+            let length = match lengths {
                 Some(l) if l[i] < 0 => {
                     error = Some(exec_err!("negative substring length not allowed"));
                     return;
                 }
-                Some(l) => start.saturating_add(l[i]),
-                None => i64::MAX,
+                Some(l) => Some(l[i]),
+                None => None,
             };
-            let begin = (start.max(1) - 1) as usize;
-            let end = if end <= 1 { 0 } else { (end - 1).min(i64::MAX - 1) as usize };
+            let (begin, end) = substring_range(starts[i], length);
             let text = strings.get(i);
-            let (b, e) = char_range(text, begin, end.max(begin));
+            let (b, e) = char_range(text, begin, end);
             // Zero copy: the substring is a view into the same heap.
             let view = input_views[i];
             views[i] = if e - b <= INLINE_LEN {
@@ -360,6 +416,9 @@ impl PhysicalExpr for StringFunction {
         let len = chunk.physical_len();
         let first = &values[0];
         if self.func == ScalarFunction::Substring {
+            if let Some((begin, end)) = self.constant_range {
+                return Ok(self.substring_constant(first, begin, end, chunk));
+            }
             return self.substring(first, &values[1..], chunk);
         }
         let validity = combined_validity(&values.iter().collect::<Vec<_>>());

@@ -571,6 +571,29 @@ impl JoinTable {
         }
     }
 
+    /// For a direct table: appends to `out` the positions `j` of the valid keys of `probe`
+    /// that the table holds, without a branch per key, and returns true. Other tables
+    /// append nothing and return false.
+    pub fn direct_members(&self, probe: &PackedKeys, out: &mut Vec<u32>) -> bool {
+        let (Slots::Direct { min, heads }, PackedKeys::U64 { keys, valid }) = (&self.slots, probe) else { return false };
+        let (min, slots) = (*min, heads.len());
+        let start = out.len();
+        out.resize(start + keys.len(), 0);
+        let positions = &mut out[start..];
+        let mut count = 0;
+        for (j, (&key, &ok)) in keys.iter().zip(valid).enumerate() {
+            // Keys below `min` wrap around past the end; those look at slot 0 and are
+            // rejected by `inside`.
+            let index = key.wrapping_sub(min);
+            let inside = index < slots as u64;
+            let head = heads[if inside { index as usize } else { 0 }];
+            positions[count] = j as u32;
+            count += (ok & inside & (head != NONE)) as usize;
+        }
+        out.truncate(start + count);
+        true
+    }
+
     /// Whether lookups need no hashes (a direct table): probes can skip hashing.
     pub fn is_direct(&self) -> bool {
         matches!(self.slots, Slots::Direct { .. })
@@ -739,6 +762,23 @@ mod tests {
             let expected: Vec<u32> = values.iter().position(|&v| v == key).map(|p| p as u32).into_iter().collect();
             assert_eq!(matches(&table, &packer, key), expected, "key {key}");
         }
+    }
+
+    #[test]
+    fn direct_members_are_the_keys_a_lookup_finds() {
+        let values: Vec<i64> = (1000..=3000).filter(|k| k % 3 != 0).collect();
+        let (direct, packer) = table(values.clone(), 0);
+        assert!(direct.is_direct());
+        let probes = vec![0, 999, 1000, 1001, 1002, 2999, 3000, 3001, i64::MAX, i64::MIN, 1500, 1501];
+        let keys = packer.pack(&[Vector::from_native(DataType::BigInt, probes.clone())], &(0..probes.len() as u32).collect::<Vec<_>>());
+        let mut out = vec![99];
+        assert!(direct.direct_members(&keys, &mut out));
+        let expected: Vec<u32> =
+            std::iter::once(99).chain((0..probes.len() as u32).filter(|&j| values.contains(&probes[j as usize]))).collect();
+        assert_eq!(out, expected);
+        // A hash table has no direct members to offer.
+        let (hashed, packer) = table((0..100).map(|i| i * 1_000_003).collect(), 0);
+        assert!(!hashed.direct_members(&packer.pack(&[Vector::from_native(DataType::BigInt, vec![0i64])], &[0]), &mut out));
     }
 
     #[test]

@@ -468,29 +468,26 @@ impl KeyRangeSource for HashJoin {
     }
 
     fn tests_membership(&self) -> bool {
-        self.build_keys.len() == 1
+        !self.build_keys.is_empty()
     }
 
-    fn select_members(&self, column: &Vector, rows: Vec<u32>, ctx: &ExecContext) -> Vec<u32> {
+    fn select_members(&self, columns: &[Vector], rows: Vec<u32>, ctx: &ExecContext) -> Vec<u32> {
         let Some(built) = self.global(ctx).ok().and_then(|g| g.built.get()) else { return rows };
-        if self.build_keys.len() != 1 || rows.is_empty() {
+        if self.build_keys.len() != columns.len() || rows.is_empty() {
             return rows;
         }
         // Packed as the probe packs it: the same words, hashes and validity.
-        let keys = self.packer.pack(std::slice::from_ref(column), &rows);
-        let positions: Vec<u32> = if built.table.is_direct() {
-            let candidates: Vec<u32> = (0..rows.len() as u32).filter(|&j| keys.is_valid(j as usize)).collect();
-            let mut heads = vec![NONE; rows.len()];
-            built.table.find_batch(&keys, &[], &candidates, &mut heads, 0);
-            (0..rows.len() as u32).filter(|&j| heads[j as usize] != NONE).collect()
-        } else if let Some(bloom) = &built.table.bloom {
-            let mut passing = Vec::with_capacity(rows.len());
+        let keys = self.packer.pack(columns, &rows);
+        let mut passing = Vec::with_capacity(rows.len());
+        if !built.table.direct_members(&keys, &mut passing) {
+            let Some(bloom) = &built.table.bloom else { return rows };
             bloom.filter_into(&keys.hashes(), keys.validity(), &mut passing);
-            passing
-        } else {
-            return rows;
-        };
-        positions.into_iter().map(|j| rows[j as usize]).collect()
+        }
+        // Positions among `rows` become the rows themselves (in place: `rows[j]`, j >= i).
+        for position in passing.iter_mut() {
+            *position = rows[*position as usize];
+        }
+        passing
     }
 }
 

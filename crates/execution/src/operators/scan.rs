@@ -19,11 +19,12 @@
 //! probe side of an inner or semi hash join learns the range of the join's build keys when
 //! its pipeline starts (the build has finished by then). Blocks whose zone map lies outside
 //! the range are skipped, and rows outside it are dropped before the probe, where a
-//! block's zone map does not already show that all of them are inside. When other
-//! operators (earlier probes of a star join, say) run between the scan and the probe, the
-//! scan also tests the key against the build's Bloom filter or direct table (Quickstep's
-//! lookahead information passing), so rows that will not match leave before that work;
-//! a membership test that keeps almost every row is dropped after a sample.
+//! block's zone map does not already show that all of them are inside. The scan also tests
+//! the join's keys (one or several columns) against the build's Bloom filter or direct
+//! table, before it decodes its other columns, so rows that will not match leave before
+//! any other work, whether the probe comes right after the scan or behind other operators
+//! (earlier probes of a star join: Quickstep's lookahead information passing); a
+//! membership test that keeps almost every row is dropped after a sample.
 
 use std::cell::OnceCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -63,26 +64,44 @@ pub trait KeyRangeSource: Send + Sync {
     /// not an integer column, or the build has not finished).
     fn key_range(&self, key: usize, ctx: &ExecContext) -> Option<KeyRange>;
 
-    /// Whether [`Self::select_members`] can test the join's keys (a join on one key).
+    /// Whether [`Self::select_members`] can test the join's keys.
     fn tests_membership(&self) -> bool {
         false
     }
 
-    /// Of `rows` (positions in `column`, the probe key's values), those whose key may be
-    /// among the build keys (no false negatives).
-    fn select_members(&self, _column: &Vector, rows: Vec<u32>, _ctx: &ExecContext) -> Vec<u32> {
+    /// Of `rows` (positions in `columns`, the probe keys' values in key order), those whose
+    /// key may be among the build keys (no false negatives).
+    fn select_members(&self, _columns: &[Vector], rows: Vec<u32>, _ctx: &ExecContext) -> Vec<u32> {
         rows
     }
 }
 
-/// A runtime filter on one column of the scan.
+/// A runtime filter on the range of one key column of the scan.
 struct RuntimeFilter {
     /// Position in `read_columns`.
     column: usize,
     source: Arc<dyn KeyRangeSource>,
     key: usize,
-    /// Test membership too (operators run between the scan and the probe).
-    membership: bool,
+}
+
+/// A runtime filter testing whether a join's keys are among its build keys.
+struct MembershipFilter {
+    /// Positions in `read_columns` of the probe keys, in key order.
+    columns: Vec<usize>,
+    source: Arc<dyn KeyRangeSource>,
+}
+
+/// The runtime filters the planner added to a scan.
+#[derive(Default)]
+struct RuntimeFilters {
+    ranges: Vec<RuntimeFilter>,
+    members: Vec<MembershipFilter>,
+}
+
+impl RuntimeFilters {
+    fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.members.is_empty()
+    }
 }
 
 /// Rows a membership test looks at before deciding whether it pays.
@@ -189,7 +208,7 @@ pub struct TableScan {
     /// Positions (in `read_columns`) of the columns passed on.
     output: Vec<usize>,
     /// Added by the planner when it plans the joins this scan's rows probe.
-    runtime_filters: RwLock<Vec<RuntimeFilter>>,
+    runtime_filters: RwLock<RuntimeFilters>,
     slot: StateSlot,
 }
 
@@ -214,7 +233,7 @@ struct ScanGlobal {
     /// The runtime filters' ranges, read once from the finished builds: (position in
     /// `read_columns`, range).
     runtime_ranges: OnceLock<Vec<(usize, KeyRange)>>,
-    /// Per runtime filter: its membership test's counters.
+    /// Per membership filter: its counters.
     membership: OnceLock<Vec<MembershipCounters>>,
     /// Blocks skipped and rows dropped by runtime filters.
     runtime_blocks_skipped: AtomicU64,
@@ -363,12 +382,21 @@ impl TableScan {
         }
     }
 
-    /// Filters rows by build key `key` of `source` on the column at `position` of the read
-    /// columns: by its range (integer columns), and with `membership` by the build's keys
-    /// themselves.
-    pub fn add_runtime_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize, membership: bool) {
-        let membership = membership && source.tests_membership();
-        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).push(RuntimeFilter { column: position, source, key, membership });
+    /// Filters rows by the range of build key `key` of `source` (an integer column) on the
+    /// column at `position` of the read columns.
+    pub fn add_range_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize) {
+        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).ranges.push(RuntimeFilter { column: position, source, key });
+    }
+
+    /// Filters rows by whether their keys (the columns at `positions` of the read
+    /// columns, in the join's key order) are among the build keys of `source`. Returns
+    /// whether the source can test them.
+    pub fn add_membership_filter(&self, positions: Vec<usize>, source: Arc<dyn KeyRangeSource>) -> bool {
+        if !source.tests_membership() {
+            return false;
+        }
+        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).members.push(MembershipFilter { columns: positions, source });
+        true
     }
 
     /// Drops the rows whose keys no build holds, by the membership tests that still pay.
@@ -380,15 +408,16 @@ impl TableScan {
         ctx: &ExecContext,
     ) -> Option<Vec<u32>> {
         let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
-        let counters = global.membership.get_or_init(|| filters.iter().map(|_| MembershipCounters::default()).collect());
+        let counters = global.membership.get_or_init(|| filters.members.iter().map(|_| MembershipCounters::default()).collect());
         let mut selected = selected;
-        for (filter, counters) in filters.iter().zip(counters) {
-            if !filter.membership || counters.disabled.load(Ordering::Relaxed) {
+        for (filter, counters) in filters.members.iter().zip(counters) {
+            if counters.disabled.load(Ordering::Relaxed) {
                 continue;
             }
             let rows = selected.take().unwrap_or_else(|| (0..columns.len as u32).collect());
             let before = rows.len() as u64;
-            let kept = filter.source.select_members(columns.column(filter.column), rows, ctx);
+            let keys: Vec<Vector> = filter.columns.iter().map(|&position| columns.column(position).clone()).collect();
+            let kept = filter.source.select_members(&keys, rows, ctx);
             let tested = counters.tested.fetch_add(before, Ordering::Relaxed) + before;
             let passed = counters.passed.fetch_add(kept.len() as u64, Ordering::Relaxed) + kept.len() as u64;
             global.runtime_rows_dropped.fetch_add(before - kept.len() as u64, Ordering::Relaxed);
@@ -404,7 +433,7 @@ impl TableScan {
     fn runtime_ranges<'a>(&self, global: &'a ScanGlobal, ctx: &ExecContext) -> &'a [(usize, KeyRange)] {
         global.runtime_ranges.get_or_init(|| {
             let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
-            filters.iter().filter_map(|f| f.source.key_range(f.key, ctx).map(|range| (f.column, range))).collect()
+            filters.ranges.iter().filter_map(|f| f.source.key_range(f.key, ctx).map(|range| (f.column, range))).collect()
         })
     }
 
@@ -631,7 +660,7 @@ impl TableScan {
         // Runtime filters: skip the block when no value can match; check rows only where
         // the zone map does not show every value inside the range.
         let mut row_ranges: Vec<(usize, i64, i64)> = Vec::new();
-        let has_membership = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).iter().any(|f| f.membership);
+        let has_membership = !self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).members.is_empty();
         for &(position, range) in self.runtime_ranges(global, ctx) {
             let zone = block.column(self.read_columns[position]).zone_map();
             let (lo, hi) = match range {
