@@ -1037,12 +1037,14 @@ impl<'a> PhysicalPlanner<'a> {
                         branch.steps[0].push_str(&format!(" runtime filter: {keys} in build keys [sink #{build_sink}]"));
                     }
                 }
-                // Integer keys are also filtered by the range of their build keys (whole
-                // blocks skipped by zone maps): implied by "in build keys" in the plan.
+                // Integer keys are also filtered by the range of their build keys: blocks
+                // whose zone map is outside are skipped (implied by "in build keys" in the
+                // plan), and rows outside are dropped one by one only without a membership
+                // test, which drops them anyway.
                 for (k, key) in scan_keys.iter().enumerate() {
                     let Some((position, column)) = key else { continue };
                     if integer_key(column.data_type) {
-                        scan.add_range_filter(*position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k);
+                        scan.add_range_filter(*position, Arc::clone(&join) as Arc<dyn KeyRangeSource>, k, !membership);
                         if !membership {
                             branch.steps[0]
                                 .push_str(&format!(" runtime filter: {} in range of build keys [sink #{build_sink}]", column.name));

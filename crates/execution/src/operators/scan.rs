@@ -82,6 +82,10 @@ struct RuntimeFilter {
     column: usize,
     source: Arc<dyn KeyRangeSource>,
     key: usize,
+    /// Whether rows outside the range are dropped one by one too, not only blocks whose
+    /// zone map is outside: false when a membership test of the same join covers the
+    /// column (a key in the build keys is in their range, so the row test adds nothing).
+    test_rows: bool,
 }
 
 /// A runtime filter testing whether a join's keys are among its build keys.
@@ -232,12 +236,22 @@ struct ScanGlobal {
     blocks_on_codes: AtomicU64,
     /// The runtime filters' ranges, read once from the finished builds: (position in
     /// `read_columns`, range).
-    runtime_ranges: OnceLock<Vec<(usize, KeyRange)>>,
+    runtime_ranges: OnceLock<Vec<RuntimeRange>>,
     /// Per membership filter: its counters.
     membership: OnceLock<Vec<MembershipCounters>>,
     /// Blocks skipped and rows dropped by runtime filters.
     runtime_blocks_skipped: AtomicU64,
     runtime_rows_dropped: AtomicU64,
+}
+
+/// A runtime filter's range in one execution.
+#[derive(Clone, Copy)]
+struct RuntimeRange {
+    /// Position in `read_columns`.
+    column: usize,
+    range: KeyRange,
+    /// See [`RuntimeFilter::test_rows`].
+    test_rows: bool,
 }
 
 /// A scan's work orders: ranges of at most `rows` rows of one block.
@@ -383,9 +397,11 @@ impl TableScan {
     }
 
     /// Filters rows by the range of build key `key` of `source` (an integer column) on the
-    /// column at `position` of the read columns.
-    pub fn add_range_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize) {
-        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).ranges.push(RuntimeFilter { column: position, source, key });
+    /// column at `position` of the read columns: skips the blocks outside it and, with
+    /// `test_rows`, drops the rows outside it.
+    pub fn add_range_filter(&self, position: usize, source: Arc<dyn KeyRangeSource>, key: usize, test_rows: bool) {
+        let filter = RuntimeFilter { column: position, source, key, test_rows };
+        self.runtime_filters.write().unwrap_or_else(|e| e.into_inner()).ranges.push(filter);
     }
 
     /// Filters rows by whether their keys (the columns at `positions` of the read
@@ -430,10 +446,16 @@ impl TableScan {
     }
 
     /// This execution's runtime ranges (read from the builds the first time).
-    fn runtime_ranges<'a>(&self, global: &'a ScanGlobal, ctx: &ExecContext) -> &'a [(usize, KeyRange)] {
+    fn runtime_ranges<'a>(&self, global: &'a ScanGlobal, ctx: &ExecContext) -> &'a [RuntimeRange] {
         global.runtime_ranges.get_or_init(|| {
             let filters = self.runtime_filters.read().unwrap_or_else(|e| e.into_inner());
-            filters.ranges.iter().filter_map(|f| f.source.key_range(f.key, ctx).map(|range| (f.column, range))).collect()
+            filters
+                .ranges
+                .iter()
+                .filter_map(|f| {
+                    f.source.key_range(f.key, ctx).map(|range| RuntimeRange { column: f.column, range, test_rows: f.test_rows })
+                })
+                .collect()
         })
     }
 
@@ -585,7 +607,7 @@ impl Source for TableScan {
         if let Some(ranges) = global.runtime_ranges.get().filter(|r| !r.is_empty()) {
             let shown: Vec<String> = ranges
                 .iter()
-                .map(|(_, range)| match range {
+                .map(|r| match r.range {
                     KeyRange::Empty => "no build keys".to_string(),
                     KeyRange::Within(lo, hi) => format!("{lo}..={hi}"),
                 })
@@ -661,7 +683,7 @@ impl TableScan {
         // the zone map does not show every value inside the range.
         let mut row_ranges: Vec<(usize, i64, i64)> = Vec::new();
         let has_membership = !self.runtime_filters.read().unwrap_or_else(|e| e.into_inner()).members.is_empty();
-        for &(position, range) in self.runtime_ranges(global, ctx) {
+        for &RuntimeRange { column: position, range, test_rows } in self.runtime_ranges(global, ctx) {
             let zone = block.column(self.read_columns[position]).zone_map();
             let (lo, hi) = match range {
                 KeyRange::Empty => {
@@ -681,7 +703,8 @@ impl TableScan {
                     count_block(&global.runtime_blocks_skipped);
                     return Ok(Control::Continue);
                 }
-                _ => row_ranges.push((position, lo, hi)),
+                _ if test_rows => row_ranges.push((position, lo, hi)),
+                _ => {}
             }
         }
         let vector_size = ctx.config.vector_size;
