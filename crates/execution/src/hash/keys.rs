@@ -147,9 +147,18 @@ impl KeyPacker {
                 // One integer column (most join keys): a plain widening gather.
                 if let ([part], [column]) = (self.parts.as_slice(), columns) {
                     if part.offset == 0 && (part.null_flag.is_none() || column.validity.is_none()) {
+                        // Every row in order (a scan's membership test of a whole vector):
+                        // a widening copy the compiler vectorises, instead of a gather.
+                        let all_rows = |len: usize| rows.len() == len && rows.iter().enumerate().all(|(i, &r)| r as usize == i);
                         match &column.data {
+                            VectorData::I32(v) if all_rows(v.len()) => {
+                                return PackedKeys::U64 { keys: v.iter().map(|&x| x as u32 as u64).collect(), valid }
+                            }
                             VectorData::I32(v) => {
                                 return PackedKeys::U64 { keys: rows.iter().map(|&r| v[r as usize] as u32 as u64).collect(), valid }
+                            }
+                            VectorData::I64(v) if all_rows(v.len()) => {
+                                return PackedKeys::U64 { keys: v.iter().map(|&x| x as u64).collect(), valid }
                             }
                             VectorData::I64(v) => {
                                 return PackedKeys::U64 { keys: rows.iter().map(|&r| v[r as usize] as u64).collect(), valid }
@@ -626,6 +635,23 @@ mod tests {
         assert_eq!(KeyPacker::new(&[DataType::Integer, DataType::Integer], &[true, false], true).width, KeyWidth::U128);
         assert_eq!(KeyPacker::new(&[DataType::Char(1), DataType::Char(1)], &[false, false], true).width, KeyWidth::U128);
         assert_eq!(KeyPacker::new(&[DataType::Varchar(Some(25))], &[false], true).width, KeyWidth::Bytes);
+    }
+
+    #[test]
+    fn one_integer_key_packs_the_same_for_all_rows_and_for_some() {
+        for (data_type, column) in [
+            (DataType::Integer, Vector::from_native(DataType::Integer, vec![5i32, -1, 7, i32::MAX])),
+            (DataType::BigInt, Vector::from_native(DataType::BigInt, vec![5i64, -1, 7, i64::MIN])),
+        ] {
+            let packer = KeyPacker::new(&[data_type], &[false], false);
+            let all = packer.pack(std::slice::from_ref(&column), &[0, 1, 2, 3]);
+            for rows in [vec![0u32, 1, 2, 3], vec![3, 1], vec![1, 0, 2, 3], vec![]] {
+                let some = packer.pack(std::slice::from_ref(&column), &rows);
+                let (PackedKeys::U64 { keys: all, .. }, PackedKeys::U64 { keys: some, .. }) = (&all, &some) else { panic!("64-bit keys") };
+                let expected: Vec<u64> = rows.iter().map(|&r| all[r as usize]).collect();
+                assert_eq!(some, &expected, "{data_type:?} rows {rows:?}");
+            }
+        }
     }
 
     #[test]
