@@ -6,8 +6,8 @@
 Loads the data once (`apiary bench tpch --variant ...`) and runs every query with the
 default settings and with one technique switched off at a time: relaxed-operator-fusion
 stages (`SET staging = off`), SIMD predicates (`SET simd = off`), group prefetching
-(`SET prefetch_group = 0`), and with one thread instead of --threads. Prints a Markdown
-table of median times (ms) and, per technique, off/on: above 1.00 the technique pays.
+(`SET prefetch_group = 0`), the JIT tier (`SET jit = off`), and with one thread instead
+of --threads. Prints a Markdown table of median times (ms) and, per technique, off/on: above 1.00 the technique pays.
 """
 
 import json
@@ -20,6 +20,7 @@ VARIANTS = [
     ("staging_off", "SET staging = off", "stages"),
     ("simd_off", "SET simd = off", "SIMD"),
     ("prefetch_off", "SET prefetch_group = 0", "prefetch"),
+    ("jit_off", "SET jit = off", "JIT"),
     # Measured by its own process, so that no query of the other variants runs on a
     # worker pool that was just shrunk and grown again.
     ("threads_1", None, "threads"),

@@ -69,6 +69,7 @@ pub const SETTING_NAMES: &[&str] = &[
     "staging",
     "string_group_ids",
     "narrow_decimals",
+    "jit",
     "code_predicates",
     "shared_scans",
     "shared_operators",
@@ -169,6 +170,10 @@ impl Settings {
             "simd" => self.execution.simd = parse_bool(name, value)?,
             "string_group_ids" => self.execution.string_group_ids = parse_bool(name, value)?,
             "narrow_decimals" => self.execution.narrow_decimals = parse_bool(name, value)?,
+            "jit" => {
+                self.execution.jit = apiary_execution::config::JitMode::parse(value)
+                    .ok_or_else(|| bind_err!("jit must be on, off or always, not '{value}'"))?
+            }
             "code_predicates" => self.execution.code_predicates = parse_bool(name, value)?,
             "packed_blocks" => self.packed_blocks = parse_bool(name, value)?,
             "staging" => self.execution.staging = parse_bool(name, value)?,
@@ -224,6 +229,7 @@ impl Settings {
             "simd" => self.execution.simd = defaults.execution.simd,
             "string_group_ids" => self.execution.string_group_ids = defaults.execution.string_group_ids,
             "narrow_decimals" => self.execution.narrow_decimals = defaults.execution.narrow_decimals,
+            "jit" => self.execution.jit = defaults.execution.jit,
             "code_predicates" => self.execution.code_predicates = defaults.execution.code_predicates,
             "packed_blocks" => self.packed_blocks = defaults.packed_blocks,
             "staging" => self.execution.staging = defaults.execution.staging,
@@ -255,6 +261,7 @@ impl Settings {
             "simd" => if self.execution.simd { "on" } else { "off" }.to_string(),
             "string_group_ids" => if self.execution.string_group_ids { "on" } else { "off" }.to_string(),
             "narrow_decimals" => if self.execution.narrow_decimals { "on" } else { "off" }.to_string(),
+            "jit" => self.execution.jit.name().to_string(),
             "code_predicates" => if self.execution.code_predicates { "on" } else { "off" }.to_string(),
             "packed_blocks" => if self.packed_blocks { "on" } else { "off" }.to_string(),
             "staging" => if self.execution.staging { "on" } else { "off" }.to_string(),

@@ -63,7 +63,7 @@ impl sqllogictest::DB for ApiaryDb {
 /// Settings applied before each file, one run per entry.
 const CONFIGURATIONS: &[(&str, &[&str])] = &[
     ("default", &[]),
-    ("small", &["SET threads = 1", "SET vector_size = 64", "SET block_size = 100"]),
+    ("small", &["SET threads = 1", "SET vector_size = 64", "SET block_size = 100", "SET jit = always"]),
     ("parallel-small-blocks", &["SET threads = 2", "SET vector_size = 128", "SET block_size = 64"]),
 ];
 

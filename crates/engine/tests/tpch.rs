@@ -46,6 +46,8 @@ fn tpch_sf001_configurations() {
         ("simd off", &["SET simd = off"][..]),
         ("prefetch off", &["SET prefetch_group = 0"][..]),
         ("prefetch 256", &["SET prefetch_group = 256"][..]),
+        ("jit always", &["SET jit = always"][..]),
+        ("jit off", &["SET jit = off"][..]),
         ("all techniques off, 1 thread", &["SET staging = off", "SET simd = off", "SET prefetch_group = 0", "SET threads = 1"][..]),
     ] {
         for s in settings {
@@ -57,6 +59,7 @@ fn tpch_sf001_configurations() {
         conn.execute("RESET staging").expect("reset");
         conn.execute("RESET simd").expect("reset");
         conn.execute("RESET prefetch_group").expect("reset");
+        conn.execute("RESET jit").expect("reset");
     }
     // Many small blocks: many work orders per scan, partitioned builds and aggregates.
     for threads in [1, 2] {

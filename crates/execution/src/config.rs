@@ -2,6 +2,8 @@
 
 use apiary_types::TimeZone;
 
+pub use crate::expr::jit::JitMode;
+
 /// Settings that shape how one query runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecutionConfig {
@@ -19,6 +21,9 @@ pub struct ExecutionConfig {
     /// Compute 38-digit decimal `+ - *` on 64-bit integers where the values fit, with the
     /// 128-bit kernels as the per-chunk fallback (`crate::expr` narrow_decimal).
     pub narrow_decimals: bool,
+    /// When expression programs run as machine code (`crate::expr::jit`): `on` compiles
+    /// an expression once it is hot and uses the code where it beats the kernels.
+    pub jit: JitMode,
     /// Scans test range predicates on packed blocks' codes (64 one-byte codes per
     /// instruction) and decode only the survivors; off: decode, then test the values.
     pub code_predicates: bool,
@@ -51,6 +56,7 @@ impl Default for ExecutionConfig {
             staging: true,
             string_group_ids: true,
             narrow_decimals: true,
+            jit: JitMode::On,
             code_predicates: true,
             morsel_size: DEFAULT_MORSEL_SIZE,
             shared_scans: false,

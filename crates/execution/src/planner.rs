@@ -185,6 +185,7 @@ impl<'a> PhysicalPlanner<'a> {
             simd: if self.config.simd { simd::detected_level() } else { simd::SimdLevel::Scalar },
             time_zone: self.config.time_zone,
             narrow_decimals: self.config.narrow_decimals,
+            jit: self.config.jit,
         };
         compile_with(expr, layout, &options)
     }

@@ -44,7 +44,7 @@ impl Config {
     pub fn matrix() -> Vec<Config> {
         vec![
             Config::new("default", &[], Storage::Memory),
-            Config::new("tiny", &["SET threads = 1", "SET vector_size = 64", "SET block_size = 100"], Storage::Memory),
+            Config::new("tiny", &["SET threads = 1", "SET vector_size = 64", "SET block_size = 100", "SET jit = always"], Storage::Memory),
             Config::new(
                 "parallel-small",
                 &["SET threads = 2", "SET vector_size = 128", "SET block_size = 64", "SET staging = off", "SET simd = off"],

@@ -32,6 +32,7 @@ mod compare;
 pub mod datetime_format;
 mod datetime_functions;
 mod functions;
+pub mod jit;
 mod logic;
 mod narrow_decimal;
 mod query_mask;
@@ -169,11 +170,13 @@ pub struct CompileOptions {
     /// Run 38-digit decimal `+ - *` on 64 bits where the values fit, falling back to the
     /// 128-bit kernels per chunk (`narrow_decimal`); off only to compare the two.
     pub narrow_decimals: bool,
+    /// When expression programs are compiled to machine code (`jit`).
+    pub jit: jit::JitMode,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { simd: simd::detected_level(), time_zone: TimeZone::UTC, narrow_decimals: true }
+        CompileOptions { simd: simd::detected_level(), time_zone: TimeZone::UTC, narrow_decimals: true, jit: jit::JitMode::On }
     }
 }
 

@@ -13,7 +13,8 @@
 //! PostgreSQL would raise. Where 64 bits suffice both compute the same integers (the
 //! scales are the same), so the result never depends on which one ran.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use apiary_common::Result;
 use apiary_sql::expr::{BinaryOp, Expr, UnaryOp};
@@ -21,6 +22,7 @@ use apiary_types::datatype::{PhysicalType, MAX_DECIMAL64_PRECISION};
 use apiary_types::decimal::POW10;
 use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorData};
 
+use super::jit::{self, CompiledProgram, JitMode, LeafWidth};
 use super::{combined_validity, rows_of, wrap, CompileOptions, ExprRef, Layout, PhysicalExpr};
 
 /// Deepest tree compiled this way (deeper ones keep the `i128` kernels: the evaluation
@@ -139,13 +141,21 @@ pub(super) fn compile(expr: &Expr, wide: ExprRef, layout: &dyn Layout, options: 
     if wide.data_type().physical() != PhysicalType::I128 {
         return Ok(wide);
     }
-    match program(expr, layout, options, 0)? {
+    Ok(match build(expr, &wide, layout, options)? {
+        Some(narrow) => Arc::new(narrow),
+        None => wide,
+    })
+}
+
+fn build(expr: &Expr, wide: &ExprRef, layout: &dyn Layout, options: &CompileOptions) -> Result<Option<NarrowDecimal>> {
+    Ok(match program(expr, layout, options, 0)? {
         // A bare leaf or constant is not arithmetic: nothing to gain.
         Some(node @ (Node::Binary(..) | Node::Negate(_) | Node::ScaleUp(..))) => {
-            Ok(Arc::new(NarrowDecimal { program: node, wide: Arc::clone(&wide), data_type: wide.data_type() }))
+            let jit = (options.jit != JitMode::Off).then(|| Jit::new(&node, options.jit)).flatten();
+            Some(NarrowDecimal { program: node, wide: Arc::clone(wide), data_type: wide.data_type(), jit })
         }
-        _ => Ok(wide),
-    }
+        _ => None,
+    })
 }
 
 #[derive(Debug)]
@@ -154,6 +164,69 @@ pub struct NarrowDecimal {
     /// The same expression on 128-bit kernels, for chunks that overflow 64 bits.
     wide: ExprRef,
     data_type: DataType,
+    /// The program as machine code (`SET jit`), when it can be compiled.
+    jit: Option<Jit>,
+}
+
+/// The JIT tier of a program: its leaves, and its code once compiled.
+#[derive(Debug)]
+struct Jit {
+    mode: JitMode,
+    program: jit::Program,
+    /// The leaf expressions, in the program's leaf numbering.
+    leaves: Vec<ExprRef>,
+    /// Rows evaluated before compiling (`JitMode::On` compiles once this reaches
+    /// `jit::HOT_ROWS`).
+    rows_seen: AtomicU64,
+    /// The compiled code; `None` inside when compiling failed (the kernels then run).
+    compiled: OnceLock<Option<Arc<CompiledProgram>>>,
+}
+
+impl Jit {
+    fn new(node: &Node, mode: JitMode) -> Option<Jit> {
+        let mut leaves = Vec::new();
+        let program = jit_program(node, &mut leaves)?;
+        Some(Jit { mode, program, leaves, rows_seen: AtomicU64::new(0), compiled: OnceLock::new() })
+    }
+
+    /// The code, when it is compiled or this chunk makes the expression hot enough.
+    fn code(&self, rows: usize) -> Option<&Arc<CompiledProgram>> {
+        if let Some(compiled) = self.compiled.get() {
+            return compiled.as_ref();
+        }
+        if self.mode == JitMode::On && self.rows_seen.fetch_add(rows as u64, Ordering::Relaxed) + (rows as u64) < jit::HOT_ROWS {
+            return None;
+        }
+        self.compiled.get_or_init(|| jit::compile(&self.program).ok()).as_ref()
+    }
+}
+
+/// The JIT's form of a program, numbering the leaves in the order of `leaves`.
+fn jit_program(node: &Node, leaves: &mut Vec<ExprRef>) -> Option<jit::Program> {
+    Some(match node {
+        Node::Leaf(expr) => {
+            let width = match expr.data_type().physical() {
+                PhysicalType::I16 => LeafWidth::I16,
+                PhysicalType::I32 => LeafWidth::I32,
+                PhysicalType::I64 => LeafWidth::I64,
+                _ => return None,
+            };
+            leaves.push(Arc::clone(expr));
+            jit::Program::Leaf(leaves.len() - 1, width)
+        }
+        Node::Constant(c) => jit::Program::Constant(*c),
+        Node::ScaleUp(child, factor) => jit::Program::Scale(Box::new(jit_program(child, leaves)?), *factor),
+        Node::Negate(child) => jit::Program::Negate(Box::new(jit_program(child, leaves)?)),
+        Node::Binary(op, left, right) => {
+            let (l, r) = (Box::new(jit_program(left, leaves)?), Box::new(jit_program(right, leaves)?));
+            match op {
+                BinaryOp::Add => jit::Program::Add(l, r),
+                BinaryOp::Sub => jit::Program::Sub(l, r),
+                BinaryOp::Mul => jit::Program::Mul(l, r),
+                _ => return None,
+            }
+        }
+    })
 }
 
 /// A node's values at the selected rows of a chunk.
@@ -417,6 +490,9 @@ enum Narrow {
 impl NarrowDecimal {
     fn run(&self, chunk: &DataChunk) -> Result<Narrow> {
         let len = chunk.physical_len();
+        if let Some(narrow) = self.run_compiled(chunk)? {
+            return Ok(narrow);
+        }
         // With most rows selected, every row is computed: loops over whole vectors
         // vectorise, indexed ones do not. A value of an unselected row that overflows
         // only sends the chunk to the wide kernels, which compute the selected rows.
@@ -434,6 +510,32 @@ impl NarrowDecimal {
             Values::Shared(vector) => vector.values::<i64>().to_vec(),
         };
         Ok(Narrow::Values(values, validity))
+    }
+}
+
+impl NarrowDecimal {
+    /// The chunk computed by the compiled program, where the JIT tier takes it: over a
+    /// sparse selection under `SET jit = on` (one pass per row instead of one indexed
+    /// pass and temporary per operation; dense vectors stay with the vectorised
+    /// kernels, which are faster there), every chunk under `always`.
+    fn run_compiled(&self, chunk: &DataChunk) -> Result<Option<Narrow>> {
+        let Some(jit) = &self.jit else { return Ok(None) };
+        let len = chunk.physical_len();
+        let rows = rows_of(chunk);
+        let selected = rows.map_or(len, |rows| rows.len());
+        if jit.mode == JitMode::On && selected * 4 >= len * 3 {
+            return Ok(None);
+        }
+        let Some(code) = jit.code(selected) else { return Ok(None) };
+        let leaves = jit.leaves.iter().map(|leaf| leaf.evaluate(chunk)).collect::<Result<Vec<_>>>()?;
+        let leaf_refs: Vec<&Vector> = leaves.iter().collect();
+        let mut values = vec![0i64; len];
+        Ok(match code.run(&leaf_refs, rows, len, &mut values) {
+            Some(false) => Some(Narrow::Values(values, combined_validity(&leaf_refs))),
+            // As for the kernels: the wide kernels decide a chunk where a value overflowed.
+            Some(true) => Some(Narrow::Wide(self.wide.evaluate(chunk)?)),
+            None => None,
+        })
     }
 }
 
@@ -464,5 +566,104 @@ impl PhysicalExpr for NarrowDecimal {
             }
             (Narrow::Wide(vector), _) => vector,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apiary_sql::expr::{ColumnId, ColumnRef};
+
+    fn column(id: u32, data_type: DataType) -> Expr {
+        Expr::Column(ColumnRef { id: ColumnId(id), name: format!("c{id}").into(), data_type, nullable: true })
+    }
+
+    /// `CAST(a AS DECIMAL(38,2)) * (1 - CAST(b AS DECIMAL(38,2)))` over DECIMAL(15,2)
+    /// columns, as the binder types TPC-H's `l_extendedprice * (1 - l_discount)`.
+    fn discounted_price() -> Expr {
+        let (narrow, wide) = (DataType::decimal(15, 2), DataType::decimal(38, 2));
+        let cast = |e: Expr| Expr::Cast { expr: Box::new(e), to: wide };
+        let one = Expr::Literal(ScalarValue::Decimal(100, 38, 2), wide);
+        let difference = Expr::Binary { op: BinaryOp::Sub, left: Box::new(one), right: Box::new(cast(column(1, narrow))), data_type: wide };
+        Expr::Binary {
+            op: BinaryOp::Mul,
+            left: Box::new(cast(column(0, narrow))),
+            right: Box::new(difference),
+            data_type: DataType::decimal(38, 4),
+        }
+    }
+
+    fn narrow(mode: JitMode) -> NarrowDecimal {
+        let expr = discounted_price();
+        let layout = vec![ColumnId(0), ColumnId(1)];
+        let options = CompileOptions { jit: mode, ..CompileOptions::default() };
+        let wide = super::super::compile_with(&expr, &layout, &CompileOptions { narrow_decimals: false, ..options }).unwrap();
+        build(&expr, &wide, &layout, &options).unwrap().expect("a 64-bit program")
+    }
+
+    fn chunk(prices: Vec<i64>, discounts: Vec<i64>, selection: Option<Vec<u32>>) -> DataChunk {
+        let len = prices.len();
+        let price = Vector::new(DataType::decimal(15, 2), wrap(prices), None);
+        let validity = (0..len).map(|i| i % 13 != 5);
+        let discount = Vector::new(DataType::decimal(15, 2), wrap(discounts), Some(apiary_common::Bitmap::from_bools(validity)));
+        DataChunk::new(vec![price, discount], len).with_selection(selection)
+    }
+
+    fn selected_values(vector: &Vector, chunk: &DataChunk) -> Vec<Option<i128>> {
+        super::super::selected_rows(chunk)
+            .iter()
+            .map(|&r| vector.is_valid(r as usize).then(|| vector.values::<i128>()[r as usize]))
+            .collect()
+    }
+
+    #[test]
+    fn compiled_code_gives_the_kernels_answers() {
+        let len = 2048;
+        let prices: Vec<i64> = (0..len as i64).map(|i| (i * 7919) % 10_000_000 - 1_000_000).collect();
+        let discounts: Vec<i64> = (0..len as i64).map(|i| i % 11).collect();
+        let (off, always) = (narrow(JitMode::Off), narrow(JitMode::Always));
+        for selection in [None, Some((0..len as u32).filter(|r| r % 3 == 0).collect()), Some(vec![]), Some(vec![len as u32 - 1])] {
+            let chunk = chunk(prices.clone(), discounts.clone(), selection);
+            let expected = off.evaluate(&chunk).unwrap();
+            let compiled = always.evaluate(&chunk).unwrap();
+            assert_eq!(selected_values(&compiled, &chunk), selected_values(&expected, &chunk));
+        }
+        assert!(matches!(always.jit.as_ref().unwrap().compiled.get(), Some(Some(_))), "the compiled code ran");
+        assert!(off.jit.is_none());
+    }
+
+    #[test]
+    fn a_chunk_that_overflows_64_bits_gets_the_wide_answer() {
+        let prices = vec![i64::MAX / 2, 5, 7];
+        let discounts = vec![-100, 1, 2];
+        let (off, always) = (narrow(JitMode::Off), narrow(JitMode::Always));
+        let chunk = chunk(prices, discounts, None);
+        let expected = off.evaluate(&chunk).unwrap();
+        assert_eq!(expected.values::<i128>()[0], (i64::MAX / 2) as i128 * 200);
+        assert_eq!(selected_values(&always.evaluate(&chunk).unwrap(), &chunk), selected_values(&expected, &chunk));
+    }
+
+    #[test]
+    fn on_compiles_once_hot_and_only_for_sparse_selections() {
+        let len = 4096;
+        let on = narrow(JitMode::On);
+        let prices: Vec<i64> = (0..len as i64).collect();
+        let discounts: Vec<i64> = vec![3; len];
+        let dense = chunk(prices.clone(), discounts.clone(), None);
+        let sparse = chunk(prices, discounts, Some((0..len as u32).step_by(2).collect()));
+        let jit = on.jit.as_ref().unwrap();
+        for _ in 0..(2 * jit::HOT_ROWS as usize / len) {
+            on.evaluate(&dense).unwrap();
+        }
+        assert!(jit.compiled.get().is_none(), "dense vectors stay with the kernels");
+        let mut runs = 0;
+        while jit.compiled.get().is_none() {
+            on.evaluate(&sparse).unwrap();
+            runs += 1;
+            assert!(runs <= jit::HOT_ROWS as usize / (len / 2) + 1, "compiled once hot");
+        }
+        assert!(runs >= jit::HOT_ROWS as usize / (len / 2), "not compiled before it is hot");
+        let expected = narrow(JitMode::Off).evaluate(&sparse).unwrap();
+        assert_eq!(selected_values(&on.evaluate(&sparse).unwrap(), &sparse), selected_values(&expected, &sparse));
     }
 }
