@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use apiary_common::{internal_err, Result};
 use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder, VectorData};
 
-use super::aggregate_functions::{AggregateSpec, AggregateState, FEW_GROUPS, SKIP};
+use super::aggregate_functions::{AggregateSpec, AggregateState, DenseGroups, FEW_GROUPS, SKIP};
 use super::{local, Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
 use crate::hash::group_table::GroupTable;
@@ -297,7 +297,7 @@ impl AggregateSink {
             // chunk, for the states that sum whole vectors (`update_dense`).
             let dense = match keys.first() {
                 Some(key) if table.groups.group_count() <= FEW_GROUPS && physical.len() * 4 >= key.len() * 3 => {
-                    dense_groups(&physical, &state.groups, key.len())
+                    dense_groups(&physical, &state.groups, key.len()).map(|dense| DenseGroups::new(dense, table.groups.group_count()))
                 }
                 _ => None,
             };
@@ -418,25 +418,152 @@ fn group_by_codes(
         state.code_groups.clear();
         state.code_groups.resize(combinations, 0);
     }
-    // Every row indexes every key's codes (checked once here, so that the loops below
-    // carry no bounds checks and vectorise).
-    let last_row = rows.iter().fold(0u32, |last, &row| last.max(row)) as usize;
-    if codes.iter().any(|c| c.codes.len() <= last_row) {
-        return Ok(false);
-    }
-    let first = codes[0].codes.as_slice();
-    // SAFETY: every row is below the codes' length (checked above).
-    let mut slots: Vec<u32> = rows.iter().map(|&row| unsafe { *first.get_unchecked(row as usize) } as u32).collect();
-    for key_codes in &codes[1..] {
-        let (radix, column) = (key_codes.size() as u32, key_codes.codes.as_slice());
-        for (slot, &row) in slots.iter_mut().zip(rows) {
-            // SAFETY: as above.
-            *slot = *slot * radix + unsafe { *column.get_unchecked(row as usize) } as u32;
-        }
-    }
+    let columns: Vec<(&[u8], u32)> = codes.iter().map(|c| (c.codes.as_slice(), c.size() as u32)).collect();
+    let Some(slots) = code_slots(&columns, rows) else { return Ok(false) };
     groups_by_slot(agg, &mut state.tables[0], keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
     agg.global(ctx)?.rows_on_codes.fetch_add(rows.len() as u64, Ordering::Relaxed);
     Ok(true)
+}
+
+/// Per row of `rows`, its combination of the keys' dictionary codes, `(c0 * size1 + c1) *
+/// size2 + c2 ...` (`columns`: each key's codes and dictionary size); `None` when some
+/// row is beyond some key's codes.
+fn code_slots(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { code_slots_avx512(columns, rows) };
+        }
+        if apiary_common::cpu::avx2() {
+            // SAFETY: as above.
+            return unsafe { code_slots_avx2(columns, rows) };
+        }
+    }
+    code_slots_portable(columns, rows)
+}
+
+/// With AVX-512 the codes of a selection are gathered 16 rows at a time (the compiler
+/// does not vectorise byte gathers).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn code_slots_avx512(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+    use std::arch::x86_64::*;
+    let largest = rows.iter().fold(0u32, |largest, &row| largest.max(row)) as usize;
+    // A dword gather reads 4 bytes from each row's code: the rows whose 4 bytes lie
+    // within every key's codes (a prefix: rows ascend), and rows that fit an i32 index.
+    let safe_end = columns.iter().map(|(codes, _)| codes.len().saturating_sub(3)).min().unwrap_or(0);
+    if columns.is_empty() || largest >= i32::MAX as usize || columns.iter().any(|(codes, _)| codes.len() <= largest) {
+        return code_slots_portable(columns, rows);
+    }
+    let start = rows.first().map_or(0, |&r| r as usize);
+    if rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == start + k)) {
+        // A run reads the codes in place.
+        return code_slots_portable(columns, rows);
+    }
+    let gathered = rows.partition_point(|&row| (row as usize) < safe_end) / 16 * 16;
+    let mut slots = vec![0u32; rows.len()];
+    let low_byte = _mm512_set1_epi32(0xFF);
+    for (i, (codes, radix)) in columns.iter().enumerate() {
+        let radix = _mm512_set1_epi32(*radix as i32);
+        for k in (0..gathered).step_by(16) {
+            // SAFETY: k + 16 <= gathered <= rows.len() = slots.len(); every gathered row
+            // is below `safe_end`, so its 4 bytes are within the codes.
+            unsafe {
+                let index = _mm512_loadu_si512(rows.as_ptr().add(k) as *const __m512i);
+                let code = _mm512_and_si512(_mm512_i32gather_epi32::<1>(index, codes.as_ptr() as *const i32), low_byte);
+                let slot = if i == 0 {
+                    code
+                } else {
+                    let previous = _mm512_loadu_si512(slots.as_ptr().add(k) as *const __m512i);
+                    _mm512_add_epi32(_mm512_mullo_epi32(previous, radix), code)
+                };
+                _mm512_storeu_si512(slots.as_mut_ptr().add(k) as *mut __m512i, slot);
+            }
+        }
+    }
+    // The rest one by one (every row is below every key's length, checked above).
+    for (k, &row) in rows.iter().enumerate().skip(gathered) {
+        slots[k] = columns.iter().fold(0u32, |slot, (codes, radix)| slot * radix + codes[row as usize] as u32);
+    }
+    Some(slots)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn code_slots_avx2(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+    code_slots_portable(columns, rows)
+}
+
+#[inline(always)]
+fn code_slots_portable(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+    let Some(((first_codes, _), rest)) = columns.split_first() else { return Some(vec![0; rows.len()]) };
+    // Every row indexes every key's codes (checked once here, so that the loops below
+    // carry no bounds checks and vectorise).
+    let largest = rows.iter().fold(0u32, |largest, &row| largest.max(row)) as usize;
+    if columns.iter().any(|(codes, _)| codes.len() <= largest) {
+        return None;
+    }
+    // Rows that are a run (a chunk without a selection, or the survivors of a filter the
+    // scan gathered) read the codes in place.
+    let start = rows.first().map_or(0, |&r| r as usize);
+    if rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == start + k)) {
+        let range = start..start + rows.len();
+        let mut slots: Vec<u32> = first_codes[range.clone()].iter().map(|&c| c as u32).collect();
+        for (codes, radix) in rest {
+            let radix = *radix;
+            for (slot, &code) in slots.iter_mut().zip(&codes[range.clone()]) {
+                *slot = *slot * radix + code as u32;
+            }
+        }
+        return Some(slots);
+    }
+    // SAFETY (all unchecked reads below): every row is at most `largest`, below every
+    // key's number of codes (checked above).
+    let mut slots: Vec<u32> = rows.iter().map(|&row| unsafe { *first_codes.get_unchecked(row as usize) } as u32).collect();
+    for (codes, radix) in rest {
+        let radix = *radix;
+        for (slot, &row) in slots.iter_mut().zip(rows) {
+            *slot = *slot * radix + unsafe { *codes.get_unchecked(row as usize) } as u32;
+        }
+    }
+    Some(slots)
+}
+
+/// `groups[k] = slot_groups[slots[k]] - 1` when every slot is below the map's length and
+/// has a group (then true; else false, with `groups` unspecified).
+fn seen_slot_groups(slots: &[u32], slot_groups: &[u32], groups: &mut Vec<u32>) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if apiary_common::cpu::avx512() {
+            // SAFETY: the CPU has the features the function is compiled for.
+            return unsafe { seen_slot_groups_avx512(slots, slot_groups, groups) };
+        }
+    }
+    seen_slot_groups_portable(slots, slot_groups, groups)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
+unsafe fn seen_slot_groups_avx512(slots: &[u32], slot_groups: &[u32], groups: &mut Vec<u32>) -> bool {
+    seen_slot_groups_portable(slots, slot_groups, groups)
+}
+
+#[inline(always)]
+fn seen_slot_groups_portable(slots: &[u32], slot_groups: &[u32], groups: &mut Vec<u32>) -> bool {
+    groups.clear();
+    let largest = slots.iter().fold(0u32, |largest, &slot| largest.max(slot));
+    if largest as usize >= slot_groups.len() {
+        return false;
+    }
+    let mut all_seen = true;
+    groups.extend(slots.iter().map(|&slot| {
+        // SAFETY: every slot is at most `largest`, below the map's length (checked above).
+        let group = unsafe { *slot_groups.get_unchecked(slot as usize) };
+        all_seen &= group.wrapping_sub(1) < u32::MAX - 1;
+        group.wrapping_sub(1)
+    }));
+    all_seen
 }
 
 /// The groups of `rows` (into `groups`) given a small number per row, `slots`, that
@@ -455,15 +582,8 @@ fn groups_by_slot(
     groups: &mut Vec<u32>,
     ctx: &ExecContext,
 ) {
-    groups.clear();
     // Usually every slot has its group already: one pass without branches.
-    let mut all_seen = true;
-    groups.extend(slots.iter().map(|&slot| {
-        let group = slot_groups.get(slot as usize).copied().unwrap_or(0);
-        all_seen &= group.wrapping_sub(1) < u32::MAX - 1;
-        group.wrapping_sub(1)
-    }));
-    if all_seen {
+    if seen_slot_groups(slots, slot_groups, groups) {
         return;
     }
     groups.clear();
@@ -807,5 +927,38 @@ mod tests {
                 assert!(order[bounds[p]..bounds[p + 1]].iter().all(|&j| (hashes[j as usize] >> 61) as usize == p));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod code_slot_tests {
+    use super::*;
+
+    #[test]
+    fn code_slots_combine_every_key_at_every_row() {
+        let len = 1000;
+        let a: Vec<u8> = (0..len).map(|i| (i * 7 % 3) as u8).collect();
+        let b: Vec<u8> = (0..len).map(|i| (i * 13 % 5) as u8).collect();
+        let c: Vec<u8> = (0..len).map(|i| (i % 2) as u8).collect();
+        let columns: Vec<(&[u8], u32)> = vec![(&a, 3), (&b, 5), (&c, 2)];
+        let expected = |row: u32| {
+            let r = row as usize;
+            (a[r] as u32 * 5 + b[r] as u32) * 2 + c[r] as u32
+        };
+        let selections: Vec<Vec<u32>> = vec![
+            (0..len as u32).collect(),
+            (100..400).collect(),
+            (0..len as u32).filter(|r| r % 3 != 1).collect(),
+            // The last rows, whose 4-byte reads would pass the end.
+            (len as u32 - 40..len as u32).step_by(2).collect(),
+            vec![len as u32 - 1],
+            vec![],
+        ];
+        for rows in selections {
+            let slots = code_slots(&columns, &rows).unwrap();
+            assert_eq!(slots, rows.iter().map(|&r| expected(r)).collect::<Vec<_>>(), "rows {rows:?}");
+            assert_eq!(code_slots_portable(&columns, &rows).unwrap(), slots);
+        }
+        assert!(code_slots(&columns, &[len as u32]).is_none(), "a row beyond the codes");
     }
 }

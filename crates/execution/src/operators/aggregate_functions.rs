@@ -27,7 +27,7 @@ use apiary_types::decimal::{decimal_average, POW10};
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, StrColumnBuilder, Vector, VectorData};
 
-pub use few_groups::{MAX_GROUPS as FEW_GROUPS, SKIP};
+pub use few_groups::{DenseGroups, MAX_GROUPS as FEW_GROUPS, SKIP};
 
 mod approximate;
 mod arg_extreme;
@@ -71,7 +71,7 @@ pub trait AggregateState: Send {
     /// of group [`SKIP`] (a chunk's unselected rows); called for tables of at most
     /// [`FEW_GROUPS`] groups. `false`, with nothing added, when the state has no such
     /// path for these inputs: the caller then calls `update`.
-    fn update_dense(&mut self, _inputs: &[Vector], _groups: &[u32]) -> Result<bool> {
+    fn update_dense(&mut self, _inputs: &[Vector], _dense: &DenseGroups) -> Result<bool> {
         Ok(false)
     }
     /// Adds the rows `rows` of `inputs` to group 0 (aggregates without GROUP BY).
@@ -131,12 +131,13 @@ impl AggregateState for CountState {
         Ok(())
     }
 
-    fn update_dense(&mut self, inputs: &[Vector], groups: &[u32]) -> Result<bool> {
-        if self.counts.len() > FEW_GROUPS || (!self.star && inputs.first().is_some_and(|v| v.validity.is_some())) {
+    fn update_dense(&mut self, inputs: &[Vector], dense: &DenseGroups) -> Result<bool> {
+        if self.counts.len() != dense.group_count() || (!self.star && inputs.first().is_some_and(|v| v.validity.is_some())) {
             return Ok(false);
         }
-        let counts = few_groups::group_counts(groups, self.counts.len());
-        self.counts.iter_mut().zip(counts).for_each(|(total, c)| *total += c);
+        for block in dense.block_counts() {
+            self.counts.iter_mut().zip(block).for_each(|(total, c)| *total += c);
+        }
         Ok(true)
     }
 
@@ -342,18 +343,24 @@ impl AggregateState for WideSumState {
         }
     }
 
-    fn update_dense(&mut self, inputs: &[Vector], groups: &[u32]) -> Result<bool> {
+    fn update_dense(&mut self, inputs: &[Vector], dense: &DenseGroups) -> Result<bool> {
         let input = inputs.first().ok_or_else(|| internal_err!("sum without input"))?;
         let (VectorData::I64(values), None) = (&input.data, &input.validity) else { return Ok(false) };
         let group_count = self.partial.len();
-        if group_count > FEW_GROUPS {
+        if group_count != dense.group_count() {
             return Ok(false);
         }
         let (partial, totals, counts) = (&mut self.partial[..], &mut self.totals[..], &mut self.counts[..]);
         let mut ok = true;
-        for (values, groups) in values.as_slice().chunks(few_groups::BLOCK).zip(groups.chunks(few_groups::BLOCK)) {
+        let blocks = values.as_slice().chunks(few_groups::BLOCK).zip(dense.groups().chunks(few_groups::BLOCK));
+        for ((values, groups), block_counts) in blocks.zip(dense.block_counts()) {
             match few_groups::dense_sums(values, groups, group_count) {
-                Some(sums) => ok &= Self::add_block_sums(partial, totals, counts, &sums),
+                Some(sums) => {
+                    for g in 0..group_count {
+                        ok &= Self::add_narrow(&mut partial[g], &mut totals[g], sums[g]);
+                        counts[g] += block_counts[g];
+                    }
+                }
                 None => {
                     for (&v, &g) in values.iter().zip(groups).filter(|(_, &g)| g != SKIP) {
                         let g = g as usize;
