@@ -83,7 +83,9 @@ impl MaybeSimd for Interval {}
 
 /// Evaluates `child` for exactly `rows` of `chunk`.
 pub(crate) fn evaluate_rows(child: &ExprRef, chunk: &DataChunk, rows: &[u32]) -> Result<Vector> {
-    if rows.len() == chunk.row_count() {
+    // A column does not depend on the rows: no view of the chunk (which clones every
+    // column) just to read one.
+    if rows.len() == chunk.row_count() || child.ignores_selection() {
         child.evaluate(chunk)
     } else {
         child.evaluate(&chunk_with_rows(chunk, rows))

@@ -75,6 +75,12 @@ pub trait PhysicalExpr: Send + Sync + Debug {
         let result = self.evaluate(&restricted)?;
         Ok(true_rows(&result, rows))
     }
+
+    /// Whether evaluating ignores the chunk's selection (a column, a constant): callers
+    /// then evaluate on the chunk as it is instead of building a view with their rows.
+    fn ignores_selection(&self) -> bool {
+        false
+    }
 }
 
 /// A view of `chunk` whose selection is `rows` (cheap: vectors are shared).
@@ -116,6 +122,10 @@ impl PhysicalExpr for ColumnExpr {
         Ok(chunk.columns[self.index].clone())
     }
 
+    fn ignores_selection(&self) -> bool {
+        true
+    }
+
     fn select(&self, chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
         Ok(true_rows(&chunk.columns[self.index], rows))
     }
@@ -135,6 +145,10 @@ impl PhysicalExpr for LiteralExpr {
 
     fn evaluate(&self, chunk: &DataChunk) -> Result<Vector> {
         Ok(Vector::from_scalar(&self.value, self.data_type, chunk.physical_len()))
+    }
+
+    fn ignores_selection(&self) -> bool {
+        true
     }
 
     fn select(&self, _chunk: &DataChunk, rows: &[u32]) -> Result<Vec<u32>> {
