@@ -178,6 +178,25 @@ impl<'a> VectorColumns<'a> {
         DataChunk::new(columns, self.len)
     }
 
+    /// A chunk of `rows.len()` rows in which the read columns at `needed` hold the values
+    /// of `rows` (positions in this vector), decoded for those rows only: for a conjunct
+    /// over a sparse selection, where decoding the whole vector would decode mostly rows
+    /// that are already dropped.
+    fn gathered(&mut self, needed: &[usize], rows: &[u32]) -> DataChunk {
+        let in_block: Vec<u32> = rows.iter().map(|&r| r + self.offset as u32).collect();
+        let columns = (0..self.stripes.len())
+            .map(|position| match (&self.decoded[position], &self.stripes[position]) {
+                (Some(vector), _) => vector.gather(rows),
+                (None, stripe) if needed.contains(&position) => stripe.gather(&in_block),
+                (None, stripe) => {
+                    let width = self.len.max(stripe.len().min(self.vector_size));
+                    self.stand_ins[position].get_or_init(|| Vector::nulls(stripe.data_type(), width)).slice(0, rows.len())
+                }
+            })
+            .collect();
+        DataChunk::new(columns, rows.len())
+    }
+
     /// A chunk of the columns at `output`.
     fn output(&mut self, output: &[usize]) -> DataChunk {
         if output.is_empty() {
@@ -549,6 +568,12 @@ impl TableScan {
 /// A vector whose survivors are fewer than 1/this of its rows goes through the stage buffer.
 const STAGE_DENSITY_DIVISOR: usize = 2;
 
+/// A conjunct that runs after earlier ones kept fewer than one row in this many of a
+/// vector reads its columns' values for the kept rows only (gathered and decoded per row)
+/// instead of decoding the whole vector: TPC-H Q12's date comparisons run on the 4% of
+/// lineitem the code filters keep.
+const SPARSE_CONJUNCT_DIVISOR: usize = 8;
+
 impl TableScan {
     /// Emits the staged row ids of the block (whose read columns are `stripes`) as one
     /// dense chunk of the output columns.
@@ -785,7 +810,13 @@ impl TableScan {
                             selected = Some(rows);
                             break;
                         }
-                        selected = Some(conjunct.expr.select(&columns.chunk(&conjunct.columns), &rows)?);
+                        selected = Some(if rows.len() * SPARSE_CONJUNCT_DIVISOR < len {
+                            let compact = columns.gathered(&conjunct.columns, &rows);
+                            let kept = conjunct.expr.select(&compact, &all_rows(rows.len()))?;
+                            kept.iter().map(|&k| rows[k as usize]).collect()
+                        } else {
+                            conjunct.expr.select(&columns.chunk(&conjunct.columns), &rows)?
+                        });
                     }
                     selected
                 }
