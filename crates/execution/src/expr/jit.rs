@@ -228,11 +228,6 @@ pub fn compile(program: &Program) -> Result<Arc<CompiledProgram>> {
     Ok(Arc::clone(cache.entry(program.clone()).or_insert(compiled)))
 }
 
-/// How many programs the process has compiled and cached (for tests and EXPLAIN).
-pub fn cached_programs() -> usize {
-    CACHE.lock().unwrap_or_else(|e| e.into_inner()).len()
-}
-
 fn jit_error(what: &str, error: impl std::fmt::Display) -> apiary_common::ApiaryError {
     internal_err!("JIT: {what}: {error}")
 }
