@@ -17,6 +17,7 @@
 //! set's index as one more key.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -429,38 +430,46 @@ fn group_by_codes(
 /// size2 + c2 ...` (`columns`: each key's codes and dictionary size); `None` when some
 /// row is beyond some key's codes.
 fn code_slots(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+    // Every row indexes every key's codes (checked once here, so that the loops below
+    // carry no bounds checks).
+    let largest = rows.iter().fold(0u32, |largest, &row| largest.max(row)) as usize;
+    if columns.iter().any(|(codes, _)| codes.len() <= largest) {
+        return None;
+    }
+    let run = super::run_of(rows);
     #[cfg(target_arch = "x86_64")]
     {
         if apiary_common::cpu::avx512() {
-            // SAFETY: the CPU has the features the function is compiled for.
-            return unsafe { code_slots_avx512(columns, rows) };
+            // SAFETY: the CPU has the features the function is compiled for; every row is
+            // at most `largest`, below every key's number of codes.
+            return Some(unsafe { code_slots_avx512(columns, rows, largest, run) });
         }
         if apiary_common::cpu::avx2() {
             // SAFETY: as above.
-            return unsafe { code_slots_avx2(columns, rows) };
+            return Some(unsafe { code_slots_avx2(columns, rows, run) });
         }
     }
-    code_slots_portable(columns, rows)
+    // SAFETY: every row is below every key's number of codes (checked above).
+    Some(unsafe { code_slots_portable(columns, rows, run) })
 }
 
 /// With AVX-512 the codes of a selection are gathered 16 rows at a time (the compiler
 /// does not vectorise byte gathers).
+///
+/// # Safety
+/// The CPU has AVX-512F/BW/DQ/VL; every row is at most `largest`, below every key's
+/// number of codes.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
-unsafe fn code_slots_avx512(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
+unsafe fn code_slots_avx512(columns: &[(&[u8], u32)], rows: &[u32], largest: usize, run: Option<Range<usize>>) -> Vec<u32> {
     use std::arch::x86_64::*;
-    let largest = rows.iter().fold(0u32, |largest, &row| largest.max(row)) as usize;
+    if run.is_some() || columns.is_empty() || largest >= i32::MAX as usize {
+        // SAFETY: the caller's guarantee.
+        return unsafe { code_slots_portable(columns, rows, run) };
+    }
     // A dword gather reads 4 bytes from each row's code: the rows whose 4 bytes lie
     // within every key's codes (a prefix: rows ascend), and rows that fit an i32 index.
     let safe_end = columns.iter().map(|(codes, _)| codes.len().saturating_sub(3)).min().unwrap_or(0);
-    if columns.is_empty() || largest >= i32::MAX as usize || columns.iter().any(|(codes, _)| codes.len() <= largest) {
-        return code_slots_portable(columns, rows);
-    }
-    let start = rows.first().map_or(0, |&r| r as usize);
-    if rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == start + k)) {
-        // A run reads the codes in place.
-        return code_slots_portable(columns, rows);
-    }
     let gathered = rows.partition_point(|&row| (row as usize) < safe_end) / 16 * 16;
     let mut slots = vec![0u32; rows.len()];
     let low_byte = _mm512_set1_epi32(0xFF);
@@ -482,33 +491,29 @@ unsafe fn code_slots_avx512(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Ve
             }
         }
     }
-    // The rest one by one (every row is below every key's length, checked above).
+    // The rest one by one.
     for (k, &row) in rows.iter().enumerate().skip(gathered) {
         slots[k] = columns.iter().fold(0u32, |slot, (codes, radix)| slot * radix + codes[row as usize] as u32);
     }
-    Some(slots)
+    slots
 }
 
+/// # Safety
+/// The CPU has AVX2; as [`code_slots_portable`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn code_slots_avx2(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
-    code_slots_portable(columns, rows)
+unsafe fn code_slots_avx2(columns: &[(&[u8], u32)], rows: &[u32], run: Option<Range<usize>>) -> Vec<u32> {
+    // SAFETY: the caller's guarantee.
+    unsafe { code_slots_portable(columns, rows, run) }
 }
 
+/// # Safety
+/// Every row is below every key's number of codes; `run` is `run_of(rows)`.
 #[inline(always)]
-fn code_slots_portable(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32>> {
-    let Some(((first_codes, _), rest)) = columns.split_first() else { return Some(vec![0; rows.len()]) };
-    // Every row indexes every key's codes (checked once here, so that the loops below
-    // carry no bounds checks and vectorise).
-    let largest = rows.iter().fold(0u32, |largest, &row| largest.max(row)) as usize;
-    if columns.iter().any(|(codes, _)| codes.len() <= largest) {
-        return None;
-    }
-    // Rows that are a run (a chunk without a selection, or the survivors of a filter the
-    // scan gathered) read the codes in place.
-    let start = rows.first().map_or(0, |&r| r as usize);
-    if rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == start + k)) {
-        let range = start..start + rows.len();
+unsafe fn code_slots_portable(columns: &[(&[u8], u32)], rows: &[u32], run: Option<Range<usize>>) -> Vec<u32> {
+    let Some(((first_codes, _), rest)) = columns.split_first() else { return vec![0; rows.len()] };
+    if let Some(range) = run {
+        // A run reads the codes in place: loops that vectorise.
         let mut slots: Vec<u32> = first_codes[range.clone()].iter().map(|&c| c as u32).collect();
         for (codes, radix) in rest {
             let radix = *radix;
@@ -516,10 +521,9 @@ fn code_slots_portable(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32
                 *slot = *slot * radix + code as u32;
             }
         }
-        return Some(slots);
+        return slots;
     }
-    // SAFETY (all unchecked reads below): every row is at most `largest`, below every
-    // key's number of codes (checked above).
+    // SAFETY (all unchecked reads below): the caller's guarantee.
     let mut slots: Vec<u32> = rows.iter().map(|&row| unsafe { *first_codes.get_unchecked(row as usize) } as u32).collect();
     for (codes, radix) in rest {
         let radix = *radix;
@@ -527,7 +531,7 @@ fn code_slots_portable(columns: &[(&[u8], u32)], rows: &[u32]) -> Option<Vec<u32
             *slot = *slot * radix + unsafe { *codes.get_unchecked(row as usize) } as u32;
         }
     }
-    Some(slots)
+    slots
 }
 
 /// `groups[k] = slot_groups[slots[k]] - 1` when every slot is below the map's length and
@@ -933,6 +937,7 @@ mod tests {
 #[cfg(test)]
 mod code_slot_tests {
     use super::*;
+    use crate::operators::run_of;
 
     #[test]
     fn code_slots_combine_every_key_at_every_row() {
@@ -957,7 +962,8 @@ mod code_slot_tests {
         for rows in selections {
             let slots = code_slots(&columns, &rows).unwrap();
             assert_eq!(slots, rows.iter().map(|&r| expected(r)).collect::<Vec<_>>(), "rows {rows:?}");
-            assert_eq!(code_slots_portable(&columns, &rows).unwrap(), slots);
+            // SAFETY: every row of these selections is below the codes' length.
+            assert_eq!(unsafe { code_slots_portable(&columns, &rows, run_of(&rows)) }, slots);
         }
         assert!(code_slots(&columns, &[len as u32]).is_none(), "a row beyond the codes");
     }

@@ -89,7 +89,7 @@ pub(super) fn dense_sums(values: &[i64], groups: &[u32], group_count: usize) -> 
             return unsafe { dense_sums_avx2(values, groups, group_count) };
         }
     }
-    sums_only(values, groups, group_count)
+    dense_sums_portable(values, groups, group_count)
 }
 
 /// Per group `g < group_count`: how many of `groups` are `g` (no limit on the length).
@@ -120,13 +120,13 @@ unsafe fn block_sums_avx2(values: &[i64], rows: &[u32], groups: &[u32], group_co
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 unsafe fn dense_sums_avx512(values: &[i64], groups: &[u32], group_count: usize) -> Option<[i64; MAX_GROUPS]> {
-    sums_only(values, groups, group_count)
+    dense_sums_portable(values, groups, group_count)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn dense_sums_avx2(values: &[i64], groups: &[u32], group_count: usize) -> Option<[i64; MAX_GROUPS]> {
-    sums_only(values, groups, group_count)
+    dense_sums_portable(values, groups, group_count)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -135,15 +135,19 @@ unsafe fn group_counts_avx2(groups: &[u32], group_count: usize) -> [i64; MAX_GRO
     group_counts_portable(groups, group_count)
 }
 
+/// The sums only: a dense update takes the counts from [`DenseGroups`].
+#[inline(always)]
+fn dense_sums_portable(values: &[i64], groups: &[u32], group_count: usize) -> Option<[i64; MAX_GROUPS]> {
+    masked_sums::<false>(values, groups, group_count).map(|sums| sums.map(|(sum, _)| sum))
+}
+
 #[inline(always)]
 fn block_sums_portable(values: &[i64], rows: &[u32], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
     // Rows that are a run (a chunk without a selection, the survivors of a filter
     // gathered by the scan) are read in place.
-    let first = rows.first().map_or(0, |&r| r as usize);
-    let run = first + rows.len() <= values.len() && rows.iter().enumerate().fold(true, |run, (k, &r)| run & (r as usize == first + k));
     let mut buffer = [0i64; BLOCK];
-    let gathered: &[i64] = if run {
-        &values[first..first + rows.len()]
+    let gathered: &[i64] = if let Some(run) = crate::operators::run_of(rows).filter(|run| run.end <= values.len()) {
+        &values[run]
     } else {
         let buffer = &mut buffer[..rows.len()];
         for (slot, &r) in buffer.iter_mut().zip(rows) {
@@ -151,29 +155,30 @@ fn block_sums_portable(values: &[i64], rows: &[u32], groups: &[u32], group_count
         }
         buffer
     };
-    masked_sums(gathered, groups, group_count)
+    masked_sums::<true>(gathered, groups, group_count)
 }
 
-/// Per group `g < group_count`, the sum and number of `values[i]` with `groups[i] == g`;
-/// `None` when a value of such a row is too large to sum unchecked.
+/// Per group `g < group_count`, the sum of `values[i]` with `groups[i] == g` and, with
+/// `COUNT`, their number (else 0); `None` when a value of such a row is too large to sum
+/// unchecked.
 #[inline(always)]
-fn masked_sums(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
+fn masked_sums<const COUNT: bool>(values: &[i64], groups: &[u32], group_count: usize) -> Option<[(i64, i64); MAX_GROUPS]> {
     // One pass over the values for all groups: the group count is a constant of each
     // loop, so its per-group sums unroll into vector registers.
     match group_count {
-        1 => masked_sums_of::<1>(values, groups),
-        2 => masked_sums_of::<2>(values, groups),
-        3 => masked_sums_of::<3>(values, groups),
-        4 => masked_sums_of::<4>(values, groups),
-        5 => masked_sums_of::<5>(values, groups),
-        6 => masked_sums_of::<6>(values, groups),
-        7 => masked_sums_of::<7>(values, groups),
-        _ => masked_sums_of::<8>(values, groups),
+        1 => masked_sums_of::<1, COUNT>(values, groups),
+        2 => masked_sums_of::<2, COUNT>(values, groups),
+        3 => masked_sums_of::<3, COUNT>(values, groups),
+        4 => masked_sums_of::<4, COUNT>(values, groups),
+        5 => masked_sums_of::<5, COUNT>(values, groups),
+        6 => masked_sums_of::<6, COUNT>(values, groups),
+        7 => masked_sums_of::<7, COUNT>(values, groups),
+        _ => masked_sums_of::<8, COUNT>(values, groups),
     }
 }
 
 #[inline(always)]
-fn masked_sums_of<const G: usize>(values: &[i64], groups: &[u32]) -> Option<[(i64, i64); MAX_GROUPS]> {
+fn masked_sums_of<const G: usize, const COUNT: bool>(values: &[i64], groups: &[u32]) -> Option<[(i64, i64); MAX_GROUPS]> {
     let (mut sums, mut counts) = ([0i64; G], [0i64; G]);
     // The OR of the magnitudes bounds the largest (|v| for v >= 0, |v| - 1 otherwise);
     // rows of no group (SKIP) do not count.
@@ -185,7 +190,9 @@ fn masked_sums_of<const G: usize>(values: &[i64], groups: &[u32]) -> Option<[(i6
             let hit = (group == g as u32) as i64;
             // Wrapping: sums with a value too large are thrown away below.
             sums[g] = sums[g].wrapping_add(v & hit.wrapping_neg());
-            counts[g] += hit;
+            if COUNT {
+                counts[g] += hit;
+            }
         }
     }
     if magnitudes >= SAFE_MAGNITUDE {
@@ -195,42 +202,6 @@ fn masked_sums_of<const G: usize>(values: &[i64], groups: &[u32]) -> Option<[(i6
     for g in 0..G {
         out[g] = (sums[g], counts[g]);
     }
-    Some(out)
-}
-
-/// [`masked_sums`] without the counts.
-#[inline(always)]
-fn sums_only(values: &[i64], groups: &[u32], group_count: usize) -> Option<[i64; MAX_GROUPS]> {
-    match group_count {
-        1 => sums_only_of::<1>(values, groups),
-        2 => sums_only_of::<2>(values, groups),
-        3 => sums_only_of::<3>(values, groups),
-        4 => sums_only_of::<4>(values, groups),
-        5 => sums_only_of::<5>(values, groups),
-        6 => sums_only_of::<6>(values, groups),
-        7 => sums_only_of::<7>(values, groups),
-        _ => sums_only_of::<8>(values, groups),
-    }
-}
-
-#[inline(always)]
-fn sums_only_of<const G: usize>(values: &[i64], groups: &[u32]) -> Option<[i64; MAX_GROUPS]> {
-    let mut sums = [0i64; G];
-    let mut magnitudes = 0u64;
-    for (&v, &group) in values.iter().zip(groups) {
-        let counted = ((group as usize) < G) as u64;
-        magnitudes |= (v ^ (v >> 63)) as u64 & counted.wrapping_neg();
-        for (g, sum) in sums.iter_mut().enumerate() {
-            let hit = (group == g as u32) as i64;
-            // Wrapping: sums with a value too large are thrown away below.
-            *sum = sum.wrapping_add(v & hit.wrapping_neg());
-        }
-    }
-    if magnitudes >= SAFE_MAGNITUDE {
-        return None;
-    }
-    let mut out = [0i64; MAX_GROUPS];
-    out[..G].copy_from_slice(&sums);
     Some(out)
 }
 
