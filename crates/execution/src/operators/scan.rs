@@ -167,31 +167,33 @@ impl<'a> VectorColumns<'a> {
             .map(|position| match (&self.decoded[position], &self.stripes[position]) {
                 (Some(vector), _) => vector.clone(),
                 (None, plain @ StripeValues::Plain(_)) => plain.range(self.offset, self.len),
-                // Wide enough for every vector of the block: no vector is longer than the
-                // stripe or than the vector size (which `len` is, or the block's tail).
-                (None, stripe) => {
-                    let width = self.len.max(stripe.len().min(self.vector_size));
-                    self.stand_ins[position].get_or_init(|| Vector::nulls(stripe.data_type(), width)).slice(0, self.len)
-                }
+                (None, _) => self.stand_in(position, self.len),
             })
             .collect();
         DataChunk::new(columns, self.len)
+    }
+
+    /// `len` NULLs standing in for the read column at `position` in a chunk whose
+    /// conjunct does not read it.
+    fn stand_in(&self, position: usize, len: usize) -> Vector {
+        let stripe = &self.stripes[position];
+        // Wide enough for every vector of the block: no vector is longer than the stripe
+        // or than the vector size (which `self.len` is, or the block's tail).
+        let width = self.len.max(stripe.len().min(self.vector_size));
+        self.stand_ins[position].get_or_init(|| Vector::nulls(stripe.data_type(), width)).slice(0, len)
     }
 
     /// A chunk of `rows.len()` rows in which the read columns at `needed` hold the values
     /// of `rows` (positions in this vector), decoded for those rows only: for a conjunct
     /// over a sparse selection, where decoding the whole vector would decode mostly rows
     /// that are already dropped.
-    fn gathered(&mut self, needed: &[usize], rows: &[u32]) -> DataChunk {
+    fn gathered(&self, needed: &[usize], rows: &[u32]) -> DataChunk {
         let in_block: Vec<u32> = rows.iter().map(|&r| r + self.offset as u32).collect();
         let columns = (0..self.stripes.len())
-            .map(|position| match (&self.decoded[position], &self.stripes[position]) {
-                (Some(vector), _) => vector.gather(rows),
-                (None, stripe) if needed.contains(&position) => stripe.gather(&in_block),
-                (None, stripe) => {
-                    let width = self.len.max(stripe.len().min(self.vector_size));
-                    self.stand_ins[position].get_or_init(|| Vector::nulls(stripe.data_type(), width)).slice(0, rows.len())
-                }
+            .map(|position| match &self.decoded[position] {
+                _ if !needed.contains(&position) => self.stand_in(position, rows.len()),
+                Some(vector) => vector.gather(rows),
+                None => self.stripes[position].gather(&in_block),
             })
             .collect();
         DataChunk::new(columns, rows.len())
