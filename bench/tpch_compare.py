@@ -11,6 +11,7 @@ Apiary/Hyper per query and the geometric means. Hyper runs in its own process (h
 setting), so all engines get the same cores. Answers are checked against tpch/answers where the
 repository has them, else (SF10) Apiary's and DuckDB's answers are compared. Needs the duckdb
 and tableauhyperapi Python packages (bench/setup.sh installs them into bench/.venv).
+Also prints each engine's peak resident size (for DuckDB, this Python process's).
 """
 
 import argparse
@@ -82,14 +83,36 @@ def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings, res
            "--queries", ",".join(map(str, queries)), "--results", results_dir]
     for setting in extra_settings:
         cmd += ["--set", setting]
-    out = subprocess.run(cmd, check=False, capture_output=True, text=True)
-    sys.stderr.write(out.stderr)
+    # wait4 gives this child's own peak resident size (RUSAGE_CHILDREN would include cargo's).
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        sys.stderr.write(stderr.read())
+        stdout.seek(0)
+        output = stdout.read()
     results = {}
-    for line in out.stdout.splitlines():
+    for line in output.splitlines():
         if line.startswith("{"):
             r = json.loads(line)
             results[r["q"]] = r
+    PEAK_RSS_GB["apiary"] = usage.ru_maxrss / 2**20
     return results
+
+
+# Peak resident size of each engine's process, in GiB: Apiary's own process, this Python
+# process for DuckDB (which runs in it; Python itself adds about 0.1 GB), and hyperd.
+PEAK_RSS_GB = {}
+
+
+def peak_rss_gb(pid):
+    """VmHWM, the peak resident size, of a running process."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20
+    return float("nan")
 
 
 def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
@@ -117,21 +140,37 @@ def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
         if expected is None and ours is not None:
             result["agree"] = same(ours, rows)
         results[q] = result
+    PEAK_RSS_GB["duckdb"] = peak_rss_gb(os.getpid())
     return results
 
 
 def hyper_pids():
-    """Process ids of running hyperd processes (to pin them to cores)."""
+    """Process ids of running Hyper server processes. The executable is hyperd, but its main
+    thread renames itself (to hyperdMain), so match the prefix."""
     pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == "hyperd":
+                    if f.read().strip().startswith("hyperd"):
                         pids.append(int(entry))
             except OSError:
                 pass
     return pids
+
+
+def allowed_cpus(pid):
+    """The cores each thread of process `pid` may run on, as a set of Cpus_allowed_list strings."""
+    lists = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("Cpus_allowed_list:"):
+                        lists.add(line.split()[1])
+        except OSError:
+            pass
+    return lists
 
 
 def load_duckdb(con, data_dir):
@@ -161,12 +200,24 @@ def hyper_server(threads):
     database files, removed afterwards; yields (hyper, workdir)."""
     from tableauhyperapi import HyperProcess, Telemetry
     workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
+    # CPU affinity is per thread and inherited at creation: pinning hyperd's pid after it has
+    # started would pin its main thread only, not the worker pool it has already made. So
+    # this process pins itself while it starts hyperd, which inherits the mask.
+    ours = os.sched_getaffinity(0)
+    pin = threads < os.cpu_count()
     try:
-        with HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU,
-                          parameters={"log_dir": workdir}) as hyper:
-            if threads < os.cpu_count():
-                for pid in hyper_pids():
-                    os.sched_setaffinity(pid, set(range(threads)))
+        if pin:
+            os.sched_setaffinity(0, set(range(threads)))
+        try:
+            hyper = HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": workdir})
+        finally:
+            os.sched_setaffinity(0, ours)
+        with hyper:
+            if pin:
+                wanted = f"0-{threads - 1}" if threads > 1 else "0"
+                masks = [allowed_cpus(pid) for pid in hyper_pids()]
+                if not masks or any(m != {wanted} for m in masks):
+                    raise RuntimeError(f"hyperd is not pinned to cores {wanted}: {masks}")
             yield hyper, workdir
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -197,6 +248,7 @@ def run_hyper(sf, threads, runs, data_dir, queries, apiary_results):
                 if expected is None and ours is not None:
                     result["agree"] = same(ours, rows)
                 results[q] = result
+            PEAK_RSS_GB["hyper"] = max((peak_rss_gb(pid) for pid in hyper_pids()), default=float("nan"))
     return results
 
 
@@ -261,6 +313,7 @@ def main():
     g = lambda v: geomean(v) * 1e3
     print(f"{'geo':>5} {g(times['apiary']):10.1f} {g(times['duckdb']):10.1f} {g(times['hyper']):10.1f} "
           f"{geomean(ratios['duckdb']):8.2f} {geomean(ratios['hyper']):8.2f}")
+    print("peak resident size (GiB): " + ", ".join(f"{name} {gb:.2f}" for name, gb in PEAK_RSS_GB.items()))
     if args.json:
         with open(args.json, "w") as f:
             for r in list(ours.values()) + list(theirs.values()) + list(hypers.values()):
