@@ -25,6 +25,7 @@ use apiary_types::{DataType, PhysicalType, ScalarValue};
 
 use crate::config::ExecutionConfig;
 use crate::expr::{comparison_kind, compile_with, evaluate_constant_in, simd, CompileOptions, ExprRef, Layout};
+use crate::hash::group_table::GroupEstimate;
 use crate::hash::keys::value_bits;
 use crate::operators::aggregate::{AggregateInput, AggregateSink, AggregateSource, HashAggregate};
 use crate::operators::aggregate_functions::AggregateSpec;
@@ -645,6 +646,14 @@ impl<'a> PhysicalPlanner<'a> {
                 .map(|set| if set.is_empty() { 1.0 } else { group_count(set.iter().map(|&k| &groups[k].0), &input_estimate) })
                 .sum(),
         };
+        // One plain column of a table read whole: its distinct count in the table's
+        // statistics is the number of groups (not a guess compounded through filters and
+        // joins), and the group table may size itself for it at once.
+        let from_statistics = grouping_sets.is_none()
+            && matches!(groups, [(Expr::Column(key), _)] if input_estimate.columns.contains_key(&key.id))
+            && reads_a_whole_table(input);
+        let expected_count = expected_groups.min(usize::MAX as f64) as usize;
+        let expected = if from_statistics { GroupEstimate::Statistics(expected_count) } else { GroupEstimate::Guess(expected_count) };
         let string_ids: Vec<bool> = groups
             .iter()
             .map(|(e, _)| {
@@ -677,16 +686,19 @@ impl<'a> PhysicalPlanner<'a> {
                 sets,
                 inputs,
                 partition_bits,
-                expected_groups,
+                expected,
                 vector_size,
                 description.clone(),
                 slot,
             )
         });
+        let source = if from_statistics { " from statistics" } else { "" };
         let by_id: Vec<String> = groups.iter().zip(&string_ids).filter(|(_, by_id)| **by_id).map(|((e, _), _)| e.to_string()).collect();
         let by_id = if by_id.is_empty() { String::new() } else { format!(", strings keyed by id: {}", by_id.join(", ")) };
-        let label =
-            format!("HashAggregate {description} (expected groups {expected_groups:.0}, partitions {}{by_id})", 1 << partition_bits);
+        let label = format!(
+            "HashAggregate {description} (expected groups {expected_groups:.0}{source}, partitions {}{by_id})",
+            1 << partition_bits
+        );
         let sink_id = self.close(aligned, Arc::new(AggregateSink(Arc::clone(&aggregate))), label);
         let output: Vec<ColumnRef> = groups
             .iter()
@@ -1102,6 +1114,17 @@ impl<'a> PhysicalPlanner<'a> {
             probe_branches.push(unmatched);
         }
         Ok(probe_branches)
+    }
+}
+
+/// Whether `plan` gives every row of one stored table, as its columns: no filter, join,
+/// limit or computed column in between, and not a file read in place (whose statistics
+/// may lack distinct counts).
+fn reads_a_whole_table(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Scan(scan) => scan.filters.is_empty() && scan.table.deferred_rows().is_none(),
+        LogicalPlan::Project { exprs, input } => exprs.iter().all(|(e, _)| matches!(e, Expr::Column(_))) && reads_a_whole_table(input),
+        _ => false,
     }
 }
 

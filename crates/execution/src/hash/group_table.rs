@@ -17,6 +17,9 @@ const INITIAL_CAPACITY: usize = 1024;
 /// Most groups a table grows to in one step from the estimate: an overestimate costs at
 /// most this many slots of allocation; beyond it the table grows by doubling.
 const MAX_PRESIZED_GROUPS: usize = 1 << 18;
+/// The cap for a count from the statistics of an unfiltered table (see
+/// [`GroupEstimate::Statistics`]): 16M groups, 32M slots.
+const MAX_PRESIZED_STATISTICS_GROUPS: usize = 1 << 24;
 /// A table grows by doubling up to this many slots before its growth jumps to the
 /// estimate.
 const JUMP_TO_ESTIMATE_MIN_SLOTS: usize = 8 * INITIAL_CAPACITY;
@@ -125,11 +128,19 @@ struct FixedTable<K, S = Slot<K>> {
     /// Slots for the expected number of groups: growth jumps there once the table is
     /// past [`JUMP_TO_ESTIMATE_MIN_SLOTS`].
     expected_slots: usize,
+    /// Whether growth may jump to `expected_slots` in one step (a count from statistics)
+    /// or only [`GROWTH_TOWARD_ESTIMATE`] times at a time (a guess).
+    trust_expected: bool,
 }
 
 impl<K: Copy + Eq + Default + FixedKeyHash, S: SlotLayout<K>> FixedTable<K, S> {
-    fn new(groups: usize) -> Self {
-        FixedTable { slots: vec![S::empty(); INITIAL_CAPACITY], keys: Vec::new(), expected_slots: slots_for(groups) }
+    fn new(expected: GroupEstimate) -> Self {
+        FixedTable {
+            slots: vec![S::empty(); INITIAL_CAPACITY],
+            keys: Vec::new(),
+            expected_slots: slots_for(expected.groups()),
+            trust_expected: matches!(expected, GroupEstimate::Statistics(_)),
+        }
     }
 
     #[inline(always)]
@@ -211,11 +222,8 @@ impl<K: Copy + Eq + Default + FixedKeyHash, S: SlotLayout<K>> FixedTable<K, S> {
         // of groups after joins can be far too high, and a jump sizes (and initialises)
         // the table for all of them.
         let doubled = self.slots.len() * 2;
-        let capacity = if self.slots.len() >= JUMP_TO_ESTIMATE_MIN_SLOTS {
-            doubled.max(self.expected_slots.min(self.slots.len() * GROWTH_TOWARD_ESTIMATE))
-        } else {
-            doubled
-        };
+        let step = if self.trust_expected { usize::MAX } else { self.slots.len() * GROWTH_TOWARD_ESTIMATE };
+        let capacity = if self.slots.len() >= JUMP_TO_ESTIMATE_MIN_SLOTS { doubled.max(self.expected_slots.min(step)) } else { doubled };
         self.rehash(capacity);
     }
 
@@ -364,6 +372,28 @@ fn run_starts(keys: &PackedKeys, indices: &[u32]) -> Option<Vec<u32>> {
     }
 }
 
+/// The number of groups a table expects.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GroupEstimate {
+    /// The optimizer's estimate, which after joins and filters can be far off: the table
+    /// grows toward it a few times at a time, and only up to [`MAX_PRESIZED_GROUPS`].
+    Guess(usize),
+    /// The distinct count of the key in the statistics of a table read whole (a sketch,
+    /// off by a few percent): the table grows straight to it once past its first few
+    /// thousand groups, instead of rehashing its way up by doubling, up to
+    /// [`MAX_PRESIZED_STATISTICS_GROUPS`].
+    Statistics(usize),
+}
+
+impl GroupEstimate {
+    fn groups(self) -> usize {
+        match self {
+            GroupEstimate::Guess(groups) => groups.min(MAX_PRESIZED_GROUPS),
+            GroupEstimate::Statistics(groups) => groups.min(MAX_PRESIZED_STATISTICS_GROUPS),
+        }
+    }
+}
+
 /// Maps group keys to dense ids.
 pub struct GroupTable {
     table: Table,
@@ -371,20 +401,18 @@ pub struct GroupTable {
 
 impl GroupTable {
     pub fn new(width: KeyWidth) -> GroupTable {
-        GroupTable::with_expected_groups(width, 0)
+        GroupTable::with_expected_groups(width, GroupEstimate::Guess(0))
     }
 
-    /// A table expecting `groups` groups (an estimate, capped at [`MAX_PRESIZED_GROUPS`]):
-    /// it starts small, but once it must grow (more than a few hundred groups showed up,
-    /// so the estimate is plausible) it grows straight to that size instead of rehashing
-    /// its way up by doubling.
-    pub fn with_expected_groups(width: KeyWidth, groups: usize) -> GroupTable {
-        let groups = groups.min(MAX_PRESIZED_GROUPS);
+    /// A table expecting `expected` groups: it starts small, but once it must grow past
+    /// a few thousand groups (so the estimate is plausible) it grows toward that size
+    /// in large steps instead of rehashing its way up by doubling.
+    pub fn with_expected_groups(width: KeyWidth, expected: GroupEstimate) -> GroupTable {
         let table = match width {
             KeyWidth::Empty => Table::Single { exists: false },
-            KeyWidth::U64 => Table::U64(FixedTable::new(groups)),
-            KeyWidth::U128 => Table::U128(FixedTable::new(groups)),
-            KeyWidth::U256 => Table::U256(FixedTable::new(groups)),
+            KeyWidth::U64 => Table::U64(FixedTable::new(expected)),
+            KeyWidth::U128 => Table::U128(FixedTable::new(expected)),
+            KeyWidth::U256 => Table::U256(FixedTable::new(expected)),
             KeyWidth::Bytes => Table::Bytes(BytesTable::new()),
         };
         GroupTable { table }
@@ -545,6 +573,33 @@ mod tests {
     use super::*;
     use crate::hash::KeyPacker;
     use apiary_types::{DataType, Vector};
+
+    /// A count from statistics sizes the table in one jump once it leaves its first few
+    /// thousand groups; a guess of the same count grows toward it a few times at a time
+    /// and no further than its cap. Both give the same groups.
+    #[test]
+    fn growth_toward_the_expected_groups() {
+        let packer = KeyPacker::new(&[DataType::BigInt], &[false], true);
+        let n = 5000;
+        let values = Vector::from_native(DataType::BigInt, (0..n as i64).rev().collect());
+        let rows: Vec<u32> = (0..n as u32).collect();
+        let keys = packer.pack(&[values], &rows);
+        let hashes = keys.hashes();
+        let expected = 1 << 20;
+        let mut sized = Vec::new();
+        for estimate in [GroupEstimate::Statistics(expected), GroupEstimate::Guess(expected), GroupEstimate::Guess(0)] {
+            let mut table = GroupTable::with_expected_groups(packer.width, estimate);
+            let (mut groups, mut new) = (Vec::new(), Vec::new());
+            table.lookup(&keys, &hashes, &rows, &mut groups, &mut new);
+            assert_eq!(groups, rows, "{estimate:?}");
+            assert_eq!(new, rows, "{estimate:?}");
+            sized.push(table.memory_bytes() - n * size_of::<u64>());
+        }
+        let slot = size_of::<Slot<u64>>();
+        assert_eq!(sized, vec![slots_for(expected) * slot, JUMP_TO_ESTIMATE_MIN_SLOTS * GROWTH_TOWARD_ESTIMATE * slot, 16384 * slot]);
+        let capped = FixedTable::<u64>::new(GroupEstimate::Statistics(usize::MAX));
+        assert_eq!(capped.expected_slots, slots_for(MAX_PRESIZED_STATISTICS_GROUPS));
+    }
 
     #[test]
     fn dense_ids_and_merge() {

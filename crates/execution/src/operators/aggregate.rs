@@ -27,7 +27,7 @@ use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder, Vect
 use super::aggregate_functions::{AggregateSpec, AggregateState, DenseGroups, FEW_GROUPS, SKIP};
 use super::{local, Control, Emit, ExecContext, ExecutionState, GlobalState, LocalState, Sink, Source, StateSlot, Stateful};
 use crate::expr::{selected_rows, ExprRef};
-use crate::hash::group_table::GroupTable;
+use crate::hash::group_table::{GroupEstimate, GroupTable};
 use crate::hash::keys::{KeyPacker, KeyWidth};
 use crate::hash::string_ids::{StringIdCache, StringIds};
 
@@ -52,7 +52,7 @@ pub struct HashAggregate {
     packer: KeyPacker,
     partition_bits: u32,
     /// Groups each worker's partition table is sized for (from the planner's estimate).
-    expected_partition_groups: usize,
+    expected_partition_groups: GroupEstimate,
     pub description: String,
     vector_size: usize,
     slot: StateSlot,
@@ -84,7 +84,7 @@ impl HashAggregate {
         grouping_sets: Option<Vec<Vec<bool>>>,
         aggregates: Vec<AggregateInput>,
         partition_bits: u32,
-        expected_groups: f64,
+        expected_groups: GroupEstimate,
         vector_size: usize,
         description: String,
         slot: StateSlot,
@@ -113,7 +113,10 @@ impl HashAggregate {
             string_ids,
             packer,
             partition_bits,
-            expected_partition_groups: (expected_groups.max(0.0) / partitions as f64).min(usize::MAX as f64) as usize,
+            expected_partition_groups: match expected_groups {
+                GroupEstimate::Guess(groups) => GroupEstimate::Guess(groups / partitions),
+                GroupEstimate::Statistics(groups) => GroupEstimate::Statistics(groups / partitions),
+            },
             description,
             vector_size,
             slot,
