@@ -546,9 +546,14 @@ impl<I: SumInput<A>, A: Accumulator> AggregateState for SumState<I, A> {
         let seen: Vec<bool> = self.counts.iter().map(|&c| c > 0).collect();
         let validity = validity_from(&seen);
         if let (SumOutput::Sum, DataType::Decimal { precision, .. }) = (self.output, self.output_type) {
-            // i128 holds more than 38 digits; the type does not.
-            let bound = POW10[precision as usize] as f64;
-            if self.sums.iter().any(|s| s.to_f64().abs() >= bound) {
+            // i128 holds more than 38 digits; the type does not. Compared as integers: as
+            // f64, a sum of 38 nines rounds up to 10^38 and would be refused.
+            let bound = POW10[precision as usize].unsigned_abs();
+            let too_large = match (&self.sums as &dyn Any).downcast_ref::<Vec<i128>>() {
+                Some(sums) => sums.iter().any(|s| s.unsigned_abs() >= bound),
+                None => self.sums.iter().any(|s| s.to_f64().abs() >= bound as f64),
+            };
+            if too_large {
                 return Err(exec_err!("numeric field overflow: sum exceeds {}", self.output_type));
             }
         }
