@@ -7,8 +7,8 @@ Builds Apiary (release), writes the TPC-H .tbl files once (bench/data/sf<SF>/, w
 `apiary tpch-gen`), loads them into both engines with the same DDL, runs every query once
 to warm up and --runs times more, and prints the median times, the ratios Apiary/DuckDB and
 Apiary/Hyper per query and the geometric means. Hyper runs in its own process (hyperd); with
---threads below the machine's cores it is pinned to that many cores (Hyper has no thread
-setting), so all engines get the same cores. Answers are checked against tpch/answers where the
+--threads below the machine's cores every engine is pinned to that many cores (Hyper has no
+thread setting), so all engines get the same cores. Answers are checked against tpch/answers where the
 repository has them, else (SF10) Apiary's and DuckDB's answers are compared. Needs the duckdb
 and tableauhyperapi Python packages (bench/setup.sh installs them into bench/.venv).
 Also prints each engine's peak resident size (for DuckDB, this Python process's).
@@ -85,7 +85,8 @@ def run_apiary(apiary, sf, threads, runs, data_dir, queries, extra_settings, res
         cmd += ["--set", setting]
     # wait4 gives this child's own peak resident size (RUSAGE_CHILDREN would include cargo's).
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-        process = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True)
+        with pinned(threads):
+            process = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, text=True)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         stderr.seek(0)
@@ -118,6 +119,11 @@ def peak_rss_gb(pid):
 def run_duckdb(sf, threads, runs, data_dir, queries, apiary_results):
     """Times DuckDB; `correct` compares with the reference answers, or where the repository
     has none (SF10), with Apiary's answers ("agree")."""
+    with pinned(threads):
+        return run_duckdb_pinned(sf, threads, runs, data_dir, queries, apiary_results)
+
+
+def run_duckdb_pinned(sf, threads, runs, data_dir, queries, apiary_results):
     import duckdb
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}")
@@ -194,24 +200,34 @@ def load_hyper(con, data_dir):
 
 
 @contextlib.contextmanager
+def pinned(threads):
+    """Runs the block with this process pinned to cores 0..threads-1 when that is fewer
+    than the machine's, then restores its mask. Affinity is per thread and inherited when
+    a thread or process is made, so what the block starts (Apiary's process, DuckDB's
+    threads, hyperd) keeps the mask: with --threads 1 every engine gets the same one core
+    instead of one engine being pinned while the others may move to a quieter core."""
+    ours = os.sched_getaffinity(0)
+    if threads < os.cpu_count():
+        os.sched_setaffinity(0, set(range(threads)))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, ours)
+
+
+@contextlib.contextmanager
 def hyper_server(threads):
     """A running Hyper process (hyperd), pinned to `threads` cores when that is fewer than
     the machine's (Hyper has no thread setting), and a scratch directory for its logs and
     database files, removed afterwards; yields (hyper, workdir)."""
     from tableauhyperapi import HyperProcess, Telemetry
     workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
-    # CPU affinity is per thread and inherited at creation: pinning hyperd's pid after it has
-    # started would pin its main thread only, not the worker pool it has already made. So
-    # this process pins itself while it starts hyperd, which inherits the mask.
-    ours = os.sched_getaffinity(0)
+    # Pinning hyperd's pid after it has started would pin its main thread only, not the
+    # worker pool it has already made: it is started pinned (see `pinned`).
     pin = threads < os.cpu_count()
     try:
-        if pin:
-            os.sched_setaffinity(0, set(range(threads)))
-        try:
+        with pinned(threads):
             hyper = HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": workdir})
-        finally:
-            os.sched_setaffinity(0, ours)
         with hyper:
             if pin:
                 wanted = f"0-{threads - 1}" if threads > 1 else "0"
