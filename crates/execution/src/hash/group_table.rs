@@ -386,6 +386,14 @@ pub enum GroupEstimate {
 }
 
 impl GroupEstimate {
+    /// The share of one of `partitions` tables (hashes spread groups evenly).
+    pub fn per_partition(self, partitions: usize) -> GroupEstimate {
+        match self {
+            GroupEstimate::Guess(groups) => GroupEstimate::Guess(groups / partitions),
+            GroupEstimate::Statistics(groups) => GroupEstimate::Statistics(groups / partitions),
+        }
+    }
+
     fn groups(self) -> usize {
         match self {
             GroupEstimate::Guess(groups) => groups.min(MAX_PRESIZED_GROUPS),

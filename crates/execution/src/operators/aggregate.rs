@@ -113,10 +113,7 @@ impl HashAggregate {
             string_ids,
             packer,
             partition_bits,
-            expected_partition_groups: match expected_groups {
-                GroupEstimate::Guess(groups) => GroupEstimate::Guess(groups / partitions),
-                GroupEstimate::Statistics(groups) => GroupEstimate::Statistics(groups / partitions),
-            },
+            expected_partition_groups: expected_groups.per_partition(partitions),
             description,
             vector_size,
             slot,
