@@ -205,12 +205,14 @@ def pinned(threads):
     than the machine's, then restores its mask. Affinity is per thread and inherited when
     a thread or process is made, so what the block starts (Apiary's process, DuckDB's
     threads, hyperd) keeps the mask: with --threads 1 every engine gets the same one core
-    instead of one engine being pinned while the others may move to a quieter core."""
+    instead of one engine being pinned while the others may move to a quieter core.
+    Yields whether it pinned."""
     ours = os.sched_getaffinity(0)
-    if threads < os.cpu_count():
+    pin = threads < os.cpu_count()
+    if pin:
         os.sched_setaffinity(0, set(range(threads)))
     try:
-        yield
+        yield pin
     finally:
         os.sched_setaffinity(0, ours)
 
@@ -224,9 +226,8 @@ def hyper_server(threads):
     workdir = tempfile.mkdtemp(prefix="apiary-hyper-")
     # Pinning hyperd's pid after it has started would pin its main thread only, not the
     # worker pool it has already made: it is started pinned (see `pinned`).
-    pin = threads < os.cpu_count()
     try:
-        with pinned(threads):
+        with pinned(threads) as pin:
             hyper = HyperProcess(telemetry=Telemetry.DO_NOT_SEND_USAGE_DATA_TO_TABLEAU, parameters={"log_dir": workdir})
         with hyper:
             if pin:
