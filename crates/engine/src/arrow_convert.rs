@@ -1,5 +1,6 @@
 //! Conversion between Apiary vectors and Arrow arrays (interchange: results, Parquet).
 
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use apiary_common::{not_impl_err, Bitmap, Result};
@@ -9,7 +10,8 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
     IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, Time64MicrosecondArray, TimestampMicrosecondArray,
 };
-use arrow::buffer::NullBuffer;
+use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::datatypes::ArrowNativeType;
 use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, IntervalMonthDayNano, Schema as ArrowSchema, TimeUnit};
 use arrow::record_batch::RecordBatch;
 
@@ -81,26 +83,26 @@ pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
     let n = nulls(vector);
     Ok(match (&vector.data, vector.data_type) {
         (VectorData::Bool(b), _) => Arc::new(BooleanArray::new(b.iter().copied().collect(), n)),
-        (VectorData::I16(b), _) => Arc::new(Int16Array::new(b.to_vec().into(), n)),
-        (VectorData::I32(b), DataType::Date) => Arc::new(Date32Array::new(b.to_vec().into(), n)),
-        (VectorData::I32(b), _) => Arc::new(Int32Array::new(b.to_vec().into(), n)),
-        (VectorData::I64(b), DataType::Timestamp) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n)),
-        (VectorData::I64(b), DataType::TimestampTz) => Arc::new(TimestampMicrosecondArray::new(b.to_vec().into(), n).with_timezone(UTC)),
-        (VectorData::I64(b), DataType::Time) => Arc::new(Time64MicrosecondArray::new(b.to_vec().into(), n)),
+        (VectorData::I16(b), _) => Arc::new(Int16Array::new(shared_scalars(b), n)),
+        (VectorData::I32(b), DataType::Date) => Arc::new(Date32Array::new(shared_scalars(b), n)),
+        (VectorData::I32(b), _) => Arc::new(Int32Array::new(shared_scalars(b), n)),
+        (VectorData::I64(b), DataType::Timestamp) => Arc::new(TimestampMicrosecondArray::new(shared_scalars(b), n)),
+        (VectorData::I64(b), DataType::TimestampTz) => Arc::new(TimestampMicrosecondArray::new(shared_scalars(b), n).with_timezone(UTC)),
+        (VectorData::I64(b), DataType::Time) => Arc::new(Time64MicrosecondArray::new(shared_scalars(b), n)),
         (VectorData::I64(b), DataType::Decimal { precision, scale }) => Arc::new(
             Decimal128Array::new(b.iter().map(|&x| x as i128).collect::<Vec<_>>().into(), n)
                 .with_precision_and_scale(precision, scale as i8)
                 .map_err(arrow_error)?,
         ),
-        (VectorData::I64(b), _) => Arc::new(Int64Array::new(b.to_vec().into(), n)),
+        (VectorData::I64(b), _) => Arc::new(Int64Array::new(shared_scalars(b), n)),
         (VectorData::I128(b), DataType::Decimal { precision, scale }) => {
-            Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?)
+            Arc::new(Decimal128Array::new(shared_scalars(b), n).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?)
         }
         (VectorData::I128(b), _) => {
-            Arc::new(Decimal128Array::new(b.to_vec().into(), n).with_precision_and_scale(38, 0).map_err(arrow_error)?)
+            Arc::new(Decimal128Array::new(shared_scalars(b), n).with_precision_and_scale(38, 0).map_err(arrow_error)?)
         }
-        (VectorData::F32(b), _) => Arc::new(Float32Array::new(b.to_vec().into(), n)),
-        (VectorData::F64(b), _) => Arc::new(Float64Array::new(b.to_vec().into(), n)),
+        (VectorData::F32(b), _) => Arc::new(Float32Array::new(shared_scalars(b), n)),
+        (VectorData::F64(b), _) => Arc::new(Float64Array::new(shared_scalars(b), n)),
         (VectorData::Str(s), _) => {
             let values: Vec<Option<&str>> = (0..s.len()).map(|i| vector.is_valid(i).then(|| s.get(i))).collect();
             Arc::new(StringArray::from(values))
@@ -203,7 +205,7 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 .collect::<Vec<_>>()
                 .into(),
         ),
-        (ArrowType::Int16, _) => VectorData::I16(prim!(Int16Array).to_vec().into()),
+        (ArrowType::Int16, _) => VectorData::I16(borrowed(prim!(Int16Array))),
         (ArrowType::UInt16, _) => VectorData::I32(
             array
                 .as_any()
@@ -215,7 +217,7 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 .collect::<Vec<_>>()
                 .into(),
         ),
-        (ArrowType::Int32, _) => VectorData::I32(prim!(Int32Array).to_vec().into()),
+        (ArrowType::Int32, _) => VectorData::I32(borrowed(prim!(Int32Array))),
         (ArrowType::UInt32, _) => VectorData::I64(
             array
                 .as_any()
@@ -227,7 +229,7 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 .collect::<Vec<_>>()
                 .into(),
         ),
-        (ArrowType::Int64, _) => VectorData::I64(prim!(Int64Array).to_vec().into()),
+        (ArrowType::Int64, _) => VectorData::I64(borrowed(prim!(Int64Array))),
         (ArrowType::UInt64, _) => VectorData::I128(
             array
                 .as_any()
@@ -250,9 +252,9 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
                 .collect::<Vec<_>>()
                 .into(),
         ),
-        (ArrowType::Float32, _) => VectorData::F32(prim!(Float32Array).to_vec().into()),
-        (ArrowType::Float64, _) => VectorData::F64(prim!(Float64Array).to_vec().into()),
-        (ArrowType::Date32, _) => VectorData::I32(prim!(Date32Array).to_vec().into()),
+        (ArrowType::Float32, _) => VectorData::F32(borrowed(prim!(Float32Array))),
+        (ArrowType::Float64, _) => VectorData::F64(borrowed(prim!(Float64Array))),
+        (ArrowType::Date32, _) => VectorData::I32(borrowed(prim!(Date32Array))),
         (ArrowType::Date64, _) => VectorData::I32(
             array
                 .as_any()
@@ -267,7 +269,9 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
         (ArrowType::Timestamp(unit, _), _) => {
             // Whole microseconds: nanoseconds round down (toward the past, also before 1970).
             let values: Vec<i64> = match unit {
-                TimeUnit::Microsecond => prim!(TimestampMicrosecondArray).to_vec(),
+                TimeUnit::Microsecond => {
+                    return finish(array, target, VectorData::I64(borrowed(prim!(TimestampMicrosecondArray))), validity)
+                }
                 TimeUnit::Millisecond => prim!(arrow::array::TimestampMillisecondArray).iter().map(|&x| x.saturating_mul(1000)).collect(),
                 TimeUnit::Nanosecond => prim!(arrow::array::TimestampNanosecondArray).iter().map(|&x| x.div_euclid(1000)).collect(),
                 TimeUnit::Second => prim!(arrow::array::TimestampSecondArray).iter().map(|&x| x.saturating_mul(1_000_000)).collect(),
@@ -284,7 +288,7 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
         (ArrowType::Time64(unit), _) => {
             let values: Vec<i64> = match unit {
                 TimeUnit::Nanosecond => prim!(arrow::array::Time64NanosecondArray).iter().map(|&x| x.div_euclid(1000)).collect(),
-                _ => prim!(Time64MicrosecondArray).to_vec(),
+                _ => return finish(array, target, VectorData::I64(borrowed(prim!(Time64MicrosecondArray))), validity),
             };
             VectorData::I64(values.into())
         }
@@ -303,13 +307,13 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
             if precision <= 18 {
                 VectorData::I64(values.iter().map(|&x| x as i64).collect::<Vec<_>>().into())
             } else {
-                VectorData::I128(values.to_vec().into())
+                VectorData::I128(borrowed(values))
             }
         }
         (ArrowType::Decimal64(..), DataType::Decimal { precision, .. }) => {
             let values = prim!(arrow::array::Decimal64Array);
             if precision <= 18 {
-                VectorData::I64(values.to_vec().into())
+                VectorData::I64(borrowed(values))
             } else {
                 VectorData::I128(values.iter().map(|&x| x as i128).collect::<Vec<_>>().into())
             }
@@ -352,14 +356,40 @@ pub fn array_to_vector(array: &ArrayRef, target: DataType) -> Result<Vector> {
         ),
         _ => return Err(bad()),
     };
+    finish(array, target, data, validity)
+}
+
+fn finish(array: &ArrayRef, target: DataType, data: VectorData, validity: Option<Bitmap>) -> Result<Vector> {
     let data_type = from_arrow_type(array.data_type()).unwrap_or(target);
     Ok(Vector::new(data_type, data, validity.filter(|v| !v.all_set())))
+}
+
+/// An Arrow array's values as an Apiary buffer, without copying: the buffer keeps the
+/// Arrow buffer alive (both are immutable once made).
+fn borrowed<T: ArrowNativeType>(values: &ScalarBuffer<T>) -> Buffer<T> {
+    let slice: &[T] = values;
+    let keep_alive: Box<dyn std::any::Any + Send + Sync> = Box::new(values.clone());
+    // SAFETY: `slice` is aligned (a `ScalarBuffer` checks it) and lives in the Arrow
+    // allocation `keep_alive` holds; Arrow buffers are never modified while shared.
+    unsafe { Buffer::from_foreign(keep_alive, slice.as_ptr(), slice.len()) }
+}
+
+/// An Apiary buffer as Arrow values, without copying: the Arrow buffer keeps the Apiary
+/// buffer alive.
+fn shared_scalars<T: ArrowNativeType + Send + Sync>(values: &Buffer<T>) -> ScalarBuffer<T> {
+    let bytes = size_of_val(values.as_slice());
+    let start = NonNull::new(values.as_slice().as_ptr().cast_mut().cast::<u8>()).expect("slices are not null");
+    let owner = Arc::new(std::panic::AssertUnwindSafe(values.clone()));
+    // SAFETY: `start..start + bytes` are the buffer's values, which `owner` keeps alive
+    // and nothing modifies (Apiary buffers are immutable).
+    let buffer = unsafe { arrow::buffer::Buffer::from_custom_allocation(start, bytes, owner) };
+    ScalarBuffer::new(buffer, 0, values.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::buffer::{Buffer as ArrowBuffer, ScalarBuffer};
+    use arrow::buffer::Buffer as ArrowBuffer;
 
     #[test]
     fn string_views_become_string_columns_with_clean_views() {

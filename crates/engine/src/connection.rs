@@ -41,6 +41,8 @@ pub struct Connection {
     pub(crate) parameter_values: Option<Vec<ScalarValue>>,
     /// What the last `read_csv(..., store_rejects = true)` skipped.
     pub(crate) rejects: std::sync::Mutex<crate::read_files::RejectLog>,
+    /// Tables the embedding program provides (see `external.rs`).
+    external_tables: Option<Arc<dyn crate::ExternalTables>>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -59,11 +61,18 @@ impl Connection {
             session: crate::pg_catalog::SessionInfo::default(),
             parameter_values: None,
             rejects: Default::default(),
+            external_tables: None,
             id,
             current_sql: String::new(),
             last_shared_with: Default::default(),
             plan_cache: Default::default(),
         }
+    }
+
+    /// Sets what names in `FROM` that the catalog does not know are looked up in last:
+    /// tables the embedding program provides (see [`crate::ExternalTables`]).
+    pub fn set_external_tables(&mut self, tables: Option<Arc<dyn crate::ExternalTables>>) {
+        self.external_tables = tables;
     }
 
     /// This session's id (the `connection` column of `apiary_queries()`).
@@ -250,6 +259,17 @@ impl Connection {
                 self.db.checkpoint()?;
                 Ok(QueryResult::statement(None))
             }
+            S::Call(function) if function.name.to_string().eq_ignore_ascii_case("dbgen") => {
+                let sf = dbgen_scale_factor(function)?;
+                // Loading replaces the TPC-H tables; a CALL must not drop a user's data.
+                if let Some(existing) = crate::tpch::TABLES.iter().find(|t| self.db.catalog.get_table(t).is_some()) {
+                    return Err(ApiaryError::Duplicate(format!(
+                        "dbgen: table \"{existing}\" already exists (drop the TPC-H tables first)"
+                    )));
+                }
+                crate::tpch::load(self, sf)?;
+                Ok(QueryResult::statement(None))
+            }
             other => Err(not_impl_err!("statement {}", other.to_string().split_whitespace().take(3).collect::<Vec<_>>().join(" "))),
         }
     }
@@ -265,6 +285,7 @@ impl Connection {
             session: &self.session,
             rejects: &self.rejects,
             time_zone: self.settings.execution.time_zone,
+            external: self.external_tables.as_deref(),
         }
     }
 
@@ -933,4 +954,35 @@ pub(crate) fn prepare_append(table: &Table, chunks: Vec<DataChunk>) -> Result<Pr
         appender.append(&conformed)?;
     }
     appender.prepare()
+}
+
+/// The scale factor of `CALL dbgen(sf = 0.1)` (DuckDB's spelling; `CALL dbgen(0.1)` too).
+fn dbgen_scale_factor(function: &ast::Function) -> Result<f64> {
+    let usage = || bind_err!("dbgen takes the scale factor: CALL dbgen(sf = 0.1)");
+    let ast::FunctionArguments::List(list) = &function.args else { return Err(usage()) };
+    let [arg] = list.args.as_slice() else { return Err(usage()) };
+    let value = match arg {
+        ast::FunctionArg::Named { name, arg: ast::FunctionArgExpr::Expr(value), .. }
+        | ast::FunctionArg::ExprNamed { name: ast::Expr::Identifier(name), arg: ast::FunctionArgExpr::Expr(value), .. }
+            if name.value.eq_ignore_ascii_case("sf") =>
+        {
+            value
+        }
+        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::BinaryOp { left, op: ast::BinaryOperator::Eq, right })) if matches!(left.as_ref(), ast::Expr::Identifier(name) if name.value.eq_ignore_ascii_case("sf")) => {
+            right
+        }
+        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(value)) => value,
+        _ => return Err(usage()),
+    };
+    let sf = match value {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(text, _) => text.parse::<f64>().ok(),
+            _ => None,
+        },
+        _ => None,
+    };
+    match sf {
+        Some(sf) if sf > 0.0 && sf <= 1000.0 => Ok(sf),
+        _ => Err(bind_err!("dbgen: the scale factor is a number above 0 and at most 1000, not {value}")),
+    }
 }

@@ -34,6 +34,7 @@ mod copy;
 mod csv;
 mod database;
 mod describe;
+mod external;
 mod parquet_io;
 pub mod pg_catalog;
 mod prepared;
@@ -48,10 +49,13 @@ pub mod tpch_parameters;
 
 pub use apiary_common::{ApiaryError, Result};
 pub use apiary_execution::{QueryProgress, SchedulingPolicy};
-pub use apiary_types::{DataType, ScalarValue};
+pub use apiary_types::{DataType, ScalarValue, TimeZone};
+/// The Arrow crate the engine's Arrow interfaces use (`QueryResult::to_arrow`, [`ExternalTable`]).
+pub use arrow;
 pub use connection::Connection;
 pub use database::{Database, ProgressHandle};
 pub use describe::StatementDescription;
+pub use external::{ExternalTable, ExternalTables};
 pub use prepared::PreparedStatement;
 pub use result::{QueryResult, ResultKind};
 pub use settings::Settings;

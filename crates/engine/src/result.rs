@@ -104,4 +104,9 @@ impl QueryResult {
     pub fn to_arrow(&self) -> Result<Vec<arrow::record_batch::RecordBatch>> {
         crate::arrow_convert::result_to_batches(self)
     }
+
+    /// The Arrow schema of [`QueryResult::to_arrow`]'s batches (also when there are none).
+    pub fn arrow_schema(&self) -> arrow::datatypes::SchemaRef {
+        crate::arrow_convert::arrow_schema(&self.columns, &self.types)
+    }
 }

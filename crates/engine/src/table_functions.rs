@@ -35,6 +35,8 @@ pub struct EngineTableFunctions<'a> {
     pub rejects: &'a std::sync::Mutex<crate::read_files::RejectLog>,
     /// The session's time zone (TIMESTAMPTZ text in CSV files, `generate_series` steps).
     pub time_zone: apiary_types::TimeZone,
+    /// Tables the embedding program provides, looked up last.
+    pub external: Option<&'a dyn crate::ExternalTables>,
 }
 
 impl EngineTableFunctions<'_> {
@@ -144,7 +146,14 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
                 return crate::read_files::read_file_shorthand(&self.file_reader(), name).map(Some);
             }
         }
-        crate::pg_catalog::system_table(self.catalog, self.session, schema, name, self.block_rows)
+        let system = crate::pg_catalog::system_table(self.catalog, self.session, schema, name, self.block_rows)?;
+        match (system, schema, self.external) {
+            (None, None, Some(external)) => match external.lookup(name)? {
+                Some(table) => crate::external::scan_external(name, table, self.block_rows).map(Some),
+                None => Ok(None),
+            },
+            (system, ..) => Ok(system),
+        }
     }
 
     fn session_value(&self, name: &str) -> Option<ScalarValue> {

@@ -24,7 +24,7 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
         let tokens = Tokenizer::new(&dialect, sql).with_unescape(true).tokenize_with_location()?;
         let mut parser = Parser::new(&dialect)
             .with_recursion_limit(256)
-            .with_tokens_with_locations(frame_exclusions_as_markers(select_star_before_from_first(tokens)));
+            .with_tokens_with_locations(frame_exclusions_as_markers(select_star_before_from_first(numbered_question_marks(tokens)?)));
         let mut statements = Vec::new();
         loop {
             while parser.consume_token(&Token::SemiColon) {}
@@ -49,6 +49,25 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
         ParserError::RecursionLimitExceeded => ApiaryError::TooComplex("the statement is nested too deeply".to_string()),
         err => ApiaryError::Parse(describe_parser_error(err, sql)),
     })
+}
+
+/// `?` parameters (DB-API's qmark style, as the Python package and JDBC write them)
+/// become `$1`, `$2`, ... in the order they appear. A statement must not mix both styles.
+fn numbered_question_marks(mut tokens: Vec<TokenWithSpan>) -> std::result::Result<Vec<TokenWithSpan>, ParserError> {
+    if !tokens.iter().any(|t| t.token == Token::Question) {
+        return Ok(tokens);
+    }
+    if tokens.iter().any(|t| matches!(&t.token, Token::Placeholder(p) if p.starts_with('$'))) {
+        return Err(ParserError::ParserError("a statement cannot mix ? and $n parameters".into()));
+    }
+    let mut number = 0;
+    for token in &mut tokens {
+        if token.token == Token::Question {
+            number += 1;
+            token.token = Token::Placeholder(format!("${number}"));
+        }
+    }
+    Ok(tokens)
 }
 
 /// DuckDB's `FROM t [WHERE ...] [ORDER BY ...]` without SELECT means `SELECT * FROM t ...`.

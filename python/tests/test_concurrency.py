@@ -1,0 +1,101 @@
+"""The GIL is released while a statement runs; statements can be cancelled."""
+
+import _thread
+import threading
+import time
+
+import pytest
+
+import apiary
+
+# A cross join of 4e10 pairs: minutes of work in almost no memory.
+SLOW = "SELECT count(*) FROM range(200000) a(x), range(200000) b(y) WHERE (x + y) % 7 = 3"
+
+
+def test_keyboard_interrupt_cancels_the_query():
+    con = apiary.connect()
+
+    def interrupt_soon():
+        time.sleep(0.3)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_soon).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        con.execute(SLOW)
+    assert time.monotonic() - started < 20
+    # The connection still works.
+    assert con.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_interrupt_from_another_thread():
+    con = apiary.connect()
+    threading.Timer(0.3, con.interrupt).start()
+    with pytest.raises(apiary.OperationalError) as raised:
+        con.execute(SLOW)
+    assert raised.value.sqlstate == "57014"
+
+
+def test_gil_is_released_while_a_query_runs():
+    con = apiary.connect()
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    threading.Timer(1.0, con.interrupt).start()
+    with pytest.raises(apiary.OperationalError):
+        con.execute(SLOW)
+    stop.set()
+    thread.join()
+    assert len(ticks) > 20
+
+
+def test_threads_with_their_own_cursors():
+    con = apiary.connect()
+    con.execute("CREATE TABLE t AS SELECT x, x % 10 AS g FROM range(100000) r(x)")
+    errors = []
+    results = []
+
+    def worker(n):
+        try:
+            cur = con.cursor()
+            for _ in range(5):
+                results.append((n % 10, cur.execute("SELECT sum(x) FROM t WHERE g = ?", [n % 10]).fetchone()[0]))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(results) == 40
+    for group, total in results:
+        assert total == sum(range(group, 100000, 10))
+
+
+def test_one_connection_shared_by_threads():
+    # Relations hold their own results, so threads can share a connection's sql().
+    con = apiary.connect()
+    errors = []
+
+    def worker():
+        try:
+            for i in range(20):
+                assert con.sql("SELECT ?", [i]).fetchone() == (i,)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors

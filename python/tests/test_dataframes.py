@@ -1,0 +1,123 @@
+"""Python data queried in place: registered objects and variables named in FROM."""
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+import apiary
+
+
+def test_pandas_variable_by_name(con):
+    sales = pd.DataFrame({"region": ["n", "s", "n", None], "amount": [1.5, 2.0, 3.0, 4.0]})
+    rows = con.sql("SELECT region, sum(amount) FROM sales GROUP BY region ORDER BY region NULLS LAST").fetchall()
+    assert rows == [("n", 4.5), ("s", 2.0), (None, 4.0)]
+
+
+def test_mixed_case_variable(con):
+    myFrame = pd.DataFrame({"a": [1, 2, 3]})  # noqa: N806
+    assert con.sql("SELECT sum(a) FROM myFrame").fetchone()[0] == 6
+    assert con.sql('SELECT count(*) FROM "myFrame"').fetchone()[0] == 3
+
+
+def test_polars_and_arrow_variables(con):
+    frame = pl.DataFrame({"k": [1, 2, 2], "s": ["a", "bb", "a string longer than twelve"]})
+    weights = pa.table({"k": [2, 3], "w": [10.0, 20.0]})
+    rows = con.sql("SELECT f.s, t.w FROM frame f JOIN weights t ON f.k = t.k ORDER BY f.s").fetchall()
+    assert rows == [("a string longer than twelve", 10.0), ("bb", 10.0)]
+    lazy = frame.lazy().filter(pl.col("k") == 2)
+    assert con.sql("SELECT count(*) FROM lazy").fetchone()[0] == 2
+
+
+def test_record_batch_reader_and_dataset(con, tmp_path):
+    table = pa.table({"x": list(range(1000))})
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches(max_chunksize=100))
+    assert con.sql("SELECT sum(x) FROM reader").fetchone()[0] == 499500
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, tmp_path / "x.parquet")
+    dataset = ds.dataset(tmp_path / "x.parquet")
+    assert con.sql("SELECT max(x) FROM dataset").fetchone()[0] == 999
+
+
+def test_register_and_unregister(con):
+    df = pd.DataFrame({"v": [1, 2, 3]})
+    con.register("numbers", df)
+    assert con.sql("SELECT sum(v) FROM numbers").fetchone()[0] == 6
+    # Read at each query: a change to the DataFrame shows.
+    df.loc[3] = [4]
+    assert con.sql("SELECT sum(v) FROM numbers").fetchone()[0] == 10
+    con.unregister("numbers")
+    with pytest.raises(apiary.ProgrammingError):
+        con.sql("SELECT * FROM numbers")
+
+
+def test_catalog_tables_win_over_python_names(con):
+    t = pd.DataFrame({"a": [100]})  # noqa: F841
+    con.execute("CREATE TABLE t (a INTEGER)")
+    con.execute("INSERT INTO t VALUES (1)")
+    assert con.sql("SELECT a FROM t").fetchall() == [(1,)]
+
+
+def test_register_rejects_other_objects(con):
+    with pytest.raises(apiary.ProgrammingError):
+        con.register("x", 42)
+
+
+def test_relations_in_from_and_from_arrow(con):
+    first = con.sql("SELECT x, x * 2 AS y FROM range(5) t(x)")
+    assert con.sql("SELECT sum(y) FROM first").fetchone()[0] == 20
+    rel = con.from_arrow(pa.table({"z": [1, 2]}))
+    assert rel.fetchall() == [(1,), (2,)]
+
+
+def test_dataframe_round_trip(con):
+    df = pd.DataFrame(
+        {
+            "i": pd.array([1, None, 3], dtype="Int64"),
+            "f": [1.5, None, 3.5],
+            "s": ["a", None, "c"],
+            "t": pd.to_datetime(["2024-01-01", None, "2024-01-03"]),
+            "b": [True, False, None],
+        }
+    )
+    out = con.sql("SELECT * FROM df").df()
+    assert out["i"].isna().tolist() == [False, True, False]
+    assert out["f"].isna().tolist() == [False, True, False]
+    assert out["s"].tolist()[0] == "a" and pd.isna(out["s"].tolist()[1])
+    assert out["t"].tolist()[2] == pd.Timestamp("2024-01-03")
+    assert out["b"].isna().tolist() == [False, False, True]
+
+
+def test_zero_copy_numeric_columns(con):
+    import numpy as np
+
+    df = pd.DataFrame({"x": np.arange(1_000_000, dtype=np.int64)})
+    assert con.sql("SELECT sum(x) FROM df").fetchone()[0] == 499999500000
+    # A result column shares Apiary's memory: pyarrow reports no copy needed.
+    table = con.sql("SELECT x FROM df WHERE x < 10").arrow()
+    assert table.column("x").to_pylist() == list(range(10))
+
+
+def test_read_csv_and_parquet(con, tmp_path):
+    path = tmp_path / "a.csv"
+    path.write_text("id,name\n1,x\n2,y\n")
+    assert con.read_csv(str(path)).fetchall() == [(1, "x"), (2, "y")]
+    assert con.read_csv(str(path), header=True, delim=",").fetchall() == [(1, "x"), (2, "y")]
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"q": [1.0, 2.0]}), tmp_path / "p.parquet")
+    assert con.read_parquet(str(tmp_path / "p.parquet")).fetchall() == [(1.0,), (2.0,)]
+
+
+def test_fetch_record_batch(con):
+    reader = con.sql("SELECT * FROM range(2500) t(x)").fetch_record_batch(1000)
+    sizes = [batch.num_rows for batch in reader]
+    assert sum(sizes) == 2500 and max(sizes) <= 1000
+
+
+def test_arrow_c_stream_consumers(con):
+    rel = con.sql("SELECT 1 AS a")
+    assert pa.table(rel).to_pylist() == [{"a": 1}]
+    assert pl.DataFrame(rel).to_dicts() == [{"a": 1}]
