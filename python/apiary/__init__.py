@@ -38,7 +38,7 @@ from ._apiary import (
     ProgrammingError,
     Warning,
 )
-from ._convert import Interval, arrow_source, batches_to_rows, intervals_as_durations, to_numpy
+from ._convert import Interval, arrow_source, batches_to_rows, decimals_as_floats, intervals_as_durations, to_numpy
 from ._dbapi import (
     BINARY,
     DATETIME,
@@ -380,8 +380,8 @@ class Relation:
         return self.arrow().to_reader(max_chunksize=rows_per_batch)
 
     def df(self):
-        """The rows as a pandas DataFrame."""
-        return self.arrow().to_pandas()
+        """The rows as a pandas DataFrame (DECIMAL columns as float64, as in DuckDB)."""
+        return decimals_as_floats(self.arrow()).to_pandas()
 
     to_df = df
     fetchdf = df
@@ -445,9 +445,9 @@ def _relation(result) -> Optional[Relation]:
 
 class _Resolver:
     """Finds a name the database does not know among the connection's registered
-    objects, then the variables of the function that ran the query (locals, then
-    globals), as DuckDB does: an exact match first, then one that differs only in
-    letter case (unquoted SQL names are lowercased)."""
+    objects, then the variables of the code that ran the query (see ``_scopes``), as
+    DuckDB does: an exact match first, then one that differs only in letter case
+    (unquoted SQL names are lowercased)."""
 
     def __init__(self, registered: dict, frame):
         self._registered = registered
@@ -456,10 +456,9 @@ class _Resolver:
     def __call__(self, name: str):
         if name in self._registered:
             return arrow_source(self._registered[name])
-        frame = self._frame
-        if frame is None:
+        if self._frame is None:
             return None
-        for scope in (frame.f_locals, frame.f_globals):
+        for scope in self._scopes():
             found = scope.get(name)
             if found is None:
                 matches = [value for key, value in scope.items() if isinstance(key, str) and key.lower() == name]
@@ -469,6 +468,16 @@ class _Resolver:
                 if source is not None:
                     return source
         return None
+
+    def _scopes(self):
+        """The locals of the calling function and of the functions that called it
+        (innermost first: a lambda or nested function sees its callers' variables), then
+        the calling module's globals."""
+        frame = self._frame
+        while frame is not None:
+            yield frame.f_locals
+            frame = frame.f_back
+        yield self._frame.f_globals
 
 
 def _caller_frame():

@@ -78,6 +78,17 @@ def _interval(value):
     return Interval(months, days, nanoseconds // 1000)
 
 
+def decimals_as_floats(table):
+    """DECIMAL columns as float64, as DuckDB's ``df()`` and ``fetchnumpy()`` give them:
+    NumPy has no decimal type, and a column of ``decimal.Decimal`` objects is slow."""
+    import pyarrow
+
+    for index, field in enumerate(table.schema):
+        if pyarrow.types.is_decimal(field.type):
+            table = table.set_column(index, field.name, table.column(index).cast(pyarrow.float64()))
+    return table
+
+
 def intervals_as_durations(table):
     """INTERVAL columns as Arrow durations (which Polars reads); an interval with months
     has no exact duration and raises ``NotSupportedError``."""
@@ -101,6 +112,7 @@ def to_numpy(table) -> dict:
     import numpy
 
     out = {}
+    table = decimals_as_floats(table)
     for name, column in zip(table.column_names, table.columns):
         array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
         if array.null_count:

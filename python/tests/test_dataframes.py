@@ -121,3 +121,13 @@ def test_arrow_c_stream_consumers(con):
     rel = con.sql("SELECT 1 AS a")
     assert pa.table(rel).to_pylist() == [{"a": 1}]
     assert pl.DataFrame(rel).to_dicts() == [{"a": 1}]
+
+
+def test_variables_of_enclosing_functions(con):
+    outer = pd.DataFrame({"v": [1, 2]})  # noqa: F841 (read by name)
+
+    def inner():
+        return con.sql("SELECT sum(v) FROM outer").fetchone()[0]
+
+    assert inner() == 3
+    assert (lambda: con.sql("SELECT count(*) FROM outer").fetchone()[0])() == 2

@@ -117,3 +117,23 @@ def test_empty_results_keep_their_schema(con):
     assert rel.arrow().schema.names == ["a", "b"]
     assert list(rel.df().columns) == ["a", "b"]
     assert rel.pl().columns == ["a", "b"]
+
+
+def test_many_chunks_become_few_batches_with_their_nulls(con):
+    # Results are made of vector-sized chunks; Arrow gets batches of up to 2^20 rows.
+    rel = con.sql(
+        "SELECT x, CASE WHEN x % 3 = 0 THEN NULL ELSE x::VARCHAR END AS s, "
+        "CASE WHEN x % 5 = 0 THEN NULL ELSE x * 1.5 END AS d, (x % 100)::DECIMAL(10,2) AS m "
+        "FROM range(2500000) t(x)"
+    )
+    table = rel.arrow()
+    assert table.num_rows == 2500000
+    assert len(table.to_batches()) == 3
+    assert table.column("s").null_count == 833334
+    assert table.column("d").null_count == 500000
+    sample = table.slice(2499990, 10).to_pylist()
+    for row in sample:
+        x = row["x"]
+        assert row["s"] == (None if x % 3 == 0 else str(x))
+        assert row["d"] == (None if x % 5 == 0 else __import__("decimal").Decimal(x) * __import__("decimal").Decimal("1.5"))
+        assert row["m"] == __import__("decimal").Decimal(x % 100)

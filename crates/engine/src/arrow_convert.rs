@@ -3,14 +3,14 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use apiary_common::{not_impl_err, Bitmap, Result};
+use apiary_common::{internal_err, not_impl_err, Bitmap, Result};
 use apiary_types::string::{Heap, INLINE_LEN};
 use apiary_types::{Buffer, DataChunk, DataType, Interval, StrColumn, StrColumnBuilder, StrView, Vector, VectorData};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
     IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, Time64MicrosecondArray, TimestampMicrosecondArray,
 };
-use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::ArrowNativeType;
 use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, IntervalMonthDayNano, Schema as ArrowSchema, TimeUnit};
 use arrow::record_batch::RecordBatch;
@@ -103,15 +103,108 @@ pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
         }
         (VectorData::F32(b), _) => Arc::new(Float32Array::new(shared_scalars(b), n)),
         (VectorData::F64(b), _) => Arc::new(Float64Array::new(shared_scalars(b), n)),
-        (VectorData::Str(s), _) => {
-            let values: Vec<Option<&str>> = (0..s.len()).map(|i| vector.is_valid(i).then(|| s.get(i))).collect();
-            Arc::new(StringArray::from(values))
-        }
+        (VectorData::Str(s), _) => Arc::new(string_array(&[s], n)?),
         (VectorData::Interval(b), _) => Arc::new(IntervalMonthDayNanoArray::new(
             b.iter().map(|i| IntervalMonthDayNano::new(i.months, i.days, i.micros * 1000)).collect::<Vec<_>>().into(),
             n,
         )),
     })
+}
+
+/// String columns (one result chunk's, or several chunks' one after another) as one
+/// Arrow string array (offsets and bytes), in one pass: a short string is copied from its
+/// view with one fixed-size move, a long one from its heap. A NULL row is an empty string
+/// under its validity bit.
+fn string_array(columns: &[&StrColumn], nulls: Option<NullBuffer>) -> Result<StringArray> {
+    let total: usize = columns.iter().map(|c| c.views().iter().map(|v| v.len()).sum::<usize>()).sum();
+    if total > i32::MAX as usize {
+        return Err(not_impl_err!("more than 2 GB of text in one Arrow batch"));
+    }
+    let rows: usize = columns.iter().map(|c| c.len()).sum();
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i32);
+    // Room for a full inline copy past the last string.
+    let mut bytes: Vec<u8> = Vec::with_capacity(total + INLINE_LEN);
+    let out = bytes.as_mut_ptr();
+    let mut end = 0usize;
+    for column in columns {
+        let heaps = column.heaps();
+        for view in column.views().iter() {
+            let len = view.len();
+            // SAFETY: `end + len <= total` and the buffer holds `total + INLINE_LEN` bytes,
+            // so both copies stay inside it; the sources are the view's own bytes or its
+            // heap slice.
+            unsafe {
+                if len <= INLINE_LEN {
+                    std::ptr::copy_nonoverlapping(view.data().as_ptr(), out.add(end), INLINE_LEN);
+                } else {
+                    std::ptr::copy_nonoverlapping(view.bytes(heaps).as_ptr(), out.add(end), len);
+                }
+            }
+            end += len;
+            offsets.push(end as i32);
+        }
+    }
+    // SAFETY: the first `end` bytes were written above.
+    unsafe { bytes.set_len(end) };
+    // SAFETY: the offsets start at 0 and grow by each string's length, and the bytes are
+    // the concatenation of the strings, each valid UTF-8.
+    Ok(unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets.into()), bytes.into(), nulls) })
+}
+
+/// The same column of several chunks as one Arrow array.
+fn concatenated_array(vectors: &[&Vector]) -> Result<ArrayRef> {
+    if let [vector] = vectors {
+        return vector_to_array(vector);
+    }
+    let nulls = vectors
+        .iter()
+        .any(|v| v.validity.is_some())
+        .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>()));
+    if vectors.iter().all(|v| matches!(v.data, VectorData::Str(_))) {
+        let columns: Vec<&StrColumn> = vectors
+            .iter()
+            .map(|v| match &v.data {
+                VectorData::Str(s) => s,
+                _ => unreachable!("checked above: all are strings"),
+            })
+            .collect();
+        return Ok(Arc::new(string_array(&columns, nulls)?));
+    }
+    // Fixed-width values: one buffer of all the chunks' values (one copy), then the same
+    // conversion as a single vector's.
+    let total: usize = vectors.iter().map(|v| v.len()).sum();
+    macro_rules! concat {
+        ($variant:ident) => {{
+            let mut values = Vec::with_capacity(total);
+            for vector in vectors {
+                match &vector.data {
+                    VectorData::$variant(b) => values.extend_from_slice(b.as_slice()),
+                    _ => return Err(internal_err!("a result column changed its physical type between chunks")),
+                }
+            }
+            VectorData::$variant(Buffer::from_vec(values))
+        }};
+    }
+    let data = match &vectors[0].data {
+        VectorData::Bool(_) => concat!(Bool),
+        VectorData::I16(_) => concat!(I16),
+        VectorData::I32(_) => concat!(I32),
+        VectorData::I64(_) => concat!(I64),
+        VectorData::I128(_) => concat!(I128),
+        VectorData::F32(_) => concat!(F32),
+        VectorData::F64(_) => concat!(F64),
+        VectorData::Interval(_) => concat!(Interval),
+        VectorData::Str(_) => return Err(internal_err!("a result column changed its physical type between chunks")),
+    };
+    let array = vector_to_array(&Vector::new(vectors[0].data_type, data, None))?;
+    match nulls {
+        None => Ok(array),
+        Some(nulls) => {
+            let data = array.into_data().into_builder().nulls(Some(nulls)).build().map_err(arrow_error)?;
+            Ok(arrow::array::make_array(data))
+        }
+    }
 }
 
 fn arrow_error(e: arrow::error::ArrowError) -> apiary_common::ApiaryError {
@@ -131,9 +224,39 @@ pub fn chunk_to_batch(chunk: &DataChunk, schema: Arc<ArrowSchema>) -> Result<Rec
     RecordBatch::try_new_with_options(schema, arrays, &options).map_err(arrow_error)
 }
 
+/// Rows per record batch of a result (DuckDB's default too): a batch of one chunk shares
+/// its fixed-width columns with Apiary's vectors, while many small chunks (a vector's
+/// worth of rows each) become one batch, since consumers (pandas, Polars) pay per batch.
+const RESULT_BATCH_ROWS: usize = 1 << 20;
+
 pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
     let schema = arrow_schema(&result.columns, &result.types);
-    result.chunks.iter().map(|c| chunk_to_batch(c, Arc::clone(&schema))).collect()
+    let mut batches = Vec::new();
+    let mut group: Vec<DataChunk> = Vec::new();
+    let mut rows = 0;
+    for chunk in &result.chunks {
+        let chunk = chunk.clone().compact();
+        if rows > 0 && rows + chunk.row_count() > RESULT_BATCH_ROWS {
+            batches.push(chunks_to_batch(&group, rows, Arc::clone(&schema))?);
+            group.clear();
+            rows = 0;
+        }
+        rows += chunk.row_count();
+        group.push(chunk);
+    }
+    if !group.is_empty() {
+        batches.push(chunks_to_batch(&group, rows, Arc::clone(&schema))?);
+    }
+    Ok(batches)
+}
+
+/// Compacted chunks (`rows` rows in all) as one record batch with `schema`.
+fn chunks_to_batch(chunks: &[DataChunk], rows: usize, schema: Arc<ArrowSchema>) -> Result<RecordBatch> {
+    let arrays = (0..schema.fields().len())
+        .map(|column| concatenated_array(&chunks.iter().map(|chunk| &chunk.columns[column]).collect::<Vec<_>>()))
+        .collect::<Result<Vec<_>>>()?;
+    let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows));
+    RecordBatch::try_new_with_options(schema, arrays, &options).map_err(arrow_error)
 }
 
 fn validity_of(array: &dyn Array) -> Option<Bitmap> {

@@ -124,6 +124,13 @@ impl StrView {
         self
     }
 
+    /// The twelve bytes after the length: an inline string's bytes, zero past its length
+    /// (for copying a short string with one fixed-size move).
+    #[inline(always)]
+    pub fn data(&self) -> &[u8; 12] {
+        &self.data
+    }
+
     /// The string's bytes, resolving long strings through `heaps`.
     #[inline(always)]
     pub fn bytes<'a>(&'a self, heaps: &'a [Heap]) -> &'a [u8] {
@@ -228,6 +235,11 @@ impl StrColumn {
 
     pub fn empty() -> Self {
         StrColumn::new(Buffer::empty(), Arc::new(Vec::new()))
+    }
+
+    /// The heaps long strings' views point into.
+    pub fn heaps(&self) -> &[Heap] {
+        &self.heaps
     }
 
     /// The column with `codes` attached (they must describe these views).
