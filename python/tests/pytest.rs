@@ -6,20 +6,20 @@
 //! (`bash python/setup.sh` makes it, pinned); without it this test fails and says so.
 //! `maturin build` (see `.ci/run` and the README) packages the same library as a wheel.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn python_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The extension module cargo built: `target/<profile>/lib_apiary.so`, next to this
-/// test's own executable's directory (`target/<profile>/deps`).
+/// The extension module cargo built for this test: `lib_apiary.so` beside this test's
+/// executable (`target/<profile>/deps`; the library is a dependency of this test, so it is
+/// built with it and not copied up to `target/<profile>`).
 fn extension_module() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
     let name = if cfg!(target_os = "macos") { "lib_apiary.dylib" } else { "lib_apiary.so" };
-    profile_dir.join(name)
+    exe.parent().expect("target/<profile>/deps").join(name)
 }
 
 #[test]
