@@ -4,7 +4,7 @@
 //! beside a copy of the package's Python sources in a temporary directory, so the tests
 //! exercise exactly this build. The interpreter and packages come from `python/.venv`
 //! (`bash python/setup.sh` makes it, pinned); without it this test fails and says so.
-//! `maturin build` (see `.ci/run` and the README) packages the same library as a wheel.
+//! `maturin build --release -m python/Cargo.toml` packages the same library as a wheel.
 
 use std::path::PathBuf;
 use std::process::Command;
