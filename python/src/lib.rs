@@ -40,6 +40,11 @@ create_exception!(_apiary, NotSupportedError, DatabaseError, "SQLSTATE 0A000: a 
 const STREAM_CAPSULE: &CStr = c"arrow_array_stream";
 const SCHEMA_CAPSULE: &CStr = c"arrow_schema";
 
+/// The stack of a statement's thread: binding and planning recurse over the statement,
+/// and the engine counts on a main thread's stack for statements it does not move to a
+/// larger one itself (address space, touched only as deep as a statement goes).
+const STATEMENT_STACK: usize = 64 << 20;
+
 /// How often a waiting caller checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
@@ -194,29 +199,32 @@ impl Connection {
         py.detach(|| {
             std::thread::scope(|scope| {
                 let (done, finished) = mpsc::channel();
-                let worker = std::thread::Builder::new().name("apiary-statement".into()).spawn_scoped(scope, move || {
-                    let mut guard = self.session();
-                    let outcome = match guard.as_mut() {
-                        None => Err(closed()),
-                        Some(Session { connection: session, .. }) => {
-                            session.set_external_tables(external);
-                            let started = Instant::now();
-                            let outcome = match statement {
-                                Statement::Script(sql) => session.execute(&sql).map(|mut results| results.pop()),
-                                Statement::WithParameters(statement, values) => {
-                                    session.execute_with_parameters(&statement, &values).map(Some)
-                                }
-                            };
-                            let outcome = outcome.map(|result| result.map(|result| (result, started.elapsed())));
-                            // The resolver holds Python objects: it goes with the statement.
-                            session.set_external_tables(None);
-                            Ok(outcome)
-                        }
-                    };
-                    drop(guard);
-                    let _ = done.send(());
-                    outcome
-                });
+                let worker = std::thread::Builder::new().name("apiary-statement".into()).stack_size(STATEMENT_STACK).spawn_scoped(
+                    scope,
+                    move || {
+                        let mut guard = self.session();
+                        let outcome = match guard.as_mut() {
+                            None => Err(closed()),
+                            Some(Session { connection: session, .. }) => {
+                                session.set_external_tables(external);
+                                let started = Instant::now();
+                                let outcome = match statement {
+                                    Statement::Script(sql) => session.execute(&sql).map(|mut results| results.pop()),
+                                    Statement::WithParameters(statement, values) => {
+                                        session.execute_with_parameters(&statement, &values).map(Some)
+                                    }
+                                };
+                                let outcome = outcome.map(|result| result.map(|result| (result, started.elapsed())));
+                                // The resolver holds Python objects: it goes with the statement.
+                                session.set_external_tables(None);
+                                Ok(outcome)
+                            }
+                        };
+                        drop(guard);
+                        let _ = done.send(());
+                        outcome
+                    },
+                );
                 let worker = match worker {
                     Ok(worker) => worker,
                     Err(e) => return Err(OperationalError::new_err(format!("cannot start a thread for the statement: {e}"))),

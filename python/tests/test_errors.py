@@ -61,3 +61,15 @@ def test_unsupported_parameter_type(con):
 def test_non_string_query(con):
     with pytest.raises(apiary.ProgrammingError):
         con.execute(42)
+
+
+def test_deep_statements_with_parameters(con):
+    # Long operator chains bind on the statement's own thread: a result or a clean error.
+    for depth in (500, 3000):
+        sql = "SELECT " + " + ".join(["?"] * depth)
+        try:
+            assert con.execute(sql, [1] * depth).fetchone() == (depth,)
+        except apiary.Error as e:
+            assert e.sqlstate
+    nested = "SELECT " + "(" * 200 + "?" + ")" * 200
+    assert con.execute(nested, [7]).fetchone() == (7,)
