@@ -366,7 +366,7 @@ fn under_load_a_query_whose_group_stayed_alone_is_folded_later() {
     thread::sleep(std::time::Duration::from_millis(20));
     let mut rng = ParameterRng::new(7);
     let mut folded = false;
-    for attempt in 0..5 {
+    for attempt in 0..20 {
         let queries: Vec<String> = (0..2).map(|_| random_query(1, &mut rng).unwrap()).collect();
         let expected = alone(&db, &queries);
         let handles: Vec<_> = queries
