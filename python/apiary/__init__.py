@@ -119,8 +119,9 @@ class Connection:
         self._native = native
         self._registered: dict = {}
         self._result: Optional["_apiary.QueryResult"] = None
-        self._rows: Optional[list] = None
-        self._position = 0
+        # The last result's rows, when it has any: fetching goes through it.
+        self._relation: Optional[Relation] = None
+        self._rowcount = -1
         self.arraysize = 1
 
     # -- DB-API: connection ------------------------------------------------------------
@@ -135,8 +136,7 @@ class Connection:
 
     def close(self) -> None:
         self._native.close()
-        self._result = None
-        self._rows = None
+        self._set_result(None)
 
     @property
     def closed(self) -> bool:
@@ -187,28 +187,17 @@ class Connection:
     @property
     def rowcount(self) -> int:
         if self._result is None:
-            return getattr(self, "_rowcount", -1)
+            return self._rowcount
         return self._result.rowcount
 
     def fetchone(self) -> Optional[tuple]:
-        rows = self._fetched_rows()
-        if self._position >= len(rows):
-            return None
-        self._position += 1
-        return rows[self._position - 1]
+        return self._current().fetchone()
 
     def fetchmany(self, size: Optional[int] = None) -> list:
-        rows = self._fetched_rows()
-        size = self.arraysize if size is None else size
-        chunk = rows[self._position : self._position + size]
-        self._position += len(chunk)
-        return chunk
+        return self._current().fetchmany(self.arraysize if size is None else size)
 
     def fetchall(self) -> list:
-        rows = self._fetched_rows()
-        rest = rows[self._position :]
-        self._position = len(rows)
-        return rest
+        return self._current().fetchall()
 
     def setinputsizes(self, sizes) -> None:
         pass
@@ -223,19 +212,19 @@ class Connection:
 
     def arrow(self):
         """The last result as a ``pyarrow.Table``."""
-        return Relation(self._last_result()).arrow()
+        return self._current().arrow()
 
     def df(self):
-        return Relation(self._last_result()).df()
+        return self._current().df()
 
     def pl(self):
-        return Relation(self._last_result()).pl()
+        return self._current().pl()
 
     def fetchnumpy(self) -> dict:
-        return Relation(self._last_result()).fetchnumpy()
+        return self._current().fetchnumpy()
 
     def fetch_record_batch(self, rows_per_batch: int = 1_000_000):
-        return Relation(self._last_result()).fetch_record_batch(rows_per_batch)
+        return self._current().fetch_record_batch(rows_per_batch)
 
     fetch_arrow_table = arrow
     fetchdf = df
@@ -307,21 +296,13 @@ class Connection:
 
     def _set_result(self, result) -> None:
         self._result = result
-        self._rows = None
-        self._position = 0
+        self._relation = _relation(result)
         self._rowcount = -1
 
-    def _fetched_rows(self) -> list:
-        if self._result is None or not self._result.has_rows:
+    def _current(self) -> "Relation":
+        if self._relation is None:
             raise ProgrammingError("there is no result to fetch: run a query first")
-        if self._rows is None:
-            self._rows = Relation(self._result).fetchall()
-        return self._rows
-
-    def _last_result(self):
-        if self._result is None or not self._result.has_rows:
-            raise ProgrammingError("there is no result to fetch: run a query first")
-        return self._result
+        return self._relation
 
 
 class Relation:
@@ -397,26 +378,23 @@ class Relation:
         return to_numpy(self.arrow())
 
     def fetchall(self) -> list:
-        if self._rows is None:
-            self._rows = batches_to_rows(self.arrow())
-        rest = self._rows[self._position :]
-        self._position = len(self._rows)
-        return rest
+        return self.fetchmany(len(self._all_rows()))
 
     def fetchone(self) -> Optional[tuple]:
-        if self._rows is None:
-            self._rows = batches_to_rows(self.arrow())
-        if self._position >= len(self._rows):
-            return None
-        self._position += 1
-        return self._rows[self._position - 1]
+        rows = self.fetchmany(1)
+        return rows[0] if rows else None
 
     def fetchmany(self, size: int = 1) -> list:
-        if self._rows is None:
-            self._rows = batches_to_rows(self.arrow())
-        chunk = self._rows[self._position : self._position + size]
+        rows = self._all_rows()
+        chunk = rows[self._position : self._position + size]
         self._position += len(chunk)
         return chunk
+
+    def _all_rows(self) -> list:
+        """Every row as Python values, converted at the first fetch."""
+        if self._rows is None:
+            self._rows = batches_to_rows(self.arrow())
+        return self._rows
 
     def show(self, max_rows: int = 20) -> None:
         print(self._preview(max_rows))

@@ -3,9 +3,9 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use apiary_common::{internal_err, not_impl_err, Bitmap, Result};
+use apiary_common::{not_impl_err, Bitmap, Result};
 use apiary_types::string::{Heap, INLINE_LEN};
-use apiary_types::{Buffer, DataChunk, DataType, Interval, StrColumn, StrColumnBuilder, StrView, Vector, VectorData};
+use apiary_types::{Buffer, DataChunk, DataType, Interval, StrColumn, StrColumnBuilder, StrView, Vector, VectorBuilder, VectorData};
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array, Int16Array, Int32Array, Int64Array,
     IntervalMonthDayNanoArray, LargeStringArray, StringArray, StringViewArray, Time64MicrosecondArray, TimestampMicrosecondArray,
@@ -157,54 +157,28 @@ fn concatenated_array(vectors: &[&Vector]) -> Result<ArrayRef> {
     if let [vector] = vectors {
         return vector_to_array(vector);
     }
-    let nulls = vectors
+    let strings: Option<Vec<&StrColumn>> = vectors
         .iter()
-        .any(|v| v.validity.is_some())
-        .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>()));
-    if vectors.iter().all(|v| matches!(v.data, VectorData::Str(_))) {
-        let columns: Vec<&StrColumn> = vectors
+        .map(|v| match &v.data {
+            VectorData::Str(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    if let Some(columns) = strings {
+        let nulls = vectors
             .iter()
-            .map(|v| match &v.data {
-                VectorData::Str(s) => s,
-                _ => unreachable!("checked above: all are strings"),
-            })
-            .collect();
+            .any(|v| v.validity.is_some())
+            .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>()));
         return Ok(Arc::new(string_array(&columns, nulls)?));
     }
-    // Fixed-width values: one buffer of all the chunks' values (one copy), then the same
-    // conversion as a single vector's.
+    // Fixed-width values: the chunks' values and validity appended into one vector (one
+    // copy), then converted like a single vector.
     let total: usize = vectors.iter().map(|v| v.len()).sum();
-    macro_rules! concat {
-        ($variant:ident) => {{
-            let mut values = Vec::with_capacity(total);
-            for vector in vectors {
-                match &vector.data {
-                    VectorData::$variant(b) => values.extend_from_slice(b.as_slice()),
-                    _ => return Err(internal_err!("a result column changed its physical type between chunks")),
-                }
-            }
-            VectorData::$variant(Buffer::from_vec(values))
-        }};
+    let mut builder = VectorBuilder::with_capacity(vectors[0].data_type, total);
+    for vector in vectors {
+        builder.append(vector, None);
     }
-    let data = match &vectors[0].data {
-        VectorData::Bool(_) => concat!(Bool),
-        VectorData::I16(_) => concat!(I16),
-        VectorData::I32(_) => concat!(I32),
-        VectorData::I64(_) => concat!(I64),
-        VectorData::I128(_) => concat!(I128),
-        VectorData::F32(_) => concat!(F32),
-        VectorData::F64(_) => concat!(F64),
-        VectorData::Interval(_) => concat!(Interval),
-        VectorData::Str(_) => return Err(internal_err!("a result column changed its physical type between chunks")),
-    };
-    let array = vector_to_array(&Vector::new(vectors[0].data_type, data, None))?;
-    match nulls {
-        None => Ok(array),
-        Some(nulls) => {
-            let data = array.into_data().into_builder().nulls(Some(nulls)).build().map_err(arrow_error)?;
-            Ok(arrow::array::make_array(data))
-        }
-    }
+    vector_to_array(&builder.finish())
 }
 
 fn arrow_error(e: arrow::error::ArrowError) -> apiary_common::ApiaryError {
