@@ -368,10 +368,15 @@ class Relation:
     fetchdf = df
 
     def pl(self):
-        """The rows as a Polars DataFrame."""
+        """The rows as a Polars DataFrame. Text is handed over as Arrow string views,
+        which Polars keeps as they are: no column's bytes are copied."""
         import polars
+        import pyarrow
 
-        return polars.from_arrow(intervals_as_durations(self.arrow()), rechunk=False)
+        schema = pyarrow.schema(self._result)
+        views = pyarrow.schema([f.with_type(pyarrow.string_view()) if pyarrow.types.is_string(f.type) else f for f in schema])
+        table = pyarrow.RecordBatchReader.from_stream(self._result, schema=views).read_all()
+        return polars.from_arrow(intervals_as_durations(table), rechunk=False)
 
     def fetchnumpy(self) -> dict:
         """The columns as NumPy arrays (masked arrays where a column has NULLs)."""

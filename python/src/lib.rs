@@ -342,8 +342,25 @@ struct QueryResult {
 }
 
 impl QueryResult {
-    fn batches(&self, py: Python<'_>) -> PyResult<Vec<RecordBatch>> {
-        self.result.to_arrow().map_err(|e| to_py_err(py, &e))
+    /// Which columns a requested schema (an `arrow_schema` capsule) asks for as string
+    /// views: text columns whose requested type is `Utf8View`, matched by position.
+    fn requested_string_views(&self, capsule: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        let capsule = capsule.cast::<PyCapsule>()?;
+        let pointer = capsule.pointer_checked(Some(SCHEMA_CAPSULE))?;
+        // SAFETY: the capsule holds an `ArrowSchema` (checked by its name), which the
+        // capsule keeps alive while we read it; we do not take ownership.
+        let requested = unsafe { &*pointer.as_ptr().cast::<FFI_ArrowSchema>() };
+        let requested = arrow::datatypes::Schema::try_from(requested).map_err(|e| ProgrammingError::new_err(e.to_string()))?;
+        Ok(self
+            .result
+            .types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                matches!(t, DataType::Varchar(_) | DataType::Char(_))
+                    && requested.fields().get(i).is_some_and(|f| *f.data_type() == arrow::datatypes::DataType::Utf8View)
+            })
+            .collect())
     }
 }
 
@@ -384,13 +401,19 @@ impl QueryResult {
     }
 
     /// Exports the rows as an Arrow C stream (the `__arrow_c_stream__` protocol).
-    /// Fixed-width columns are handed over without copying.
+    /// Fixed-width columns are handed over without copying. Of a requested schema (a
+    /// hint a producer may ignore, in the protocol's words) Apiary follows one thing:
+    /// text columns requested as string views (`Utf8View`) are exported as views, also
+    /// without copying.
     #[pyo3(signature = (requested_schema = None))]
     fn __arrow_c_stream__<'py>(&self, py: Python<'py>, requested_schema: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyCapsule>> {
-        // A requested schema is a hint a producer may ignore (the protocol's words).
-        let _ = requested_schema;
-        let batches = self.batches(py)?;
-        let schema = self.result.arrow_schema();
+        let string_views = match requested_schema {
+            Some(capsule) if !capsule.is_none() => self.requested_string_views(capsule)?,
+            _ => vec![false; self.result.column_count()],
+        };
+        let result = &self.result;
+        let batches = py.detach(|| result.to_arrow_with_string_views(&string_views)).map_err(|e| to_py_err(py, &e))?;
+        let schema = self.result.arrow_schema_with_string_views(&string_views);
         let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema));
         PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(reader), STREAM_CAPSULE)
     }

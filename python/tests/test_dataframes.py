@@ -131,3 +131,25 @@ def test_variables_of_enclosing_functions(con):
 
     assert inner() == 3
     assert (lambda: con.sql("SELECT count(*) FROM outer").fetchone()[0])() == 2
+
+
+def test_text_as_string_views(con):
+    # Text of many chunks (short strings inline, long ones in heaps shared by several
+    # chunks), with NULLs, through the string-view export that .pl() asks for.
+    con.execute(
+        "CREATE TABLE words AS SELECT i, CASE WHEN i % 7 = 0 THEN NULL WHEN i % 2 = 0 THEN 'w' || i "
+        "ELSE 'a string longer than twelve bytes #' || i END AS s FROM range(20000) t(i)"
+    )
+    expected = con.sql("SELECT s FROM words ORDER BY i").arrow().column("s").to_pylist()
+    assert expected[0] is None and expected[2] == "w2" and expected[1].endswith("#1")
+    assert con.sql("SELECT s FROM words ORDER BY i").pl()["s"].to_list() == expected
+    # The stream follows a requested schema's string views, and only those.
+    rel = con.sql("SELECT i, s, s AS plain FROM words ORDER BY i")
+    requested = pa.schema([("i", pa.int64()), ("s", pa.string_view()), ("plain", pa.string())])
+    table = pa.RecordBatchReader.from_stream(rel, schema=requested).read_all()
+    assert table.schema.field("s").type == pa.string_view()
+    assert table.schema.field("plain").type == pa.string()
+    assert table.column("s").to_pylist() == expected == table.column("plain").to_pylist()
+    # Views of a filtered and of an empty result.
+    assert con.sql("SELECT s FROM words WHERE i % 5 = 1 ORDER BY i").pl()["s"].to_list() == expected[1::5]
+    assert con.sql("SELECT s FROM words WHERE i < 0").pl().shape == (0, 1)

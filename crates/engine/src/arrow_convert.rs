@@ -204,7 +204,28 @@ pub fn chunk_to_batch(chunk: &DataChunk, schema: Arc<ArrowSchema>) -> Result<Rec
 const RESULT_BATCH_ROWS: usize = 1 << 20;
 
 pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
-    let schema = arrow_schema(&result.columns, &result.types);
+    result_to_batches_as(result, &vec![false; result.columns.len()])
+}
+
+/// The result's Arrow schema with text as string views (`Utf8View`) in the columns
+/// marked in `string_views`.
+pub fn arrow_schema_as(names: &[String], types: &[DataType], string_views: &[bool]) -> Arc<ArrowSchema> {
+    let fields = names.iter().zip(types).zip(string_views.iter().chain(std::iter::repeat(&false))).map(|((name, t), &view)| {
+        let arrow_type = match to_arrow_type(*t) {
+            ArrowType::Utf8 if view => ArrowType::Utf8View,
+            other => other,
+        };
+        ArrowField::new(name, arrow_type, true)
+    });
+    Arc::new(ArrowSchema::new(fields.collect::<Vec<_>>()))
+}
+
+/// [`result_to_batches`] with text as string views in the columns marked in
+/// `string_views`: the views and heaps are handed over as Apiary holds them (Arrow's
+/// view layout is [`StrView`]'s), so those columns cost no copy of their bytes. Consumers
+/// that keep text as views (Polars) ask for them.
+pub fn result_to_batches_as(result: &QueryResult, string_views: &[bool]) -> Result<Vec<RecordBatch>> {
+    let schema = arrow_schema_as(&result.columns, &result.types, string_views);
     let mut batches = Vec::new();
     let mut group: Vec<DataChunk> = Vec::new();
     let mut rows = 0;
@@ -226,11 +247,102 @@ pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
 
 /// Compacted chunks (`rows` rows in all) as one record batch with `schema`.
 fn chunks_to_batch(chunks: &[DataChunk], rows: usize, schema: Arc<ArrowSchema>) -> Result<RecordBatch> {
-    let arrays = (0..schema.fields().len())
-        .map(|column| concatenated_array(&chunks.iter().map(|chunk| &chunk.columns[column]).collect::<Vec<_>>()))
+    let arrays = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(column, field)| {
+            let vectors: Vec<&Vector> = chunks.iter().map(|chunk| &chunk.columns[column]).collect();
+            match field.data_type() {
+                ArrowType::Utf8View => string_view_array(&vectors).map(|array| Arc::new(array) as ArrayRef),
+                _ => concatenated_array(&vectors),
+            }
+        })
         .collect::<Result<Vec<_>>>()?;
     let options = arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(rows));
     RecordBatch::try_new_with_options(schema, arrays, &options).map_err(arrow_error)
+}
+
+/// String vectors (one after another) as one Arrow string-view array. The heaps become
+/// the array's data buffers without copying (each heap once, however many vectors share
+/// it); one vector's views are shared as they are, several vectors' are copied with
+/// their heap numbers renumbered into the joint list.
+fn string_view_array(vectors: &[&Vector]) -> Result<StringViewArray> {
+    let mut buffers: Vec<arrow::buffer::Buffer> = Vec::new();
+    let mut buffer_of_heap: std::collections::HashMap<*const Vec<u8>, u32> = std::collections::HashMap::new();
+    let mut columns = Vec::with_capacity(vectors.len());
+    for vector in vectors {
+        let VectorData::Str(column) = &vector.data else {
+            return Err(apiary_common::internal_err!("string view export of a {} vector", vector.data_type));
+        };
+        // Per heap of this column, its number among the array's buffers.
+        let numbers: Vec<u32> = column
+            .heaps()
+            .iter()
+            .map(|heap| {
+                *buffer_of_heap.entry(Arc::as_ptr(heap)).or_insert_with(|| {
+                    buffers.push(shared_heap(heap));
+                    buffers.len() as u32 - 1
+                })
+            })
+            .collect();
+        columns.push((column, numbers));
+    }
+    let nulls = match vectors {
+        [vector] => nulls(vector),
+        _ => vectors
+            .iter()
+            .any(|v| v.validity.is_some())
+            .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>())),
+    };
+    let views: ScalarBuffer<u128> = match columns.as_slice() {
+        // One column whose heaps keep their numbers: its views as they are (when their
+        // allocation has the alignment of u128, which Arrow requires).
+        [(column, numbers)] if numbers.iter().enumerate().all(|(i, &n)| n as usize == i) && shared_views(column.views()).is_some() => {
+            shared_views(column.views()).expect("checked above")
+        }
+        _ => {
+            let rows: usize = columns.iter().map(|(column, _)| column.len()).sum();
+            let mut views: Vec<u128> = Vec::with_capacity(rows);
+            for (column, numbers) in &columns {
+                let renumbered = numbers.iter().enumerate().any(|(i, &n)| n as usize != i);
+                views.extend(column.views().iter().map(|view| match view.is_inline() || !renumbered {
+                    true => view.to_bits(),
+                    false => view.with_heap_index(numbers[view.heap_index() as usize]).to_bits(),
+                }));
+            }
+            views.into()
+        }
+    };
+    // SAFETY: every view is an Apiary view of valid UTF-8: inline bytes zero padded, or
+    // a prefix, the number of a buffer (its heap's, renumbered above) and an offset at
+    // which the string lies within that heap — Arrow's string-view layout.
+    Ok(unsafe { StringViewArray::new_unchecked(views, buffers.into(), nulls) })
+}
+
+/// A heap as an Arrow buffer without copying (the buffer keeps the heap alive).
+fn shared_heap(heap: &Heap) -> arrow::buffer::Buffer {
+    let start = NonNull::new(heap.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+    let owner = Arc::new(std::panic::AssertUnwindSafe(Arc::clone(heap)));
+    // SAFETY: `start..start + len` are the heap's bytes, which `owner` keeps alive and
+    // nothing modifies (heaps are immutable once shared).
+    unsafe { arrow::buffer::Buffer::from_custom_allocation(start, heap.len(), owner) }
+}
+
+/// Views as Arrow's u128 views without copying, when the allocation is aligned for
+/// u128 (`StrView` itself needs only 8 bytes).
+fn shared_views(views: &Buffer<StrView>) -> Option<ScalarBuffer<u128>> {
+    let slice = views.as_slice();
+    if !(slice.as_ptr() as usize).is_multiple_of(align_of::<u128>()) {
+        return None;
+    }
+    let start = NonNull::new(slice.as_ptr().cast_mut().cast::<u8>()).expect("slices are not null");
+    let owner = Arc::new(std::panic::AssertUnwindSafe(views.clone()));
+    // SAFETY: `start..start + 16 * len` are the views, which `owner` keeps alive and
+    // nothing modifies; a view is 16 bytes of plain integers, readable as a u128 (see
+    // `StrView::to_bits`), and the start is aligned for u128 (checked above).
+    let buffer = unsafe { arrow::buffer::Buffer::from_custom_allocation(start, size_of_val(slice), owner) };
+    Some(ScalarBuffer::new(buffer, 0, slice.len()))
 }
 
 fn validity_of(array: &dyn Array) -> Option<Bitmap> {
@@ -513,5 +625,44 @@ mod tests {
         assert!(!vector.is_valid(2));
         assert_eq!(strings.views()[0], StrView::inline(b"ab"));
         assert_eq!(strings.views()[2], StrView::default());
+    }
+
+    #[test]
+    fn string_vectors_become_one_view_array_sharing_their_heaps() {
+        // Two vectors with their own heaps, then one sharing the first's heap list: the
+        // joint array lists each heap once and renumbers the second vector's views.
+        let column = |values: &[Option<&str>]| {
+            let mut builder = StrColumnBuilder::new();
+            values.iter().for_each(|v| builder.push(v.unwrap_or("")));
+            let validity = values.iter().any(Option::is_none).then(|| {
+                let mut bits = Bitmap::new(values.len(), true);
+                values.iter().enumerate().filter(|(_, v)| v.is_none()).for_each(|(i, _)| bits.set(i, false));
+                bits
+            });
+            Vector::new(DataType::Varchar(None), VectorData::Str(builder.finish()), validity)
+        };
+        let first = column(&[Some("short"), Some("the first long string of all"), None]);
+        let second = column(&[Some("another string longer than twelve"), Some("x")]);
+        let third = first.clone();
+        let array = string_view_array(&[&first, &second, &third]).unwrap();
+        array.to_data().validate_full().unwrap();
+        let values: Vec<Option<&str>> = array.iter().collect();
+        assert_eq!(
+            values,
+            [
+                Some("short"),
+                Some("the first long string of all"),
+                None,
+                Some("another string longer than twelve"),
+                Some("x"),
+                Some("short"),
+                Some("the first long string of all"),
+                None
+            ]
+        );
+        assert_eq!(array.data_buffers().len(), 2);
+        // One vector: the same strings, its views shared or copied.
+        let single = string_view_array(&[&second]).unwrap();
+        assert_eq!(single.iter().collect::<Vec<_>>(), [Some("another string longer than twelve"), Some("x")]);
     }
 }

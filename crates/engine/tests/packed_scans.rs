@@ -303,6 +303,12 @@ fn grouping_by_dictionary_codes_equals_grouping_by_values() {
     assert!(plan.contains("6000 of 12000 input rows grouped by dictionary codes"), "{plan}");
     let plan = analyze(&mut conn, "SELECT a, b, count(*) FROM gplain GROUP BY a, b");
     assert!(!plan.contains("grouped by dictionary codes"), "{plan}");
+    // A single integer key of a small range groups by its values; one of a wide range
+    // (keys up to 2^31) by hashing from the chunk that no longer fits.
+    let plan = analyze(&mut conn, "SELECT i % 100, count(*) FROM gplain GROUP BY 1");
+    assert!(plan.contains("12000 of 12000 input rows grouped by a map of key values"), "{plan}");
+    let plan = analyze(&mut conn, "SELECT CASE WHEN i < 3000 THEN i ELSE i * 100000 END, count(*) FROM gplain GROUP BY 1");
+    assert!(plan.contains("input rows grouped by a map of key values") && !plan.contains("12000 of 12000"), "{plan}");
 }
 
 /// A conjunct that runs after code filters kept few rows of a vector reads its columns

@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use apiary_common::{internal_err, Result};
+use apiary_common::{internal_err, Bitmap, Result};
 use apiary_types::{DataChunk, DataType, ScalarValue, Vector, VectorBuilder, VectorData};
 
 use super::aggregate_functions::{AggregateSpec, AggregateState, DenseGroups, FEW_GROUPS, SKIP};
@@ -68,6 +68,8 @@ struct AggregateGlobal {
     /// Input rows, and those grouped by their keys' dictionary codes (EXPLAIN ANALYZE).
     rows_in: AtomicU64,
     rows_on_codes: AtomicU64,
+    /// Input rows grouped through a map from an integer key's values (EXPLAIN ANALYZE).
+    rows_on_values: AtomicU64,
 }
 
 struct PartitionTable {
@@ -146,6 +148,7 @@ impl Stateful for HashAggregate {
             string_ids: StringIds::default(),
             rows_in: AtomicU64::new(0),
             rows_on_codes: AtomicU64::new(0),
+            rows_on_values: AtomicU64::new(0),
         }))
     }
 }
@@ -166,6 +169,8 @@ struct AggregateLocal {
     code_dictionaries: Vec<u64>,
     /// Group + 1 of each combination of the keys' dictionary codes.
     code_groups: Vec<u32>,
+    /// Group + 1 of each value of a single integer key (see `group_by_value`).
+    value_groups: ValueGroups,
 }
 
 /// The FILTER (WHERE ...) clauses of a chunk: the rows passing each distinct filter
@@ -246,15 +251,27 @@ impl AggregateSink {
         let partitions = agg.partitions();
         // Keys that are all dictionary codes: groups from the worker's map from
         // combinations of codes to groups. Else a single key keyed by id: groups from
-        // the worker's id -> group map.
-        let direct = partitions == 1
-            && agg.grouping_sets.is_none()
-            && (group_by_codes(agg, keys, packed_columns, rows, state, ctx)?
-                || (agg.string_ids == [true]
-                    && group_by_id(agg, &mut state.tables[0], keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?));
+        // the worker's id -> group map. Else a single integer key of a small range:
+        // groups (and partitions) from the worker's value -> group map.
+        let direct = agg.grouping_sets.is_none()
+            && ((partitions == 1
+                && (group_by_codes(agg, keys, packed_columns, rows, state, ctx)?
+                    || (agg.string_ids == [true]
+                        && group_by_id(agg, &mut state.tables, keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?)))
+                || (agg.string_ids != [true]
+                    && keys.len() == 1
+                    && group_by_value(agg, &mut state.tables, keys, packed_columns, rows, &mut state.value_groups, &mut state.groups, ctx)));
         let mut order = std::mem::take(&mut state.order);
+        // With partitions, the direct path's groups carry their partition (see
+        // `slot_group`): the rows are ordered by it like hashed rows.
+        let slot_ids = if direct && partitions > 1 { std::mem::take(&mut state.groups) } else { Vec::new() };
         let (packed, hashes, bounds) = match direct {
-            true => (None, Vec::new(), vec![0, rows.len()]),
+            true if partitions == 1 => (None, Vec::new(), vec![0, rows.len()]),
+            true => {
+                let shift = 64 - agg.partition_bits;
+                let partition_keys: Vec<u64> = slot_ids.iter().map(|&id| ((id >> PARTITION_SHIFT) as u64) << shift).collect();
+                (None, Vec::new(), partition_order(&partition_keys, agg.partition_bits, &mut order))
+            }
             false => {
                 let packed = agg.packer.pack(packed_columns, rows);
                 let hashes = packed.hashes();
@@ -271,7 +288,16 @@ impl AggregateSink {
         for p in 0..partitions {
             let table = &mut state.tables[p];
             let physical: Cow<[u32]> = match &packed {
-                None => Cow::Borrowed(rows),
+                None if partitions == 1 => Cow::Borrowed(rows),
+                None => {
+                    let indices = &order[bounds[p]..bounds[p + 1]];
+                    if indices.is_empty() {
+                        continue;
+                    }
+                    state.groups.clear();
+                    state.groups.extend(indices.iter().map(|&j| slot_ids[j as usize] & GROUP_MASK));
+                    Cow::Owned(indices.iter().map(|&j| rows[j as usize]).collect())
+                }
                 Some(packed) => {
                     let indices = &order[bounds[p]..bounds[p + 1]];
                     if indices.is_empty() {
@@ -363,7 +389,7 @@ const ID_MAP_LIMIT: usize = 1 << 20;
 #[allow(clippy::too_many_arguments)]
 fn group_by_id(
     agg: &HashAggregate,
-    table: &mut PartitionTable,
+    tables: &mut [PartitionTable],
     keys: &[Vector],
     packed_columns: &[Vector],
     rows: &[u32],
@@ -376,8 +402,108 @@ fn group_by_id(
     if slots.iter().any(|&id| id as usize >= ID_MAP_LIMIT) {
         return Ok(false);
     }
-    groups_by_slot(agg, table, keys, packed_columns, rows, &slots, id_groups, groups, ctx);
+    groups_by_slot(agg, tables, keys, packed_columns, rows, &slots, id_groups, groups, ctx);
     Ok(true)
+}
+
+/// Values of an integer key a worker maps to groups directly (256 KB a worker): a key
+/// whose values span more (in the chunks of the worker) packs its keys.
+const VALUE_MAP_LIMIT: i64 = 1 << 16;
+
+/// How far below the smallest value of a worker's first chunk its map starts, so that
+/// smaller values later (unsorted input) still fit.
+const VALUE_MAP_MARGIN: i64 = 1024;
+
+/// A worker's map from the values of a single integer key to groups: slot 0 for NULL,
+/// slot `value - base + 1` for a value.
+#[derive(Default)]
+struct ValueGroups {
+    base: Option<i64>,
+    /// A chunk's values did not fit: the worker packs its keys from then on.
+    off: bool,
+    slot_groups: Vec<u32>,
+}
+
+/// The groups of `rows` (into `groups`) for a single key stored as integers (integers,
+/// dates, times, timestamps, decimals of one scale): while the worker's values span
+/// less than [`VALUE_MAP_LIMIT`], a value indexes the worker's map to groups directly,
+/// which replaces packing, hashing and probing (see [`groups_by_slot`]) — a perfect
+/// hash found at run time, so that it needs no statistics (an external table has
+/// none). `false`, with nothing changed, for other keys or once a chunk's values have
+/// not fit (the map's groups are in the group table, which the general path goes on
+/// with).
+#[allow(clippy::too_many_arguments)]
+fn group_by_value(
+    agg: &HashAggregate,
+    tables: &mut [PartitionTable],
+    keys: &[Vector],
+    packed_columns: &[Vector],
+    rows: &[u32],
+    map: &mut ValueGroups,
+    groups: &mut Vec<u32>,
+    ctx: &ExecContext,
+) -> bool {
+    if map.off {
+        return false;
+    }
+    let key = &packed_columns[0];
+    let validity = key.validity.as_ref();
+    let slots = match &key.data {
+        VectorData::I16(values) => value_slots(values.as_slice(), validity, rows, map),
+        VectorData::I32(values) => value_slots(values.as_slice(), validity, rows, map),
+        VectorData::I64(values) => value_slots(values.as_slice(), validity, rows, map),
+        _ => None,
+    };
+    let Some(slots) = slots else {
+        map.off = true;
+        return false;
+    };
+    groups_by_slot(agg, tables, keys, packed_columns, rows, &slots, &mut map.slot_groups, groups, ctx);
+    if let Ok(global) = agg.global(ctx) {
+        global.rows_on_values.fetch_add(rows.len() as u64, Ordering::Relaxed);
+    }
+    true
+}
+
+/// Per row of `rows`, its slot in `map` (see [`ValueGroups`]), fixing the map's base at
+/// the first chunk; `None` when some value is outside the map's range.
+fn value_slots<T: Copy + Into<i64>>(values: &[T], validity: Option<&Bitmap>, rows: &[u32], map: &mut ValueGroups) -> Option<Vec<u32>> {
+    let valid = |row: u32| validity.is_none_or(|bits| bits.get(row as usize));
+    let (mut smallest, mut largest) = (i64::MAX, i64::MIN);
+    match (super::run_of(rows), validity) {
+        (Some(run), None) => {
+            // A loop that vectorises.
+            for &v in &values[run] {
+                let v: i64 = v.into();
+                smallest = smallest.min(v);
+                largest = largest.max(v);
+            }
+        }
+        _ => {
+            for &row in rows.iter().filter(|&&row| valid(row)) {
+                let v: i64 = values[row as usize].into();
+                smallest = smallest.min(v);
+                largest = largest.max(v);
+            }
+        }
+    }
+    if smallest > largest {
+        // All NULL.
+        return Some(vec![0; rows.len()]);
+    }
+    let base = *map.base.get_or_insert(smallest.saturating_sub(VALUE_MAP_MARGIN));
+    if smallest < base || (largest as i128 - base as i128) >= VALUE_MAP_LIMIT as i128 {
+        return None;
+    }
+    // Every value is in [base, base + VALUE_MAP_LIMIT): its slot fits a u32.
+    let slot = |v: T| (v.into() - base + 1) as u32;
+    Some(match validity {
+        None => match super::run_of(rows) {
+            Some(run) => values[run].iter().map(|&v| slot(v)).collect(),
+            None => rows.iter().map(|&row| slot(values[row as usize])).collect(),
+        },
+        Some(_) => rows.iter().map(|&row| if valid(row) { slot(values[row as usize]) } else { 0 }).collect(),
+    })
 }
 
 /// Most combinations of dictionary codes a worker maps to groups directly (16 KB).
@@ -421,7 +547,7 @@ fn group_by_codes(
     }
     let columns: Vec<(&[u8], u32)> = codes.iter().map(|c| (c.codes.as_slice(), c.size() as u32)).collect();
     let Some(slots) = code_slots(&columns, rows) else { return Ok(false) };
-    groups_by_slot(agg, &mut state.tables[0], keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
+    groups_by_slot(agg, &mut state.tables, keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
     agg.global(ctx)?.rows_on_codes.fetch_add(rows.len() as u64, Ordering::Relaxed);
     Ok(true)
 }
@@ -570,14 +696,23 @@ fn seen_slot_groups_portable(slots: &[u32], slot_groups: &[u32], groups: &mut Ve
     all_seen
 }
 
+/// With partitions, a slot's group is `partition << PARTITION_SHIFT | group in the
+/// partition's table` (see [`groups_by_slot`]); partition bits are at most 6, and a
+/// partitioned map (of key values, at most [`VALUE_MAP_LIMIT`] + 1 slots) has fewer
+/// groups than `GROUP_MASK`.
+const PARTITION_SHIFT: u32 = 26;
+const GROUP_MASK: u32 = (1 << PARTITION_SHIFT) - 1;
+
 /// The groups of `rows` (into `groups`) given a small number per row, `slots`, that
 /// determines its group: `slot_groups[slot]` holds the slot's group + 1 (0: not seen;
 /// grown to fit the slots). Only the first row of a slot the map has not seen goes
-/// through the group table, so the table holds what the general path would have built.
+/// through the group tables, so they hold what the general path would have built: with
+/// partitions (`tables` has one per partition) the key's hash picks the table as it
+/// does there, and the slot's group says which (see [`PARTITION_SHIFT`]).
 #[allow(clippy::too_many_arguments)]
 fn groups_by_slot(
     agg: &HashAggregate,
-    table: &mut PartitionTable,
+    tables: &mut [PartitionTable],
     keys: &[Vector],
     packed_columns: &[Vector],
     rows: &[u32],
@@ -614,15 +749,33 @@ fn groups_by_slot(
     let unseen_rows: Vec<u32> = unseen.iter().map(|&position| rows[position as usize]).collect();
     let packed = agg.packer.pack(packed_columns, &unseen_rows);
     let hashes = packed.hashes();
-    let indices: Vec<u32> = (0..unseen_rows.len() as u32).collect();
+    let mut order = Vec::new();
+    let bounds = match tables.len() {
+        1 => {
+            order.extend(0..unseen_rows.len() as u32);
+            vec![0, unseen_rows.len()]
+        }
+        _ => partition_order(&hashes, agg.partition_bits, &mut order),
+    };
+    let partitioned = tables.len() > 1;
     let (mut found, mut new_groups) = (Vec::new(), Vec::new());
-    table.groups.lookup_prefetched(&packed, &hashes, &indices, &mut found, &mut new_groups, ctx.config.prefetch_group);
-    if !new_groups.is_empty() {
-        let new_rows: Vec<u32> = new_groups.iter().map(|&k| unseen_rows[k as usize]).collect();
-        append_groups(table, keys, &new_rows);
-    }
-    for (&position, &group) in unseen.iter().zip(&found) {
-        slot_groups[slots[position as usize] as usize] = group + 1;
+    for (p, table) in tables.iter_mut().enumerate() {
+        let indices = &order[bounds[p]..bounds[p + 1]];
+        if indices.is_empty() {
+            continue;
+        }
+        found.clear();
+        new_groups.clear();
+        table.groups.lookup_prefetched(&packed, &hashes, indices, &mut found, &mut new_groups, ctx.config.prefetch_group);
+        if !new_groups.is_empty() {
+            let new_rows: Vec<u32> = new_groups.iter().map(|&k| unseen_rows[k as usize]).collect();
+            append_groups(table, keys, &new_rows);
+        }
+        let partition = if partitioned { (p as u32) << PARTITION_SHIFT } else { 0 };
+        for (&k, &group) in indices.iter().zip(&found) {
+            debug_assert!(partition == 0 || group <= GROUP_MASK);
+            slot_groups[slots[unseen[k as usize] as usize] as usize] = (partition | group) + 1;
+        }
     }
     for (group, &slot) in groups.iter_mut().zip(slots) {
         if *group == u32::MAX {
@@ -647,6 +800,7 @@ impl Sink for AggregateSink {
             id_groups: Vec::new(),
             code_dictionaries: Vec::new(),
             code_groups: Vec::new(),
+            value_groups: ValueGroups::default(),
         })
     }
 
@@ -879,8 +1033,17 @@ impl Source for AggregateSource {
 
     fn analyze_details(&self, state: &ExecutionState) -> Option<String> {
         let global = state.get::<AggregateGlobal>(self.0.slot).ok()?;
+        let rows_in = global.rows_in.load(Ordering::Relaxed);
         let on_codes = global.rows_on_codes.load(Ordering::Relaxed);
-        (on_codes > 0).then(|| format!("{on_codes} of {} input rows grouped by dictionary codes", global.rows_in.load(Ordering::Relaxed)))
+        let on_values = global.rows_on_values.load(Ordering::Relaxed);
+        let mut details = Vec::new();
+        if on_codes > 0 {
+            details.push(format!("{on_codes} of {rows_in} input rows grouped by dictionary codes"));
+        }
+        if on_values > 0 {
+            details.push(format!("{on_values} of {rows_in} input rows grouped by a map of key values"));
+        }
+        (!details.is_empty()).then(|| details.join(", "))
     }
 
     fn produce(&self, morsel: usize, _local: &mut LocalState, ctx: &ExecContext, emit: &mut Emit) -> Result<()> {
