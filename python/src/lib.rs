@@ -163,7 +163,9 @@ impl Connection {
         let external: Option<Arc<dyn ExternalTables>> = resolve.map(|resolve| Arc::new(PythonTables { resolve }) as _);
         let outcome = self.run(py, statement, external)?;
         match outcome {
-            Ok(result) => Ok(result.map(|(result, elapsed)| QueryResult { result, engine_seconds: elapsed.as_secs_f64() })),
+            Ok(result) => {
+                Ok(result.map(|(result, elapsed, threads)| QueryResult { result, engine_seconds: elapsed.as_secs_f64(), threads }))
+            }
             Err(error) => Err(to_py_err(py, &error)),
         }
     }
@@ -194,7 +196,7 @@ impl Connection {
         py: Python<'_>,
         statement: Statement,
         external: Option<Arc<dyn ExternalTables>>,
-    ) -> PyResult<apiary::Result<Option<(apiary::QueryResult, Duration)>>> {
+    ) -> PyResult<apiary::Result<Option<(apiary::QueryResult, Duration, usize)>>> {
         let interrupt = Arc::clone(&self.interrupt);
         py.detach(|| {
             std::thread::scope(|scope| {
@@ -214,7 +216,8 @@ impl Connection {
                                         session.execute_with_parameters(&statement, &values).map(Some)
                                     }
                                 };
-                                let outcome = outcome.map(|result| result.map(|result| (result, started.elapsed())));
+                                let threads = session.threads();
+                                let outcome = outcome.map(|result| result.map(|result| (result, started.elapsed(), threads)));
                                 // The resolver holds Python objects: it goes with the statement.
                                 session.set_external_tables(None);
                                 Ok(outcome)
@@ -339,6 +342,9 @@ struct QueryResult {
     result: apiary::QueryResult,
     /// How long the engine took (parse to result), without the Python around it.
     engine_seconds: f64,
+    /// The database's worker threads when the statement ran: how many batches the
+    /// Arrow export converts at a time.
+    threads: usize,
 }
 
 impl QueryResult {
@@ -412,7 +418,7 @@ impl QueryResult {
             _ => vec![false; self.result.column_count()],
         };
         let result = &self.result;
-        let batches = py.detach(|| result.to_arrow_with_string_views(&string_views)).map_err(|e| to_py_err(py, &e))?;
+        let batches = py.detach(|| result.to_arrow_with(&string_views, self.threads)).map_err(|e| to_py_err(py, &e))?;
         let schema = self.result.arrow_schema_with_string_views(&string_views);
         let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(batches.into_iter().map(Ok), schema));
         PyCapsule::new_with_value(py, FFI_ArrowArrayStream::new(reader), STREAM_CAPSULE)

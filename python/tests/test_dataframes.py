@@ -153,3 +153,26 @@ def test_text_as_string_views(con):
     # Views of a filtered and of an empty result.
     assert con.sql("SELECT s FROM words WHERE i % 5 = 1 ORDER BY i").pl()["s"].to_list() == expected[1::5]
     assert con.sql("SELECT s FROM words WHERE i < 0").pl().shape == (0, 1)
+
+
+def test_large_results_convert_every_column_kind(con):
+    # More rows than one Arrow batch and many chunks: decimals with NULLs (widened to
+    # 128 bits while concatenated), few-valued text (held as dictionary codes by packed
+    # blocks, exported from the codes), both as plain strings and as views.
+    con.execute(
+        "CREATE TABLE kinds AS SELECT i, CASE WHEN i % 11 = 0 THEN NULL ELSE (i % 1000)::DECIMAL(12,2) / 8 END AS d, "
+        "CASE i % 3 WHEN 0 THEN 'AIR' WHEN 1 THEN 'a mode of shipping by rail' ELSE NULL END AS mode FROM range(1100000) t(i)"
+    )
+    sql = "SELECT i, d, mode FROM kinds"
+    table = con.sql(sql).arrow()
+    assert table.num_rows == 1100000 and len(table.column("d").chunks) >= 2
+    sums = con.sql("SELECT sum(d), count(d), count(mode), count(*) FILTER (WHERE mode = 'AIR') FROM kinds").fetchone()
+    import pyarrow.compute as pc
+
+    assert pc.sum(table.column("d")).as_py() == sums[0]
+    assert table.column("d").null_count == 1100000 - sums[1]
+    assert table.column("mode").null_count == 1100000 - sums[2]
+    assert pc.sum(pc.equal(table.column("mode"), "AIR")).as_py() == sums[3]
+    frame = con.sql(sql).pl()
+    assert frame["mode"].null_count() == 1100000 - sums[2] and (frame["mode"] == "AIR").sum() == sums[3]
+    assert frame["mode"].to_list()[:3] == ["AIR", "a mode of shipping by rail", None]

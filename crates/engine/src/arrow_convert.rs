@@ -78,6 +78,14 @@ fn nulls(vector: &Vector) -> Option<NullBuffer> {
     vector.validity.as_ref().map(|v| NullBuffer::from((0..v.len()).map(|i| v.get(i)).collect::<Vec<bool>>()))
 }
 
+/// The validity of vectors one after another (`None` when none has NULLs).
+fn joint_nulls(vectors: &[&Vector]) -> Option<NullBuffer> {
+    vectors
+        .iter()
+        .any(|v| v.validity.is_some())
+        .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>()))
+}
+
 /// Converts one vector to an Arrow array.
 pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
     let n = nulls(vector);
@@ -116,7 +124,13 @@ pub fn vector_to_array(vector: &Vector) -> Result<ArrayRef> {
 /// view with one fixed-size move, a long one from its heap. A NULL row is an empty string
 /// under its validity bit.
 fn string_array(columns: &[&StrColumn], nulls: Option<NullBuffer>) -> Result<StringArray> {
-    let total: usize = columns.iter().map(|c| c.views().iter().map(|v| v.len()).sum::<usize>()).sum();
+    let total: usize = columns
+        .iter()
+        .map(|c| match coded_values(c) {
+            Some((codes, values)) => codes.iter().map(|&code| values.get(code as usize).map_or(0, StrView::len)).sum(),
+            None => c.views().iter().map(StrView::len).sum::<usize>(),
+        })
+        .sum();
     if total > i32::MAX as usize {
         return Err(not_impl_err!("more than 2 GB of text in one Arrow batch"));
     }
@@ -125,24 +139,17 @@ fn string_array(columns: &[&StrColumn], nulls: Option<NullBuffer>) -> Result<Str
     offsets.push(0i32);
     // Room for a full inline copy past the last string.
     let mut bytes: Vec<u8> = Vec::with_capacity(total + INLINE_LEN);
-    let out = bytes.as_mut_ptr();
     let mut end = 0usize;
     for column in columns {
         let heaps = column.heaps();
-        for view in column.views().iter() {
-            let len = view.len();
-            // SAFETY: `end + len <= total` and the buffer holds `total + INLINE_LEN` bytes,
-            // so both copies stay inside it; the sources are the view's own bytes or its
-            // heap slice.
-            unsafe {
-                if len <= INLINE_LEN {
-                    std::ptr::copy_nonoverlapping(view.data().as_ptr(), out.add(end), INLINE_LEN);
-                } else {
-                    std::ptr::copy_nonoverlapping(view.bytes(heaps).as_ptr(), out.add(end), len);
-                }
-            }
-            end += len;
-            offsets.push(end as i32);
+        // SAFETY (both calls): `bytes` holds `total + INLINE_LEN` bytes, `total` being the
+        // length of these strings and the others'.
+        match coded_values(column) {
+            Some((codes, values)) => unsafe {
+                let views = codes.iter().map(|&code| values.get(code as usize).copied().unwrap_or_default());
+                append_strings(views, heaps, &mut bytes, &mut end, &mut offsets)
+            },
+            None => unsafe { append_strings(column.views().iter().copied(), heaps, &mut bytes, &mut end, &mut offsets) },
         }
     }
     // SAFETY: the first `end` bytes were written above.
@@ -150,6 +157,47 @@ fn string_array(columns: &[&StrColumn], nulls: Option<NullBuffer>) -> Result<Str
     // SAFETY: the offsets start at 0 and grow by each string's length, and the bytes are
     // the concatenation of the strings, each valid UTF-8.
     Ok(unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets.into()), bytes.into(), nulls) })
+}
+
+/// A column still held as dictionary codes (decoded by a scan from a packed block, its
+/// views not built yet): its codes and the dictionary's values, so that an export reads
+/// each code's value instead of building views for one pass.
+fn coded_values(column: &StrColumn) -> Option<(&[u8], &[StrView])> {
+    match &column.codes {
+        Some(codes) if !column.views_decoded() => Some((codes.codes.as_slice(), codes.values.as_slice())),
+        _ => None,
+    }
+}
+
+/// Appends the strings of `views` (into `heaps`) to `bytes` from position `end` (moved
+/// on), and each string's end offset: a short string is copied from its view with one
+/// fixed-size move, a long one from its heap.
+///
+/// # Safety
+/// `bytes` has capacity for the strings from `end` plus [`INLINE_LEN`] bytes.
+#[inline(always)]
+unsafe fn append_strings(
+    views: impl Iterator<Item = StrView>,
+    heaps: &[Heap],
+    bytes: &mut Vec<u8>,
+    end: &mut usize,
+    offsets: &mut Vec<i32>,
+) {
+    let out = bytes.as_mut_ptr();
+    for view in views {
+        let len = view.len();
+        // SAFETY: the caller's capacity covers `end + len` and a full inline copy past
+        // the last string; the sources are the view's own bytes or its heap slice.
+        unsafe {
+            if len <= INLINE_LEN {
+                std::ptr::copy_nonoverlapping(view.data().as_ptr(), out.add(*end), INLINE_LEN);
+            } else {
+                std::ptr::copy_nonoverlapping(view.bytes(heaps).as_ptr(), out.add(*end), len);
+            }
+        }
+        *end += len;
+        offsets.push(*end as i32);
+    }
 }
 
 /// The same column of several chunks as one Arrow array.
@@ -165,11 +213,17 @@ fn concatenated_array(vectors: &[&Vector]) -> Result<ArrayRef> {
         })
         .collect();
     if let Some(columns) = strings {
-        let nulls = vectors
-            .iter()
-            .any(|v| v.validity.is_some())
-            .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>()));
+        let nulls = joint_nulls(vectors);
         return Ok(Arc::new(string_array(&columns, nulls)?));
+    }
+    if let DataType::Decimal { precision, scale } = vectors[0].data_type {
+        if vectors.iter().all(|v| matches!(v.data, VectorData::I64(_))) {
+            // Widened to Arrow's 128 bits in the one copy.
+            let values: Vec<i128> = vectors.iter().flat_map(|v| v.values::<i64>().iter().map(|&x| x as i128)).collect();
+            let nulls = joint_nulls(vectors);
+            let array = Decimal128Array::new(values.into(), nulls).with_precision_and_scale(precision, scale as i8).map_err(arrow_error)?;
+            return Ok(Arc::new(array));
+        }
     }
     // Fixed-width values: the chunks' values and validity appended into one vector (one
     // copy), then converted like a single vector.
@@ -204,7 +258,7 @@ pub fn chunk_to_batch(chunk: &DataChunk, schema: Arc<ArrowSchema>) -> Result<Rec
 const RESULT_BATCH_ROWS: usize = 1 << 20;
 
 pub fn result_to_batches(result: &QueryResult) -> Result<Vec<RecordBatch>> {
-    result_to_batches_as(result, &vec![false; result.columns.len()])
+    result_to_batches_as(result, &vec![false; result.columns.len()], 1)
 }
 
 /// The result's Arrow schema with text as string views (`Utf8View`) in the columns
@@ -221,28 +275,51 @@ pub fn arrow_schema_as(names: &[String], types: &[DataType], string_views: &[boo
 }
 
 /// [`result_to_batches`] with text as string views in the columns marked in
-/// `string_views`: the views and heaps are handed over as Apiary holds them (Arrow's
-/// view layout is [`StrView`]'s), so those columns cost no copy of their bytes. Consumers
-/// that keep text as views (Polars) ask for them.
-pub fn result_to_batches_as(result: &QueryResult, string_views: &[bool]) -> Result<Vec<RecordBatch>> {
+/// `string_views`, converting up to `threads` batches at a time. The views and heaps are
+/// handed over as Apiary holds them (Arrow's view layout is [`StrView`]'s), so those
+/// columns cost no copy of their bytes; consumers that keep text as views (Polars) ask
+/// for them.
+pub fn result_to_batches_as(result: &QueryResult, string_views: &[bool], threads: usize) -> Result<Vec<RecordBatch>> {
     let schema = arrow_schema_as(&result.columns, &result.types, string_views);
-    let mut batches = Vec::new();
+    // The chunks of each batch: consecutive chunks up to RESULT_BATCH_ROWS rows.
+    let mut groups: Vec<(Vec<DataChunk>, usize)> = Vec::new();
     let mut group: Vec<DataChunk> = Vec::new();
     let mut rows = 0;
     for chunk in &result.chunks {
         let chunk = chunk.clone().compact();
         if rows > 0 && rows + chunk.row_count() > RESULT_BATCH_ROWS {
-            batches.push(chunks_to_batch(&group, rows, Arc::clone(&schema))?);
-            group.clear();
+            groups.push((std::mem::take(&mut group), rows));
             rows = 0;
         }
         rows += chunk.row_count();
         group.push(chunk);
     }
     if !group.is_empty() {
-        batches.push(chunks_to_batch(&group, rows, Arc::clone(&schema))?);
+        groups.push((group, rows));
     }
-    Ok(batches)
+    let convert = |(chunks, rows): &(Vec<DataChunk>, usize)| chunks_to_batch(chunks, *rows, Arc::clone(&schema));
+    let threads = threads.clamp(1, groups.len().max(1));
+    if threads == 1 {
+        return groups.iter().map(convert).collect();
+    }
+    // Batches are independent: workers take the next one until none is left.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut batches: Vec<Option<Result<RecordBatch>>> = (0..groups.len()).map(|_| None).collect();
+    let converted = std::sync::Mutex::new(&mut batches);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(group) = groups.get(index) else { break };
+                let batch = convert(group);
+                converted.lock().unwrap_or_else(|e| e.into_inner())[index] = Some(batch);
+            });
+        }
+    });
+    batches
+        .into_iter()
+        .map(|batch| batch.unwrap_or_else(|| Err(apiary_common::internal_err!("a result batch was not converted"))))
+        .collect()
 }
 
 /// Compacted chunks (`rows` rows in all) as one record batch with `schema`.
@@ -290,10 +367,7 @@ fn string_view_array(vectors: &[&Vector]) -> Result<StringViewArray> {
     }
     let nulls = match vectors {
         [vector] => nulls(vector),
-        _ => vectors
-            .iter()
-            .any(|v| v.validity.is_some())
-            .then(|| NullBuffer::from(vectors.iter().flat_map(|v| (0..v.len()).map(move |i| v.is_valid(i))).collect::<Vec<bool>>())),
+        _ => joint_nulls(vectors),
     };
     let views: ScalarBuffer<u128> = match columns.as_slice() {
         // One column whose heaps keep their numbers: its views as they are (when their

@@ -168,6 +168,11 @@ impl Connection {
         &self.settings
     }
 
+    /// The database's number of worker threads (`SET threads`).
+    pub fn threads(&self) -> usize {
+        self.db.scheduler.threads()
+    }
+
     /// Sets the session's time zone by name, as `SET TimeZone = name` (the wire server
     /// applies a client's start-up `TimeZone` so).
     pub fn set_time_zone(&mut self, name: &str) -> Result<()> {

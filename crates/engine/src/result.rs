@@ -111,12 +111,13 @@ impl QueryResult {
     }
 
     /// [`QueryResult::to_arrow`] with the text of the columns marked in `string_views` as
-    /// Arrow string views (`Utf8View`), handed over without copying the strings.
-    pub fn to_arrow_with_string_views(&self, string_views: &[bool]) -> Result<Vec<arrow::record_batch::RecordBatch>> {
-        crate::arrow_convert::result_to_batches_as(self, string_views)
+    /// Arrow string views (`Utf8View`), handed over without copying the strings, and up
+    /// to `threads` batches converted at a time.
+    pub fn to_arrow_with(&self, string_views: &[bool], threads: usize) -> Result<Vec<arrow::record_batch::RecordBatch>> {
+        crate::arrow_convert::result_to_batches_as(self, string_views, threads)
     }
 
-    /// The Arrow schema of [`QueryResult::to_arrow_with_string_views`]'s batches.
+    /// The Arrow schema of [`QueryResult::to_arrow_with`]'s batches.
     pub fn arrow_schema_with_string_views(&self, string_views: &[bool]) -> arrow::datatypes::SchemaRef {
         crate::arrow_convert::arrow_schema_as(&self.columns, &self.types, string_views)
     }

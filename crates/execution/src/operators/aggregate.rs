@@ -257,10 +257,28 @@ impl AggregateSink {
             && ((partitions == 1
                 && (group_by_codes(agg, keys, packed_columns, rows, state, ctx)?
                     || (agg.string_ids == [true]
-                        && group_by_id(agg, &mut state.tables, keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx)?)))
+                        && group_by_id(
+                            agg,
+                            &mut state.tables,
+                            keys,
+                            packed_columns,
+                            rows,
+                            &mut state.id_groups,
+                            &mut state.groups,
+                            ctx,
+                        )?)))
                 || (agg.string_ids != [true]
                     && keys.len() == 1
-                    && group_by_value(agg, &mut state.tables, keys, packed_columns, rows, &mut state.value_groups, &mut state.groups, ctx)));
+                    && group_by_value(
+                        agg,
+                        &mut state.tables,
+                        keys,
+                        packed_columns,
+                        rows,
+                        &mut state.value_groups,
+                        &mut state.groups,
+                        ctx,
+                    )));
         let mut order = std::mem::take(&mut state.order);
         // With partitions, the direct path's groups carry their partition (see
         // `slot_group`): the rows are ordered by it like hashed rows.
