@@ -26,8 +26,7 @@ def arrow_source(data) -> Optional[object]:
         import pyarrow
 
         if isinstance(data, pandas.DataFrame):
-            # Numeric columns without NULLs keep NumPy's memory (no copy).
-            return pyarrow.Table.from_pandas(data, preserve_index=False)
+            return _pandas_table(data)
         return None
     if module == "polars":
         import polars
@@ -50,6 +49,35 @@ def arrow_source(data) -> Optional[object]:
     if hasattr(data, "__arrow_c_stream__"):
         return data
     return None
+
+
+def _pandas_table(frame):
+    """A pandas DataFrame as a ``pyarrow.Table``. Numeric NumPy columns keep their
+    memory (no copy); a float column is scanned for NaN (pandas' missing value, NULL in
+    SQL) only when its minimum is NaN, which one vectorised pass finds (``min``
+    propagates NaN), instead of pyarrow's element-by-element null check. Other columns
+    convert as ``pyarrow.Table.from_pandas`` converts them."""
+    import numpy
+    import pyarrow
+
+    names = list(frame.columns)
+    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
+        return pyarrow.Table.from_pandas(frame, preserve_index=False)
+    arrays = {}
+    for position, name in enumerate(names):
+        dtype = frame.dtypes.iloc[position]
+        if not isinstance(dtype, numpy.dtype) or dtype.kind not in "iufb":
+            continue
+        values = frame.iloc[:, position].to_numpy(copy=False)
+        if dtype.kind == "f" and len(values) and numpy.isnan(values.min()):
+            arrays[name] = pyarrow.array(values, from_pandas=True)
+        else:
+            arrays[name] = pyarrow.array(values)
+    rest = [name for name in names if name not in arrays]
+    if rest:
+        converted = pyarrow.Table.from_pandas(frame[rest], preserve_index=False)
+        arrays.update(zip(rest, converted.columns))
+    return pyarrow.table({name: arrays[name] for name in names})
 
 
 def batches_to_rows(table) -> list:

@@ -176,3 +176,26 @@ def test_large_results_convert_every_column_kind(con):
     frame = con.sql(sql).pl()
     assert frame["mode"].null_count() == 1100000 - sums[2] and (frame["mode"] == "AIR").sum() == sums[3]
     assert frame["mode"].to_list()[:3] == ["AIR", "a mode of shipping by rail", None]
+
+
+def test_pandas_numeric_columns_and_missing_values(con):
+    import numpy as np
+
+    frame = pd.DataFrame(
+        {
+            "f64": [1.0, np.nan, -np.inf],
+            "f32": np.array([np.nan, 2.5, 1.0], dtype=np.float32),
+            "clean": [0.5, 1.5, 2.5],
+            "u8": np.array([1, 2, 255], dtype=np.uint8),
+            "b": [True, False, True],
+            "s": ["x", None, "z"],
+        }
+    )
+    rows = con.sql("SELECT * FROM frame").fetchall()
+    assert rows == [(1.0, None, 0.5, 1, True, "x"), (None, 2.5, 1.5, 2, False, None), (float("-inf"), 1.0, 2.5, 255, True, "z")]
+    assert con.sql("SELECT count(f64), count(f32), sum(clean) FROM frame").fetchone() == (2, 2, 4.5)
+    empty = frame.iloc[0:0]
+    assert con.sql("SELECT count(*) FROM empty").fetchone() == (0,)
+    # Names that are not unique strings: converted as pyarrow converts them.
+    numbered = pd.DataFrame({0: [1, 2], 1: [np.nan, 3.0]})
+    assert con.sql("SELECT \"0\", \"1\" FROM numbered").fetchall() == [(1, None), (2, 3.0)]
