@@ -104,12 +104,35 @@ def connect(database: str = ":memory:", config: Optional[dict] = None) -> "Conne
     """Opens a database: in memory (``":memory:"``, the default) or the file ``database``.
 
     ``config`` holds settings applied with ``SET`` (``{"threads": 4, "memory_limit":
-    "8GB"}``).
+    "8GB"}``), and ``"progress_bar": True`` (DuckDB's name ``enable_progress_bar`` too)
+    for a progress bar on stderr while a statement runs longer than a second.
     """
     connection = Connection(_apiary.connect(database))
-    for name, value in (config or {}).items():
+    settings = dict(config or {})
+    progress = [settings.pop(name) for name in ("progress_bar", "enable_progress_bar") if name in settings]
+    if any(progress):
+        connection._progress = _ProgressBar()
+    for name, value in settings.items():
         connection.execute(f"SET {_identifier(name)} = {_literal(value)}")
     return connection
+
+
+class _ProgressBar:
+    """Draws the engine's progress lines on stderr, each over the last (a terminal and
+    Jupyter both honour a carriage return); ``None`` clears the line."""
+
+    def __init__(self):
+        self._width = 0
+
+    def __call__(self, line: Optional[str]) -> None:
+        stream = sys.stderr
+        if line is None:
+            stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        else:
+            stream.write("\r" + line.ljust(self._width))
+            self._width = len(line)
+        stream.flush()
 
 
 class Connection:
@@ -123,6 +146,8 @@ class Connection:
         self._relation: Optional[Relation] = None
         self._rowcount = -1
         self.arraysize = 1
+        # Draws a progress bar while statements run (`progress_bar` in connect's config).
+        self._progress: Optional[_ProgressBar] = None
 
     # -- DB-API: connection ------------------------------------------------------------
 
@@ -132,6 +157,7 @@ class Connection:
         are shared with it."""
         cursor = Connection(self._native.duplicate())
         cursor._registered = self._registered
+        cursor._progress = self._progress
         return cursor
 
     def close(self) -> None:
@@ -286,7 +312,7 @@ class Connection:
         if not isinstance(query, str):
             raise ProgrammingError(f"a query is a string, not {type(query).__name__}")
         resolve = _Resolver(self._registered, frame)
-        return self._native.execute(query, None if parameters is None else list(parameters), resolve)
+        return self._native.execute(query, None if parameters is None else list(parameters), resolve, self._progress)
 
     def _table_function(self, function: str, path, options: dict) -> "Relation":
         paths = [path] if isinstance(path, str) else list(path)

@@ -48,6 +48,11 @@ const STATEMENT_STACK: usize = 64 << 20;
 /// How often a waiting caller checks for Ctrl-C.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
+/// With a progress bar: statements shorter than this draw none; then it is redrawn this
+/// often (the CLI's figures).
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+const PROGRESS_REDRAW: Duration = Duration::from_millis(100);
+
 /// The Python exception for an engine error: the PEP 249 class for its SQLSTATE (as
 /// psycopg maps them), with the code in its `sqlstate` attribute.
 fn to_py_err(py: Python<'_>, error: &ApiaryError) -> PyErr {
@@ -138,13 +143,14 @@ impl Connection {
     /// then be one statement. `resolve(name)` is called for a name in `FROM` that the
     /// database does not know and returns an object with `__arrow_c_stream__` (or
     /// `None`).
-    #[pyo3(signature = (sql, parameters = None, resolve = None))]
+    #[pyo3(signature = (sql, parameters = None, resolve = None, progress = None))]
     fn execute(
         &self,
         py: Python<'_>,
         sql: &str,
         parameters: Option<&Bound<'_, PyAny>>,
         resolve: Option<Py<PyAny>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Option<QueryResult>> {
         let statement = match parameters {
             None => Statement::Script(sql.to_string()),
@@ -161,7 +167,7 @@ impl Connection {
             }
         };
         let external: Option<Arc<dyn ExternalTables>> = resolve.map(|resolve| Arc::new(PythonTables { resolve }) as _);
-        let outcome = self.run(py, statement, external)?;
+        let outcome = self.run(py, statement, external, progress)?;
         match outcome {
             Ok(result) => {
                 Ok(result.map(|(result, elapsed, threads)| QueryResult { result, engine_seconds: elapsed.as_secs_f64(), threads }))
@@ -191,13 +197,22 @@ impl Connection {
     /// Runs the statement with the GIL released, on a thread of its own, while this
     /// thread waits and turns a Ctrl-C into an interrupt of the statement. The outer
     /// error is a Python one (the `KeyboardInterrupt`), the inner one the engine's.
+    ///
+    /// `progress`, when given, is called with a progress line (see
+    /// `QueryProgress::bar_line`) about every 100 ms once the statement has run for a
+    /// second, and with `None` when a statement that drew one ends.
     fn run(
         &self,
         py: Python<'_>,
         statement: Statement,
         external: Option<Arc<dyn ExternalTables>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<apiary::Result<Option<(apiary::QueryResult, Duration, usize)>>> {
         let interrupt = Arc::clone(&self.interrupt);
+        let progress_handle = match &progress {
+            Some(_) => self.session().as_ref().map(|session| session.connection.progress_handle()),
+            None => None,
+        };
         py.detach(|| {
             std::thread::scope(|scope| {
                 let (done, finished) = mpsc::channel();
@@ -233,16 +248,31 @@ impl Connection {
                     Err(e) => return Err(OperationalError::new_err(format!("cannot start a thread for the statement: {e}"))),
                 };
                 let mut signal: Option<PyErr> = None;
+                let started = Instant::now();
+                let (mut drawn, mut last_drawn) = (false, started);
                 // Ends when the statement's thread says it is done (or ended without saying).
                 while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(SIGNAL_POLL) {
                     if let Err(err) = Python::attach(|py| py.check_signals()) {
                         signal.get_or_insert(err);
+                    }
+                    if let (Some(draw), Some(handle)) = (&progress, &progress_handle) {
+                        if started.elapsed() >= PROGRESS_AFTER && last_drawn.elapsed() >= PROGRESS_REDRAW {
+                            last_drawn = Instant::now();
+                            if let Some(now) = handle.current() {
+                                // A failing callback only loses the bar.
+                                let _ = Python::attach(|py| draw.call1(py, (now.bar_line(),)));
+                                drawn = true;
+                            }
+                        }
                     }
                     // Set again at each poll: the engine clears the flag when a statement
                     // starts, which may be after the signal came.
                     if signal.is_some() {
                         interrupt.store(true, Ordering::Relaxed);
                     }
+                }
+                if let (Some(draw), true) = (&progress, drawn) {
+                    let _ = Python::attach(|py| draw.call1(py, (py.None(),)));
                 }
                 let outcome = worker.join().map_err(|_| InternalError::new_err("the statement's thread panicked"))?;
                 match signal {

@@ -99,3 +99,24 @@ def test_one_connection_shared_by_threads():
     for thread in threads:
         thread.join()
     assert not errors
+
+
+def test_progress_bar_on_stderr(capfd):
+    # A statement longer than a second draws the bar on stderr, redrawn over one line,
+    # and clears it when the statement ends (here: cancelled after 1.6 s).
+    con = apiary.connect(config={"progress_bar": True, "threads": 1})
+    threading.Timer(1.6, con.interrupt).start()
+    with pytest.raises(apiary.OperationalError):
+        con.execute(SLOW)
+    err = capfd.readouterr().err
+    assert "%" in err and "s elapsed" in err and err.count("[") >= 2, err
+    assert err.endswith("\r"), err
+    # Short statements draw nothing; a cursor draws like its connection.
+    assert con.cursor().execute("SELECT 1").fetchone() == (1,)
+    assert capfd.readouterr().err == ""
+    # Without the option, nothing is drawn.
+    plain = apiary.connect()
+    threading.Timer(1.3, plain.interrupt).start()
+    with pytest.raises(apiary.OperationalError):
+        plain.execute(SLOW)
+    assert capfd.readouterr().err == ""

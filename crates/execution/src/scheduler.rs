@@ -602,6 +602,39 @@ impl QueryProgress {
             (self.work_orders_done as f64 / self.work_orders_total as f64).min(1.0)
         }
     }
+
+    /// One line for a progress bar (the shell's, the Python package's): the bar, the
+    /// share done, elapsed and estimated time left.
+    ///
+    /// ```text
+    /// [##########..........................]  27%  12.3 s elapsed, ~33 s left
+    /// ```
+    pub fn bar_line(&self) -> String {
+        const BAR_WIDTH: usize = 36;
+        let fraction = self.fraction();
+        let filled = ((fraction * BAR_WIDTH as f64).round() as usize).min(BAR_WIDTH);
+        let mut line = format!(
+            "[{}{}] {:>3.0}%  {:.1} s elapsed",
+            "#".repeat(filled),
+            ".".repeat(BAR_WIDTH - filled),
+            fraction * 100.0,
+            self.elapsed.as_secs_f64()
+        );
+        let seconds = |duration: Duration| {
+            let s = duration.as_secs_f64();
+            if s < 10.0 {
+                format!("{s:.1} s")
+            } else {
+                format!("{s:.0} s")
+            }
+        };
+        match (self.state, self.estimated_left) {
+            ("running", Some(left)) => line.push_str(&format!(", ~{} left", seconds(left))),
+            ("running", None) => {}
+            (state, _) => line.push_str(&format!(" ({state})")),
+        }
+        line
+    }
 }
 
 impl QueryRun {
@@ -1454,6 +1487,35 @@ fn worker_loop(shared: Arc<Shared>, id: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    fn progress(done: usize, total: usize, left: Option<f64>, state: &'static str) -> QueryProgress {
+        QueryProgress {
+            id: 1,
+            connection: 1,
+            user: String::new(),
+            state,
+            sql: String::new(),
+            priority: 5,
+            elapsed: Duration::from_secs(3),
+            pipelines: vec![(done, total)],
+            work_orders_done: done,
+            work_orders_total: total,
+            rows: 0,
+            memory_bytes: 0,
+            estimated_left: left.map(Duration::from_secs_f64),
+            shared_work_orders: 0,
+            shared_with: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_bar_shows_share_done_and_time_left() {
+        assert_eq!(
+            progress(1, 4, Some(9.0), "running").bar_line(),
+            format!("[{}{}]  25%  3.0 s elapsed, ~9.0 s left", "#".repeat(9), ".".repeat(27))
+        );
+        assert_eq!(progress(0, 0, None, "queued").bar_line(), format!("[{}]   0%  3.0 s elapsed (queued)", ".".repeat(36)));
+        assert!(progress(10, 10, Some(0.0), "running").bar_line().starts_with(&format!("[{}] 100%", "#".repeat(36))));
+    }
 
     /// A query with one pipeline of 10 work orders, `handed_out` of them handed out and
     /// `in_flight` of those still running.
