@@ -249,39 +249,10 @@ impl AggregateSink {
         }
         let masks = filters.masks();
         let partitions = agg.partitions();
-        // Keys that are all dictionary codes: groups from the worker's map from
-        // combinations of codes to groups. Else a single key keyed by id: groups from
-        // the worker's id -> group map. Else a single integer key of a small range:
-        // groups (and partitions) from the worker's value -> group map.
-        let direct = agg.grouping_sets.is_none()
-            && ((partitions == 1
-                && (group_by_codes(agg, keys, packed_columns, rows, state, ctx)?
-                    || (agg.string_ids == [true]
-                        && group_by_id(
-                            agg,
-                            &mut state.tables,
-                            keys,
-                            packed_columns,
-                            rows,
-                            &mut state.id_groups,
-                            &mut state.groups,
-                            ctx,
-                        )?)))
-                || (agg.string_ids != [true]
-                    && keys.len() == 1
-                    && group_by_value(
-                        agg,
-                        &mut state.tables,
-                        keys,
-                        packed_columns,
-                        rows,
-                        &mut state.value_groups,
-                        &mut state.groups,
-                        ctx,
-                    )));
+        let direct = agg.grouping_sets.is_none() && self.group_directly(keys, packed_columns, rows, state, ctx)?;
         let mut order = std::mem::take(&mut state.order);
         // With partitions, the direct path's groups carry their partition (see
-        // `slot_group`): the rows are ordered by it like hashed rows.
+        // `PARTITION_SHIFT`): the rows are ordered by it like hashed rows.
         let slot_ids = if direct && partitions > 1 { std::mem::take(&mut state.groups) } else { Vec::new() };
         let (packed, hashes, bounds) = match direct {
             true if partitions == 1 => (None, Vec::new(), vec![0, rows.len()]),
@@ -366,6 +337,35 @@ impl AggregateSink {
         }
         state.order = order;
         Ok(())
+    }
+}
+
+impl AggregateSink {
+    /// Groups `rows` (into `state.groups`) through one of the worker's direct maps when
+    /// the keys allow one, instead of packing, hashing and probing: keys that are all
+    /// dictionary codes (a map from combinations of codes), else a single string keyed
+    /// by id (from ids), else a single key stored as integers of a small range (from
+    /// values; the only one that also works with partitions). `false` when none applies.
+    fn group_directly(
+        &self,
+        keys: &[Vector],
+        packed_columns: &[Vector],
+        rows: &[u32],
+        state: &mut AggregateLocal,
+        ctx: &ExecContext,
+    ) -> Result<bool> {
+        let agg = &self.0;
+        if agg.partitions() == 1 {
+            if group_by_codes(agg, keys, packed_columns, rows, state, ctx)? {
+                return Ok(true);
+            }
+            if agg.string_ids == [true] {
+                return group_by_id(agg, &mut state.tables, keys, packed_columns, rows, &mut state.id_groups, &mut state.groups, ctx);
+            }
+        }
+        Ok(agg.string_ids != [true]
+            && keys.len() == 1
+            && group_by_value(agg, &mut state.tables, keys, packed_columns, rows, &mut state.value_groups, &mut state.groups, ctx))
     }
 }
 
