@@ -259,8 +259,15 @@ impl Connection {
                         if started.elapsed() >= PROGRESS_AFTER && last_drawn.elapsed() >= PROGRESS_REDRAW {
                             last_drawn = Instant::now();
                             if let Some(now) = handle.current() {
-                                // A failing callback only loses the bar.
-                                let _ = Python::attach(|py| draw.call1(py, (now.bar_line(),)));
+                                // A failing callback only loses the bar, but a Ctrl-C that
+                                // Python raised inside it is the user's.
+                                let interrupted = Python::attach(|py| match draw.call1(py, (now.bar_line(),)) {
+                                    Err(err) if err.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => Some(err),
+                                    _ => None,
+                                });
+                                if let Some(err) = interrupted {
+                                    signal.get_or_insert(err);
+                                }
                                 drawn = true;
                             }
                         }

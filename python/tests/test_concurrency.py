@@ -120,3 +120,19 @@ def test_progress_bar_on_stderr(capfd):
     with pytest.raises(apiary.OperationalError):
         plain.execute(SLOW)
     assert capfd.readouterr().err == ""
+
+
+def test_ctrl_c_inside_the_progress_bar_cancels(capfd):
+    # Python raises a KeyboardInterrupt in whatever Python code runs when Ctrl-C comes:
+    # while the bar draws, that is the drawing callback. It still cancels the statement.
+    con = apiary.connect(config={"progress_bar": True})
+
+    def interrupted_drawing(line):
+        raise KeyboardInterrupt
+
+    con._progress = interrupted_drawing
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        con.execute(SLOW)
+    assert time.monotonic() - started < 20
+    assert con.execute("SELECT 1").fetchone() == (1,)
