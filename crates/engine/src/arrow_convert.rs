@@ -297,29 +297,9 @@ pub fn result_to_batches_as(result: &QueryResult, string_views: &[bool], threads
     if !group.is_empty() {
         groups.push((group, rows));
     }
+    // Batches are independent.
     let convert = |(chunks, rows): &(Vec<DataChunk>, usize)| chunks_to_batch(chunks, *rows, Arc::clone(&schema));
-    let threads = threads.clamp(1, groups.len().max(1));
-    if threads == 1 {
-        return groups.iter().map(convert).collect();
-    }
-    // Batches are independent: workers take the next one until none is left.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut batches: Vec<Option<Result<RecordBatch>>> = (0..groups.len()).map(|_| None).collect();
-    let converted = std::sync::Mutex::new(&mut batches);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(group) = groups.get(index) else { break };
-                let batch = convert(group);
-                converted.lock().unwrap_or_else(|e| e.into_inner())[index] = Some(batch);
-            });
-        }
-    });
-    batches
-        .into_iter()
-        .map(|batch| batch.unwrap_or_else(|| Err(apiary_common::internal_err!("a result batch was not converted"))))
-        .collect()
+    apiary_common::parallel::map_in_parallel(&groups, threads, convert).into_iter().collect()
 }
 
 /// Compacted chunks (`rows` rows in all) as one record batch with `schema`.
@@ -365,17 +345,16 @@ fn string_view_array(vectors: &[&Vector]) -> Result<StringViewArray> {
             .collect();
         columns.push((column, numbers));
     }
-    let nulls = match vectors {
-        [vector] => nulls(vector),
-        _ => joint_nulls(vectors),
+    let nulls = joint_nulls(vectors);
+    // One column whose heaps keep their numbers: its views as they are (when their
+    // allocation has the alignment of u128, which Arrow requires).
+    let shared = match columns.as_slice() {
+        [(column, numbers)] if numbers.iter().enumerate().all(|(i, &n)| n as usize == i) => shared_views(column.views()),
+        _ => None,
     };
-    let views: ScalarBuffer<u128> = match columns.as_slice() {
-        // One column whose heaps keep their numbers: its views as they are (when their
-        // allocation has the alignment of u128, which Arrow requires).
-        [(column, numbers)] if numbers.iter().enumerate().all(|(i, &n)| n as usize == i) && shared_views(column.views()).is_some() => {
-            shared_views(column.views()).expect("checked above")
-        }
-        _ => {
+    let views: ScalarBuffer<u128> = match shared {
+        Some(views) => views,
+        None => {
             let rows: usize = columns.iter().map(|(column, _)| column.len()).sum();
             let mut views: Vec<u128> = Vec::with_capacity(rows);
             for (column, numbers) in &columns {
@@ -410,12 +389,9 @@ fn shared_views(views: &Buffer<StrView>) -> Option<ScalarBuffer<u128>> {
     if !(slice.as_ptr() as usize).is_multiple_of(align_of::<u128>()) {
         return None;
     }
-    let start = NonNull::new(slice.as_ptr().cast_mut().cast::<u8>()).expect("slices are not null");
-    let owner = Arc::new(std::panic::AssertUnwindSafe(views.clone()));
-    // SAFETY: `start..start + 16 * len` are the views, which `owner` keeps alive and
-    // nothing modifies; a view is 16 bytes of plain integers, readable as a u128 (see
-    // `StrView::to_bits`), and the start is aligned for u128 (checked above).
-    let buffer = unsafe { arrow::buffer::Buffer::from_custom_allocation(start, size_of_val(slice), owner) };
+    // A view is 16 bytes of plain integers, readable as a u128 (see `StrView::to_bits`),
+    // and the start is aligned for u128 (checked above).
+    let buffer = arrow_buffer_of(views);
     Some(ScalarBuffer::new(buffer, 0, slice.len()))
 }
 
@@ -660,13 +636,18 @@ fn borrowed<T: ArrowNativeType>(values: &ScalarBuffer<T>) -> Buffer<T> {
 /// An Apiary buffer as Arrow values, without copying: the Arrow buffer keeps the Apiary
 /// buffer alive.
 fn shared_scalars<T: ArrowNativeType + Send + Sync>(values: &Buffer<T>) -> ScalarBuffer<T> {
+    ScalarBuffer::new(arrow_buffer_of(values), 0, values.len())
+}
+
+/// An Apiary buffer's memory as an Arrow buffer, without copying (it keeps the Apiary
+/// buffer alive).
+fn arrow_buffer_of<T: Send + Sync + 'static>(values: &Buffer<T>) -> arrow::buffer::Buffer {
     let bytes = size_of_val(values.as_slice());
     let start = NonNull::new(values.as_slice().as_ptr().cast_mut().cast::<u8>()).expect("slices are not null");
     let owner = Arc::new(std::panic::AssertUnwindSafe(values.clone()));
     // SAFETY: `start..start + bytes` are the buffer's values, which `owner` keeps alive
     // and nothing modifies (Apiary buffers are immutable).
-    let buffer = unsafe { arrow::buffer::Buffer::from_custom_allocation(start, bytes, owner) };
-    ScalarBuffer::new(buffer, 0, values.len())
+    unsafe { arrow::buffer::Buffer::from_custom_allocation(start, bytes, owner) }
 }
 
 #[cfg(test)]

@@ -245,30 +245,7 @@ pub fn read_parquet(footer: &ParquetFooter, batch_rows: usize, threads: usize, c
     };
     units.sort_by_cached_key(|unit| std::cmp::Reverse(unit_bytes(unit)));
     let read_unit = |&(group, set): &(usize, usize)| read_row_group(path, metadata, batch_rows, group, &column_sets[set]);
-    let results: Vec<Result<Vec<Vec<Vector>>>> = match units.len() <= 1 || threads == 1 {
-        true => units.iter().map(read_unit).collect(),
-        false => {
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let slots: Vec<std::sync::Mutex<Option<Result<Vec<Vec<Vector>>>>>> = units.iter().map(|_| Default::default()).collect();
-            std::thread::scope(|scope| {
-                for _ in 0..threads.min(units.len()) {
-                    scope.spawn(|| loop {
-                        let unit = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(work) = units.get(unit) else { break };
-                        *slots[unit].lock().unwrap_or_else(|e| e.into_inner()) = Some(read_unit(work));
-                    });
-                }
-            });
-            slots
-                .into_iter()
-                .map(|slot| {
-                    slot.into_inner()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .unwrap_or_else(|| Err(apiary_common::internal_err!("a Parquet row group was not read")))
-                })
-                .collect()
-        }
-    };
+    let results: Vec<Result<Vec<Vec<Vector>>>> = apiary_common::parallel::map_in_parallel(&units, threads, read_unit);
     // Each requested column: its set, and its position there.
     let located: Vec<(usize, usize)> = columns
         .iter()

@@ -894,38 +894,20 @@ fn parse_segment(
 ) -> Result<u64> {
     let quoted = options.quote.is_some_and(|q| memchr::memchr(q, body).is_some());
     let ranges = if quoted { vec![(0, body.len())] } else { line_pieces(body, threads * 4) };
-    // Line number of each piece's first line.
-    let mut starts = Vec::with_capacity(ranges.len());
+    // Each piece with the number of its first line.
+    let mut pieces = Vec::with_capacity(ranges.len());
     let mut line = first_line;
-    for &(s, e) in &ranges {
-        starts.push(line);
+    for (s, e) in ranges {
+        pieces.push((line, s, e));
         line += memchr::memchr_iter(b'\n', &body[s..e]).count() as u64;
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<ParsedPiece>>>> = ranges.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(ranges.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= ranges.len() {
-                    break;
-                }
-                let (s, e) = ranges[i];
-                let parsed = parse_piece(&body[s..e], starts[i], fields, options, file);
-                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(parsed);
-            });
-        }
-    });
-    for result in results {
-        match result.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(piece) => {
-                let piece = piece?;
-                let room = MAX_KEPT_REJECTS.saturating_sub(rejects.len());
-                rejects.extend(piece.rejects.into_iter().take(room));
-                sink(piece.columns)?
-            }
-            None => return Err(apiary_common::internal_err!("a CSV piece was not parsed")),
-        }
+    let results =
+        apiary_common::parallel::map_in_parallel(&pieces, threads, |&(start, s, e)| parse_piece(&body[s..e], start, fields, options, file));
+    for piece in results {
+        let piece = piece?;
+        let room = MAX_KEPT_REJECTS.saturating_sub(rejects.len());
+        rejects.extend(piece.rejects.into_iter().take(room));
+        sink(piece.columns)?
     }
     Ok(line)
 }
