@@ -12,6 +12,25 @@ import apiary
 SLOW = "SELECT count(*) FROM range(200000) a(x), range(200000) b(y) WHERE (x + y) % 7 = 3"
 
 
+def interrupt_after(con, seconds):
+    """Interrupts `con` after `seconds`, and again every 0.2 s until the returned event is
+    set: an interrupt that comes before the statement started (a loaded machine can take
+    longer than `seconds` to parse and plan it) does not cancel it, so one alone could
+    leave the test waiting for minutes."""
+    done = threading.Event()
+
+    def keep_interrupting():
+        if done.wait(seconds):
+            return
+        while True:
+            con.interrupt()
+            if done.wait(0.2):
+                return
+
+    threading.Thread(target=keep_interrupting, daemon=True).start()
+    return done
+
+
 def test_keyboard_interrupt_cancels_the_query():
     con = apiary.connect()
 
@@ -30,9 +49,10 @@ def test_keyboard_interrupt_cancels_the_query():
 
 def test_interrupt_from_another_thread():
     con = apiary.connect()
-    threading.Timer(0.3, con.interrupt).start()
+    done = interrupt_after(con, 0.3)
     with pytest.raises(apiary.OperationalError) as raised:
         con.execute(SLOW)
+    done.set()
     assert raised.value.sqlstate == "57014"
 
 
@@ -48,9 +68,10 @@ def test_gil_is_released_while_a_query_runs():
 
     thread = threading.Thread(target=ticker)
     thread.start()
-    threading.Timer(1.0, con.interrupt).start()
+    done = interrupt_after(con, 1.0)
     with pytest.raises(apiary.OperationalError):
         con.execute(SLOW)
+    done.set()
     stop.set()
     thread.join()
     assert len(ticks) > 20
@@ -105,9 +126,10 @@ def test_progress_bar_on_stderr(capfd):
     # A statement longer than a second draws the bar on stderr, redrawn over one line,
     # and clears it when the statement ends (here: cancelled after 1.6 s).
     con = apiary.connect(config={"progress_bar": True, "threads": 1})
-    threading.Timer(1.6, con.interrupt).start()
+    done = interrupt_after(con, 1.6)
     with pytest.raises(apiary.OperationalError):
         con.execute(SLOW)
+    done.set()
     err = capfd.readouterr().err
     assert "%" in err and "s elapsed" in err and err.count("[") >= 2, err
     assert err.endswith("\r"), err
@@ -116,9 +138,10 @@ def test_progress_bar_on_stderr(capfd):
     assert capfd.readouterr().err == ""
     # Without the option, nothing is drawn.
     plain = apiary.connect()
-    threading.Timer(1.3, plain.interrupt).start()
+    done = interrupt_after(plain, 1.3)
     with pytest.raises(apiary.OperationalError):
         plain.execute(SLOW)
+    done.set()
     assert capfd.readouterr().err == ""
 
 

@@ -21,6 +21,24 @@ def test_exception_hierarchy():
         assert issubclass(getattr(apiary, name), apiary.DatabaseError), name
 
 
+def test_update_delete_truncate(con):
+    import decimal
+
+    con.execute("CREATE TABLE d (id INTEGER PRIMARY KEY, name VARCHAR, amount DECIMAL(10,2))")
+    con.executemany("INSERT INTO d VALUES (?, ?, ?)", [(i, f"n{i}", decimal.Decimal(i) / 4) for i in range(10)])
+    cur = con.cursor()
+    cur.execute("UPDATE d SET amount = amount * 2 WHERE id >= ?", [5])
+    assert cur.rowcount == 5
+    cur.execute("DELETE FROM d WHERE id < 3 RETURNING id, name")
+    assert sorted(cur.fetchall()) == [(0, "n0"), (1, "n1"), (2, "n2")]
+    assert con.sql("SELECT count(*), sum(amount) FROM d").fetchone() == (7, decimal.Decimal("19.25"))
+    with pytest.raises(apiary.IntegrityError):
+        con.execute("UPDATE d SET id = 4 WHERE id = 5")
+    assert con.sql("SELECT count(*) FROM d WHERE id = 5").fetchone() == (1,)
+    con.execute("TRUNCATE d")
+    assert con.sql("SELECT count(*) FROM d").fetchone() == (0,)
+
+
 def test_execute_fetch_and_description(con):
     cur = con.cursor()
     assert cur.execute("CREATE TABLE t (a INTEGER, b VARCHAR, c DECIMAL(10,2))") is cur

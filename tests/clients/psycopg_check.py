@@ -90,6 +90,13 @@ def main():
             for row in copy.rows():
                 rows.append(row)
         check(rows == [("148", "c148"), ("149", None)], f"copy to stdout: {rows}")
+        # UPDATE and DELETE with parameters (extended protocol): rowcount, RETURNING.
+        cur.execute("UPDATE py SET amount = amount + %s WHERE id < %s", (Decimal("0.50"), 10))
+        check(cur.rowcount == 10, f"update rowcount {cur.rowcount}")
+        cur.execute("DELETE FROM py WHERE id >= %s RETURNING id, amount", (148,))
+        check(sorted(cur.fetchall()) == [(148, Decimal("1.25")), (149, Decimal("1.25"))], "delete returning")
+        cur.execute("SELECT count(*), sum(amount) FROM py WHERE id < 10")
+        check(cur.fetchone() == (10, Decimal("16.25")), "after update and delete")
         # Errors are typed by SQLSTATE and the connection goes on.
         try:
             cur.execute("SELECT * FROM no_such_table")

@@ -6,7 +6,8 @@
 # SQLite's test scripts under test/ (select1-5.test, random/**, index/**, evidence/**; the
 # random/ and select files are byte-identical to SQLite's apart from CRLF line endings).
 # The jar is fetched with Maven (`mvn dependency:copy`), checked against the SHA-256
-# pinned below, and only test/select*.test and test/random/** are unpacked.
+# pinned below, and only test/select*.test, test/random/**, test/index/delete/** and
+# test/evidence/slt_lang_update.test are unpacked.
 #
 # Usage: tests/sqlite/fetch_corpus.sh [DIR]
 #   DIR defaults to $APIARY_SQLITE_CORPUS_DIR, else <repo>/target/sqlite-corpus.
@@ -17,14 +18,17 @@ set -euo pipefail
 readonly ARTIFACT="net.hydromatic:sql-logic-test:0.3"
 readonly JAR_NAME="sql-logic-test-0.3.jar"
 readonly JAR_SHA256="801efc1904e802795a20ce30559025c0b5a7a21840114722717c0466089c13f0"
-# Files unpacked from the jar: 5 select files and 391 random/ files.
-readonly EXPECTED_FILES=396
+# Files unpacked from the jar: 5 select files, 391 random/ files, 14 index/delete/ files
+# and 1 evidence/ file.
+readonly EXPECTED_FILES=411
+# What the stamp of a complete directory holds: the jar and how many files came out of it.
+readonly STAMP="$JAR_SHA256 $EXPECTED_FILES"
 
 repo_root="$(cd "$(dirname "$0")/../.." && pwd)"
 dir="${1:-${APIARY_SQLITE_CORPUS_DIR:-$repo_root/target/sqlite-corpus}}"
 stamp="$dir/.complete"
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$JAR_SHA256" ]]; then
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$STAMP" ]]; then
     exit 0
 fi
 
@@ -54,14 +58,16 @@ fi
 
 # The jar is a zip file; unzip it with Python when `unzip` is not installed.
 if command -v unzip >/dev/null 2>&1; then
-    unzip -q -o "$download/$JAR_NAME" 'test/select*.test' 'test/random/*' -d "$dir"
+    unzip -q -o "$download/$JAR_NAME" 'test/select*.test' 'test/random/*' 'test/index/delete/*' \
+        'test/evidence/slt_lang_update.test' -d "$dir"
 else
     python3 - "$download/$JAR_NAME" "$dir" <<'EOF'
 import sys, zipfile
 jar, out = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(jar) as z:
     names = [n for n in z.namelist()
-             if (n.startswith("test/select") and n.endswith(".test")) or n.startswith("test/random/")]
+             if (n.startswith("test/select") and n.endswith(".test")) or n.startswith("test/random/")
+             or n.startswith("test/index/delete/") or n == "test/evidence/slt_lang_update.test"]
     z.extractall(out, names)
 EOF
 fi
@@ -72,5 +78,5 @@ if [[ "$count" -ne "$EXPECTED_FILES" ]]; then
     exit 1
 fi
 rm -rf "$download" "$dir/mvn.log"
-echo "$JAR_SHA256" > "$stamp"
+echo "$STAMP" > "$stamp"
 echo "fetch_corpus.sh: $count files in $dir/test" >&2

@@ -245,6 +245,9 @@ impl Connection {
             S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
             S::Insert(insert) => self.insert(insert),
+            S::Delete(delete) => self.delete(delete),
+            S::Update(update) => self.update(update),
+            S::Truncate(truncate) => self.truncate(truncate),
             S::Copy { source, to, target, options, legacy_options, values } => {
                 if !values.is_empty() || !legacy_options.is_empty() {
                     return Err(not_impl_err!("COPY with inline data or legacy options"));
@@ -311,7 +314,7 @@ impl Connection {
         disabled
     }
 
-    fn optimize_plan(&self, plan: LogicalPlan, next_column_id: u32) -> Result<LogicalPlan> {
+    pub(crate) fn optimize_plan(&self, plan: LogicalPlan, next_column_id: u32) -> Result<LogicalPlan> {
         let evaluator = KernelEvaluator { time_zone: self.settings.execution.time_zone };
         let mut ctx = OptimizerContext::new(next_column_id, &evaluator);
         ctx.disabled = self.disabled_rules();
@@ -319,7 +322,7 @@ impl Connection {
     }
 
     /// A binder for this connection's statement (with its `$n` values, if any).
-    fn binder<'a>(&'a self, functions: &'a EngineTableFunctions<'a>) -> Binder<'a> {
+    pub(crate) fn binder<'a>(&'a self, functions: &'a EngineTableFunctions<'a>) -> Binder<'a> {
         let mut binder = Binder::new(&self.db.catalog, functions);
         if let Some(values) = &self.parameter_values {
             binder = binder.with_parameter_values(values.clone());

@@ -112,20 +112,15 @@ impl Database {
 pub(crate) enum Change<'a> {
     /// A new table, with its first rows (CREATE TABLE AS).
     Create(Arc<Table>, Option<PreparedAppend<'a>>),
+    /// Rows written to a table: appended, deleted (DELETE, UPDATE) or all removed first
+    /// (TRUNCATE).
     Append(&'a Arc<Table>, PreparedAppend<'a>),
     /// DROP TABLE / DROP VIEW. The views that read them are dropped too with `cascade`,
     /// else they make the statement fail.
-    Drop {
-        tables: Vec<String>,
-        views: Vec<String>,
-        cascade: bool,
-    },
+    Drop { tables: Vec<String>, views: Vec<String>, cascade: bool },
     /// CREATE VIEW; with `replace`, a view of that name is replaced if the new one keeps
     /// its columns (CREATE OR REPLACE VIEW).
-    CreateView {
-        view: Arc<View>,
-        replace: bool,
-    },
+    CreateView { view: Arc<View>, replace: bool },
 }
 
 impl DatabaseInner {
@@ -256,10 +251,12 @@ impl DatabaseInner {
         }
     }
 
-    /// Small changes go to the log; appends of a block or more are written as a
-    /// checkpoint, so their data is written once.
+    /// Small changes go to the log; appends (or deletes) of a block or more are written as
+    /// a checkpoint, so their data is written once.
     fn make_durable(&self, guard: &mut CommitGuard<'_>, change: &Change<'_>) -> Result<()> {
-        let large = |table: &Table, prepared: &PreparedAppend<'_>| prepared.appended_rows() >= table.block_rows;
+        let large = |table: &Table, prepared: &PreparedAppend<'_>| {
+            prepared.appended_rows() >= table.block_rows || prepared.deleted_row_ids().len() >= table.block_rows
+        };
         match change {
             Change::Create(table, Some(prepared)) if large(table, prepared) => {
                 let mut state = self.committed_state(&[]);
@@ -279,10 +276,21 @@ impl DatabaseInner {
                 guard.log(&entries)
             }
             Change::Append(table, prepared) => {
-                if prepared.appended_rows() == 0 {
+                // In the order the writer made them: a TRUNCATE, deletes, then appends.
+                let mut entries = Vec::new();
+                if prepared.truncated() {
+                    entries.push(LogEntry::Truncate(table.name.clone()));
+                }
+                if !prepared.deleted_row_ids().is_empty() {
+                    entries.push(LogEntry::Delete { table: table.name.clone(), row_ids: prepared.deleted_row_ids().to_vec() });
+                }
+                if prepared.appended_rows() > 0 {
+                    entries.push(LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? });
+                }
+                if entries.is_empty() {
                     return Ok(());
                 }
-                guard.log(&[LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? }])
+                guard.log(&entries)
             }
             Change::Drop { tables, views, .. } => {
                 let views = views.iter().map(|n| LogEntry::DropView(n.clone()));
@@ -297,17 +305,42 @@ impl DatabaseInner {
         self.catalog.tables().into_iter().filter(|t| !except.contains(&t.name.as_str())).map(|t| (Arc::clone(&t), t.snapshot())).collect()
     }
 
-    /// `CHECKPOINT`: folds the log into the database file (nothing for in-memory
-    /// databases).
+    /// `CHECKPOINT`: compacts the tables with deleted rows (see [`Table::compact`]) and
+    /// folds the log into the database file (an in-memory database only compacts).
     pub(crate) fn checkpoint(&self) -> Result<()> {
         match &self.store {
             Some(store) => self.checkpoint_locked(&mut store.lock()),
-            None => Ok(()),
+            None => {
+                let tables = self.catalog.tables();
+                for table in &tables {
+                    if let Some(compaction) = table.compact()? {
+                        compaction.publish();
+                    }
+                }
+                self.pool.set_table_bytes(tables.iter().map(|t| t.snapshot().memory_bytes()).sum());
+                Ok(())
+            }
         }
     }
 
+    /// Writes the committed state, compacted, as a checkpoint. A table a statement is
+    /// writing now is written as it is (compacting it would move the rows the statement
+    /// names); the compacted contents are published once the checkpoint holds them, so
+    /// the log that follows names rows as the file has them.
     fn checkpoint_locked(&self, guard: &mut CommitGuard<'_>) -> Result<()> {
-        guard.checkpoint(&self.committed_state(&[]), &self.catalog.views(), self.scheduler.threads())
+        let tables = self.catalog.tables();
+        let compactions: Vec<_> = tables.iter().map(|t| t.compact()).collect::<Result<_>>()?;
+        let state: Vec<(Arc<Table>, Arc<TableData>)> = tables
+            .iter()
+            .zip(&compactions)
+            .map(|(table, compaction)| {
+                let data = compaction.as_ref().map_or_else(|| table.snapshot(), |c| Arc::clone(c.data()));
+                (Arc::clone(table), data)
+            })
+            .collect();
+        guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())?;
+        compactions.into_iter().flatten().for_each(|c| c.publish());
+        Ok(())
     }
 }
 

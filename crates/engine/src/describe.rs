@@ -60,6 +60,7 @@ impl Connection {
                 }
                 Vec::new()
             }
+            ast::Statement::Delete(_) | ast::Statement::Update(_) => self.describe_dml(&mut binder, statement)?,
             ast::Statement::Explain { .. } => vec![("explain".to_string(), text)],
             ast::Statement::ShowVariable { variable } => {
                 vec![(variable.iter().map(normalize_ident).collect::<Vec<_>>().join("."), text)]

@@ -21,7 +21,8 @@
 //! ```text
 //! Connection::execute(sql)
 //!   ├─ parse (apiary-sql::parser)            statements
-//!   ├─ DDL / COPY / INSERT / SET             handled here (statement.rs, copy.rs)
+//!   ├─ DDL / COPY / INSERT / SET             handled here (connection.rs, copy.rs)
+//!   ├─ DELETE / UPDATE / TRUNCATE            a query finds the rows, a writer changes them (dml.rs)
 //!   └─ queries: bind ─▶ optimize ─▶ plan ─▶ run on the scheduler ─▶ QueryResult
 //! Connection::describe_statement(stmt, ..)  bind only: result columns, `$n` types
 //! Connection::execute_with_parameters       a statement with `$n` values (wire protocol)
@@ -34,6 +35,7 @@ mod copy;
 mod csv;
 mod database;
 mod describe;
+mod dml;
 mod external;
 mod parquet_io;
 pub mod pg_catalog;

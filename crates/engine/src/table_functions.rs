@@ -161,8 +161,8 @@ impl TableFunctionProvider for EngineTableFunctions<'_> {
     }
 }
 
-/// `apiary_storage_info()`: one row per table column with its size in the database file
-/// and in memory and the encodings its blocks use.
+/// `apiary_storage_info()`: one row per table column with its rows (live and deleted),
+/// its size in the database file and in memory and the encodings its blocks use.
 fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
     let text = DataType::Varchar(None);
     let fields = vec![
@@ -170,6 +170,8 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
         Field::new("column_name", text, false),
         Field::new("column_type", text, false),
         Field::new("row_count", DataType::BigInt, false),
+        // Deleted rows still stored (until CHECKPOINT compacts the table).
+        Field::new("deleted_rows", DataType::BigInt, false),
         Field::new("block_count", DataType::BigInt, false),
         Field::new("encodings", text, false),
         Field::new("stored_bytes", DataType::BigInt, false),
@@ -201,6 +203,7 @@ fn storage_info(catalog: &Catalog, block_rows: usize) -> Result<Arc<Table>> {
                 ScalarValue::Utf8(field.name.clone()),
                 ScalarValue::Utf8(field.data_type.to_string()),
                 ScalarValue::Int64(data.row_count() as i64),
+                ScalarValue::Int64(data.deleted_rows() as i64),
                 ScalarValue::Int64(data.blocks.len() as i64),
                 ScalarValue::Utf8(summary.join(", ")),
                 ScalarValue::Int64(stored_bytes),

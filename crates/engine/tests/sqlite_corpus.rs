@@ -1,8 +1,9 @@
-//! Runs SQLite's public sqllogictest corpus (`select1`–`select5.test` and `random/**`)
-//! against Apiary, with the conventions of an engine named `postgresql`.
+//! Runs SQLite's public sqllogictest corpus (`select1`–`select5.test`, `random/**`, and of
+//! changing data `index/delete/**` and `evidence/slt_lang_update.test`) against Apiary,
+//! with the conventions of an engine named `postgresql`.
 //!
 //! ```text
-//! tests/sqlite/fetch_corpus.sh ─▶ <corpus>/test/{select1..5.test, random/**}
+//! tests/sqlite/fetch_corpus.sh ─▶ <corpus>/test/{select1..5.test, random/**, index/delete/**, evidence/..}
 //!        │ (Maven Central artifact, checksum pinned)
 //!        ▼
 //! each file: parse (sqllogictest crate) ─▶ one record at a time through Runner::run
@@ -29,9 +30,10 @@
 //!   indexes, and an index changes no query result. Nothing else in the files is rewritten.
 //!
 //! Which files run (`APIARY_SQLITE_CORPUS`):
-//! * unset or `ci`: `select1`–`select5` and the fixed sample [`CI_RANDOM_SAMPLE`] of
-//!   `random/` (22 of its 391 files; about a minute in the dev profile);
-//! * `full`: all 396 files (5.3 million records; about 10 minutes).
+//! * unset or `ci`: `select1`–`select5`, the fixed sample [`CI_RANDOM_SAMPLE`] of
+//!   `random/` (22 of its 391 files) and the 15 files of changing data (about 1.5 minutes
+//!   in the dev profile);
+//! * `full`: all 411 files (5.5 million records; about 10 minutes).
 //!
 //! `APIARY_SQLITE_FILTER=expr/` runs only the files whose path contains the text;
 //! `APIARY_SQLITE_SETTINGS="SET threads = 1"` runs statements on each new database first.
@@ -68,6 +70,11 @@ const CI_RANDOM_SAMPLE: &[(&str, u32)] = &[("aggregates", 20), ("expr", 20), ("g
 const RANDOM_GROUPS: &[&str] = &["aggregates", "expr", "groupby", "select"];
 
 const SELECT_FILES: &[&str] = &["select1.test", "select2.test", "select3.test", "select4.test", "select5.test"];
+
+/// Files of changing data: DELETE over tables of 1 to 10,000 rows (`index/delete/<rows>/`),
+/// and the evidence file of UPDATE's semantics. All of them run in CI.
+const DML_DIR: &str = "index/delete";
+const DML_FILES: &[&str] = &["evidence/slt_lang_update.test"];
 
 /// The engine name the corpus's `skipif`/`onlyif` conditions are matched against.
 const ENGINE_NAME: &str = "postgresql";
@@ -444,12 +451,34 @@ fn all_files(test_dir: &Path) -> Vec<String> {
         names.sort();
         files.extend(names.into_iter().map(|(_, name)| format!("random/{group}/{name}")));
     }
+    let dml = test_dir.join(DML_DIR);
+    let mut sizes: Vec<(u32, String)> = std::fs::read_dir(&dml)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dml.display()))
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            Some((name.parse().ok()?, name))
+        })
+        .collect();
+    sizes.sort();
+    for (_, size) in sizes {
+        let dir = dml.join(&size);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".test"))
+            .collect();
+        names.sort();
+        files.extend(names.into_iter().map(|name| format!("{DML_DIR}/{size}/{name}")));
+    }
+    files.extend(DML_FILES.iter().map(|f| f.to_string()));
     files
 }
 
 /// Whether a corpus file runs in CI: every select file, and the sample of `random/`.
 fn in_ci_sample(file: &str) -> bool {
-    if SELECT_FILES.contains(&file) {
+    if SELECT_FILES.contains(&file) || file.starts_with(DML_DIR) || DML_FILES.contains(&file) {
         return true;
     }
     CI_RANDOM_SAMPLE.iter().any(|(group, stride)| {

@@ -1186,7 +1186,8 @@ fn write_statement(statement: &ast::Statement) -> Option<&'static str> {
         S::Drop { .. } => "DROP",
         S::Copy { to: false, .. } => "COPY FROM",
         S::Call(_) => "CHECKPOINT",
-        S::CreateIndex(_) | S::AlterTable { .. } | S::Truncate { .. } => "this statement",
+        S::Truncate(_) => "TRUNCATE",
+        S::CreateIndex(_) | S::AlterTable { .. } => "this statement",
         _ => return None,
     })
 }
@@ -1197,6 +1198,9 @@ fn command_tag(statement: &ast::Statement, rows: Option<u64>) -> String {
     let rows = rows.unwrap_or(0);
     match statement {
         S::Insert(_) => format!("INSERT 0 {rows}"),
+        S::Delete(_) => format!("DELETE {rows}"),
+        S::Update(_) => format!("UPDATE {rows}"),
+        S::Truncate(_) => "TRUNCATE TABLE".to_string(),
         S::CreateTable(create) if create.query.is_some() => format!("SELECT {rows}"),
         S::CreateTable(_) => "CREATE TABLE".to_string(),
         S::CreateView(_) => "CREATE VIEW".to_string(),
@@ -1215,6 +1219,9 @@ fn rows_tag(statement: &ast::Statement) -> &'static str {
     match statement {
         ast::Statement::ShowVariable { .. } | ast::Statement::ShowTables { .. } => "SHOW",
         ast::Statement::Explain { .. } => "EXPLAIN",
+        // With RETURNING.
+        ast::Statement::Delete(_) => "DELETE",
+        ast::Statement::Update(_) => "UPDATE",
         _ => "SELECT",
     }
 }

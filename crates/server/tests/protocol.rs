@@ -223,6 +223,12 @@ fn command_tags_and_transaction_status() {
     assert_eq!(all[..5], ["CREATE TABLE", "INSERT 0 3", "SELECT 3", "SET", "SHOW 1"], "{all:?}");
     assert!(tags(&messages)[5].starts_with("EXPLAIN "), "{:?}", tags(&messages));
     assert_eq!(status(&messages), Some('I'));
+    // DELETE and UPDATE tags count the rows changed, with RETURNING too.
+    let messages = raw.query(
+        "CREATE TABLE y AS SELECT * FROM x; UPDATE y SET b = 'z' WHERE a > 1; DELETE FROM y WHERE a = 1; \
+         UPDATE y SET a = a + 10 RETURNING a; DELETE FROM y WHERE b IS NULL RETURNING *; TRUNCATE y; DROP TABLE y",
+    );
+    assert_eq!(tags(&messages), ["SELECT 3", "UPDATE 2", "DELETE 1", "UPDATE 2", "DELETE 0", "TRUNCATE TABLE", "DROP TABLE"]);
     // BEGIN: 'T'; reads run; a write is refused (no multi-statement transactions) and
     // the block fails: 'E'; ROLLBACK ends it and the write never happened.
     let messages = raw.query("BEGIN; SELECT count(*) FROM x");

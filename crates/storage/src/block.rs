@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock, RwLock};
 
-use apiary_common::{internal_err, Result};
+use apiary_common::{internal_err, Bitmap, Result};
 
 use apiary_types::vector::NativeType;
 use apiary_types::{DataType, ScalarValue, StrColumn, StrView, Vector, VectorData};
@@ -570,10 +570,17 @@ impl Drop for ColumnStripe {
 }
 
 /// Up to [`BLOCK_ROWS`] rows of a table, stored column by column.
+///
+/// A block never changes once published. Deleting rows publishes a new block with the
+/// same stripes and a bitmap of the deleted rows (DuckDB's and Hyper's deletion vectors):
+/// scans skip them, and row positions, which DELETE and UPDATE name rows by, stay put.
 #[derive(Debug)]
 pub struct Block {
+    /// Rows stored, deleted ones included.
     pub row_count: usize,
     pub columns: Vec<Arc<ColumnStripe>>,
+    /// Set bit = deleted row (bits past its length: not deleted); `None` when none is.
+    pub deleted: Option<Arc<Bitmap>>,
 }
 
 impl Block {
@@ -585,7 +592,67 @@ impl Block {
     fn of(columns: Vec<Vector>, stripe: impl Fn(Vector) -> ColumnStripe) -> Block {
         let row_count = columns.first().map_or(0, |c| c.len());
         debug_assert!(columns.iter().all(|c| c.len() == row_count));
-        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(stripe(c))).collect() }
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(stripe(c))).collect(), deleted: None }
+    }
+
+    /// A block of stored stripes with the given deleted rows.
+    pub fn from_stripes(row_count: usize, columns: Vec<Arc<ColumnStripe>>, deleted: Option<Arc<Bitmap>>) -> Block {
+        let deleted = deleted.filter(|d| d.count_ones() > 0);
+        Block { row_count, columns, deleted }
+    }
+
+    /// Number of deleted rows.
+    pub fn deleted_count(&self) -> usize {
+        self.deleted.as_ref().map_or(0, |d| d.count_ones())
+    }
+
+    /// Number of rows not deleted.
+    pub fn live_count(&self) -> usize {
+        self.row_count - self.deleted_count()
+    }
+
+    pub fn is_deleted(&self, row: usize) -> bool {
+        self.deleted.as_ref().is_some_and(|d| row < d.len() && d.get(row))
+    }
+
+    /// This block with `rows` (positions, each below `row_count`) deleted too; the
+    /// stripes are shared.
+    pub fn with_deleted(&self, rows: impl IntoIterator<Item = u32>) -> Block {
+        let mut deleted = match &self.deleted {
+            Some(d) => {
+                let mut bits = Bitmap::new(self.row_count, false);
+                d.iter_ones().filter(|&r| r < self.row_count).for_each(|r| bits.set(r, true));
+                bits
+            }
+            None => Bitmap::new(self.row_count, false),
+        };
+        for row in rows {
+            deleted.set(row as usize, true);
+        }
+        Block::from_stripes(self.row_count, self.columns.clone(), Some(Arc::new(deleted)))
+    }
+
+    /// The positions (relative to `offset`) of the rows of `offset..offset + len` not
+    /// deleted; `None` when none of them is deleted.
+    pub fn live_rows(&self, offset: usize, len: usize) -> Option<Vec<u32>> {
+        let deleted = self.deleted.as_ref()?;
+        let end = (offset + len).min(deleted.len());
+        if offset >= end {
+            return None;
+        }
+        let words = deleted.words();
+        let (first_word, last_word) = (offset / 64, (end - 1) / 64);
+        if words[first_word..=last_word].iter().all(|&w| w == 0) {
+            return None;
+        }
+        let mut live = Vec::with_capacity(len);
+        for row in 0..len {
+            let position = offset + row;
+            if position >= end || !deleted.get(position) {
+                live.push(row as u32);
+            }
+        }
+        Some(live)
     }
 
     /// A block whose stripes are packed into codes where that is narrower (`pack`), else

@@ -28,9 +28,9 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
-/// views, format 3 no TIMESTAMPTZ or TIME columns).
+/// views, format 3 no TIMESTAMPTZ or TIME columns, format 4 no deleted rows).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// The format that added views: a file of an older format gets this version in its
 /// header before a view is written into it, so older builds refuse it instead of
@@ -39,6 +39,9 @@ pub const VIEWS_FORMAT_VERSION: u32 = 3;
 /// The format that added TIMESTAMPTZ and TIME columns (type codes older builds do not
 /// know), raised the same way before a table with such a column is written.
 pub const TIME_ZONE_TYPES_FORMAT_VERSION: u32 = 4;
+/// The format that added deleted rows to blocks (DELETE, UPDATE), raised the same way
+/// before a block with deleted rows is written.
+pub const DELETIONS_FORMAT_VERSION: u32 = 5;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;

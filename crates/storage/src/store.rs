@@ -50,6 +50,14 @@ pub enum LogEntry {
     /// A new view, or a new definition of one (CREATE OR REPLACE VIEW).
     CreateView(Arc<View>),
     DropView(String),
+    /// Rows deleted by id (`apiary_storage::table::row_id`), ascending; an UPDATE logs
+    /// this, then the new rows as an [`LogEntry::Append`] to the same table.
+    Delete {
+        table: String,
+        row_ids: Vec<i64>,
+    },
+    /// TRUNCATE: every row removed.
+    Truncate(String),
 }
 
 /// What a database file holds: its tables (with their contents) and views.
@@ -299,6 +307,16 @@ impl CommitGuard<'_> {
                     writer.u8(5);
                     writer.str(name);
                 }
+                LogEntry::Delete { table, row_ids } => {
+                    writer.u8(6);
+                    writer.str(table);
+                    writer.u64(row_ids.len() as u64);
+                    row_ids.iter().for_each(|&id| writer.u64(id as u64));
+                }
+                LogEntry::Truncate(table) => {
+                    writer.u8(7);
+                    writer.str(table);
+                }
             }
         }
         let mut record = Writer::new();
@@ -326,6 +344,9 @@ impl CommitGuard<'_> {
         }
         if tables.iter().any(|(table, _)| has_time_zone_types(table)) {
             file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
+        }
+        if tables.iter().any(|(_, data)| data.blocks.iter().any(|b| b.deleted.is_some())) {
+            file.require_format(crate::file::DELETIONS_FORMAT_VERSION)?;
         }
         // 1. Stripes not yet in the file, encoded and written in parallel.
         let mut pending = Vec::new();
@@ -432,7 +453,13 @@ fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], 
         writer.table_stats(&data.stats);
         writer.u64(data.blocks.len() as u64);
         for block in &data.blocks {
-            writer.u64(block.row_count as u64);
+            match &block.deleted {
+                None => writer.u64(block.row_count as u64),
+                Some(deleted) => {
+                    writer.u64(block.row_count as u64 | HAS_DELETED_ROWS);
+                    write_deleted_rows(&mut writer, deleted, block.row_count);
+                }
+            }
             for stripe in &block.columns {
                 let stored = stripe.stored_location().expect("checkpoint writes every stripe first");
                 writer.u64(stored.extent.offset);
@@ -468,11 +495,16 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
         let mut total_rows = 0u64;
         let mut null_counts = vec![0u64; table.schema.len()];
         for block_index in 0..block_count {
-            let row_count = reader.u64()?;
+            let stored_count = reader.u64()?;
+            let row_count = stored_count & !HAS_DELETED_ROWS;
             if row_count > MAX_STRIPE_ROWS as u64 {
                 return Err(reader.corrupt(&format!("{row_count} rows in one block")));
             }
             let row_count = row_count as usize;
+            let deleted = match stored_count & HAS_DELETED_ROWS != 0 {
+                true => Some(Arc::new(read_deleted_rows(&mut reader, row_count)?)),
+                false => None,
+            };
             total_rows += row_count as u64;
             let mut columns = Vec::with_capacity(table.schema.len());
             for (column, field) in table.schema.fields.iter().enumerate() {
@@ -492,7 +524,7 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
                 let stored = StoredStripe { file: Arc::clone(file), extent, checksum, encoding, label };
                 columns.push(Arc::new(ColumnStripe::stored(row_count, field.data_type, zone_map, stored)));
             }
-            blocks.push(Arc::new(Block { row_count, columns }));
+            blocks.push(Arc::new(Block::from_stripes(row_count, columns, deleted)));
         }
         let counted = stats.row_count as u64 == total_rows
             && stats.columns.iter().zip(&null_counts).all(|(column, &nulls)| column.null_count as u64 == nulls);
@@ -512,6 +544,45 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
         return Err(reader.corrupt("trailing bytes"));
     }
     Ok((tables, views))
+}
+
+/// Set in a block's stored row count when a list of its deleted rows follows (format 5).
+const HAS_DELETED_ROWS: u64 = 1 << 63;
+
+/// A block's deleted rows: their positions (tag 0), or for many, the bitmap's words (tag 1).
+fn write_deleted_rows(writer: &mut Writer, deleted: &apiary_common::Bitmap, row_count: usize) {
+    let count = deleted.count_ones();
+    if count * 32 < row_count {
+        writer.u8(0);
+        writer.u64(count as u64);
+        deleted.iter_ones().for_each(|row| writer.u32(row as u32));
+    } else {
+        writer.u8(1);
+        let words = row_count.div_ceil(64);
+        (0..words).for_each(|i| writer.u64(deleted.words().get(i).copied().unwrap_or(0)));
+    }
+}
+
+fn read_deleted_rows(reader: &mut Reader<'_>, row_count: usize) -> Result<apiary_common::Bitmap> {
+    match reader.u8()? {
+        0 => {
+            let count = reader.len(4)?;
+            let mut deleted = apiary_common::Bitmap::new(row_count, false);
+            for _ in 0..count {
+                let row = reader.u32()? as usize;
+                if row >= row_count {
+                    return Err(reader.corrupt("a deleted row past the end of its block"));
+                }
+                deleted.set(row, true);
+            }
+            Ok(deleted)
+        }
+        1 => {
+            let words = (0..row_count.div_ceil(64)).map(|_| reader.u64()).collect::<Result<Vec<u64>>>()?;
+            Ok(apiary_common::Bitmap::from_words(words, row_count))
+        }
+        other => Err(reader.corrupt(&format!("unknown list of deleted rows {other}"))),
+    }
 }
 
 /// The tables and views while a database is recovered.
@@ -629,6 +700,25 @@ fn apply_record(record: &[u8], catalog: &mut Entries) -> Result<()> {
             5 => {
                 let name = reader.str()?;
                 catalog.views.remove(&name);
+            }
+            6 => {
+                let name = reader.str()?;
+                let count = reader.len(8)?;
+                let row_ids = (0..count).map(|_| reader.u64().map(|id| id as i64)).collect::<Result<Vec<i64>>>()?;
+                let table = tables.get(&name).ok_or_else(|| reader.corrupt(&format!("delete from unknown table \"{name}\"")))?;
+                // An UPDATE's new rows follow as an append. Deleting first and appending
+                // after lays the blocks out as one writer doing both did: deleted rows
+                // keep their places, and an append copies them with the last block.
+                let mut appender = table.appender()?;
+                appender.delete(&row_ids).map_err(|e| reader.corrupt(&format!("a delete that does not apply: {e}")))?;
+                appender.commit()?;
+            }
+            7 => {
+                let name = reader.str()?;
+                let table = tables.get(&name).ok_or_else(|| reader.corrupt(&format!("truncate of unknown table \"{name}\"")))?;
+                let mut appender = table.appender()?;
+                appender.truncate()?;
+                appender.commit()?;
             }
             other => return Err(reader.corrupt(&format!("unknown log entry {other}"))),
         }

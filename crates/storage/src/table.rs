@@ -1,6 +1,6 @@
 //! Tables: a schema and an atomically replaced snapshot of immutable blocks.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
@@ -18,9 +18,34 @@ pub struct TableData {
     pub stats: TableStats,
 }
 
+/// The name of the column of row ids a DELETE or UPDATE reads its target through (see
+/// [`Table::with_row_ids`]); hidden from `*`.
+pub const ROW_ID_COLUMN: &str = "__apiary_row_id";
+
+/// A row's id: its block number in the high 32 bits, its position in the block in the low.
+pub fn row_id(block: usize, row: usize) -> i64 {
+    ((block as i64) << 32) | row as i64
+}
+
+/// The block number and position of a row id.
+pub fn split_row_id(id: i64) -> (usize, usize) {
+    ((id >> 32) as usize, (id & 0xffff_ffff) as usize)
+}
+
 impl TableData {
+    /// Rows not deleted.
     pub fn row_count(&self) -> usize {
+        self.stats.row_count - self.deleted_rows()
+    }
+
+    /// Rows stored, deleted ones included (what the statistics count).
+    pub fn stored_rows(&self) -> usize {
         self.stats.row_count
+    }
+
+    /// Rows deleted but still stored.
+    pub fn deleted_rows(&self) -> usize {
+        self.blocks.iter().map(|b| b.deleted_count()).sum()
     }
 
     pub fn memory_bytes(&self) -> usize {
@@ -204,6 +229,31 @@ impl Table {
         self.snapshot().row_count()
     }
 
+    /// The values of `columns` at `row_ids` of `data` (one of this table's snapshots), in
+    /// the order of `row_ids`.
+    pub fn gather(&self, data: &TableData, row_ids: &[i64], columns: &[usize]) -> Result<Vec<Vector>> {
+        let mut runs: Vec<(usize, Vec<u32>)> = Vec::new();
+        for &id in row_ids {
+            let (block, row) = split_row_id(id);
+            if block >= data.blocks.len() || row >= data.blocks[block].row_count {
+                return Err(internal_err!("row id {id} out of range in table {}", self.name));
+            }
+            match runs.last_mut() {
+                Some((b, rows)) if *b == block => rows.push(row as u32),
+                _ => runs.push((block, vec![row as u32])),
+            }
+        }
+        let mut gathered = Vec::with_capacity(columns.len());
+        for &column in columns {
+            let mut builder = VectorBuilder::with_capacity(self.schema.fields[column].data_type, row_ids.len());
+            for (block, rows) in &runs {
+                builder.append(&data.blocks[*block].column(column).values()?.gather(rows), None);
+            }
+            gathered.push(builder.finish());
+        }
+        Ok(gathered)
+    }
+
     /// Starts an append. Only one appender per table exists at a time (others wait).
     /// Nothing is visible until [`TableAppender::commit`]; dropping the appender discards
     /// everything it buffered.
@@ -221,7 +271,7 @@ impl Table {
                     let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
                     let columns: Vec<&Vector> = vectors.iter().collect();
                     for row in 0..block.row_count {
-                        if columns.iter().any(|c| c.is_null(row)) {
+                        if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
                             continue;
                         }
                         encode_key(&columns, row, &mut key);
@@ -260,7 +310,70 @@ impl Table {
             replaces_last,
             appended_rows: 0,
             new_keys: vec![HashSet::new(); constraints.len()],
+            removed_keys: vec![HashSet::new(); constraints.len()],
+            deletions: BTreeMap::new(),
+            deleted_rows: 0,
+            truncated: false,
         })
+    }
+
+    /// The rows of `data` (one of this table's snapshots) as a table with one more
+    /// column, [`ROW_ID_COLUMN`], holding each row's id: what a DELETE or UPDATE reads
+    /// its target through. The stripes are shared; the ids are packed into 16 bits a row.
+    pub fn with_row_ids(&self, data: &TableData) -> Table {
+        let mut fields = self.schema.fields.clone();
+        fields.push(apiary_types::Field::new(ROW_ID_COLUMN, DataType::BigInt, false));
+        let blocks = data
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(number, block)| {
+                let ids: Vec<i64> = (0..block.row_count).map(|row| row_id(number, row)).collect();
+                let mut columns = block.columns.clone();
+                columns.push(Arc::new(crate::block::ColumnStripe::packed(Vector::from_native(DataType::BigInt, ids))));
+                Arc::new(Block::from_stripes(block.row_count, columns, block.deleted.clone()))
+            })
+            .collect();
+        let mut stats = data.stats.clone();
+        stats.columns.push(Default::default());
+        Table::new(self.name.clone(), Schema::new(fields), self.block_rows).with_data(TableData { blocks, stats })
+    }
+
+    /// The table's contents without its deleted rows, if it has any and no writer is at
+    /// work on it (a writer names rows by position, which compaction changes): each block
+    /// with deleted rows is rewritten with its live rows (dropped when none is left).
+    /// Publish the result with [`Compaction::publish`]; until then nothing changes.
+    pub fn compact(&self) -> Result<Option<Compaction<'_>>> {
+        let guard = match self.writer.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
+        let base = self.snapshot();
+        if self.deferred.is_some() || base.blocks.iter().all(|b| b.deleted.is_none()) {
+            return Ok(None);
+        }
+        let mut stats = base.stats.clone();
+        let mut blocks = Vec::with_capacity(base.blocks.len());
+        for block in &base.blocks {
+            if block.deleted.is_none() {
+                blocks.push(Arc::clone(block));
+                continue;
+            }
+            stats.remove_block(block);
+            let live: Vec<u32> = (0..block.row_count as u32).filter(|&r| !block.is_deleted(r as usize)).collect();
+            if live.is_empty() {
+                continue;
+            }
+            let columns: Vec<Vector> = block.columns.iter().map(|stripe| Ok(stripe.values()?.gather(&live))).collect::<Result<_>>()?;
+            let compacted = Arc::new(match self.scan_only {
+                true => Block::without_zone_maps(columns.clone()),
+                false => Block::sealed(columns.clone(), self.packed),
+            });
+            stats.add_block(&compacted, &columns, !self.scan_only);
+            blocks.push(compacted);
+        }
+        Ok(Some(Compaction { table: self, _guard: guard, data: Arc::new(TableData { blocks, stats }) }))
     }
 
     /// Replaces the table's contents with nothing (used by DROP to release memory early).
@@ -269,6 +382,29 @@ impl Table {
         *guard = None;
         let empty = TableData { blocks: Vec::new(), stats: TableStats::empty(self.schema.len()) };
         *self.data.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(empty);
+    }
+}
+
+/// A table's contents without deleted rows, not yet published; holds the table's writer.
+pub struct Compaction<'a> {
+    table: &'a Table,
+    _guard: MutexGuard<'a, Option<UniqueIndex>>,
+    data: Arc<TableData>,
+}
+
+impl Compaction<'_> {
+    pub fn table(&self) -> &Table {
+        self.table
+    }
+
+    /// The compacted contents.
+    pub fn data(&self) -> &Arc<TableData> {
+        &self.data
+    }
+
+    /// Makes the compacted contents the table's (the same rows, fewer stored).
+    pub fn publish(self) {
+        *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&self.data);
     }
 }
 
@@ -291,13 +427,75 @@ pub struct TableAppender<'a> {
     /// Whether the base snapshot's last block was copied into `builders`.
     replaces_last: bool,
     appended_rows: usize,
+    /// Keys of the rows this writer deletes, per constraint: free for its appends.
+    removed_keys: Vec<HashSet<Vec<u8>>>,
+    /// Rows of the base snapshot this writer deletes, by block.
+    deletions: BTreeMap<usize, Vec<u32>>,
+    deleted_rows: usize,
+    /// Whether every row of the base snapshot is removed (TRUNCATE).
+    truncated: bool,
 }
 
 impl<'a> TableAppender<'a> {
+    /// The contents this writer started from (and changes): no other writer can publish
+    /// while it exists, so a query over this snapshot sees what the writer will change.
+    pub fn base(&self) -> &Arc<TableData> {
+        &self.base
+    }
+
+    /// Deletes rows of the base snapshot by id ([`row_id`]); each must be live and named
+    /// once. Their keys become free for rows appended after.
+    pub fn delete(&mut self, row_ids: &[i64]) -> Result<()> {
+        if self.truncated {
+            return Err(internal_err!("deleting rows of a truncated table"));
+        }
+        let constraints = self.table.key_constraints();
+        let mut key = Vec::new();
+        for (n, (key_columns, _)) in constraints.iter().enumerate() {
+            let values = self.table.gather(&self.base, row_ids, key_columns)?;
+            let columns: Vec<&Vector> = values.iter().collect();
+            for row in 0..row_ids.len() {
+                if !columns.iter().any(|c| c.is_null(row)) {
+                    encode_key(&columns, row, &mut key);
+                    self.removed_keys[n].insert(key.clone());
+                }
+            }
+        }
+        for &id in row_ids {
+            let (block, row) = split_row_id(id);
+            let Some(stored) = self.base.blocks.get(block).filter(|b| row < b.row_count) else {
+                return Err(internal_err!("row id {id} out of range in table {}", self.table.name));
+            };
+            if stored.is_deleted(row) {
+                return Err(internal_err!("row id {id} of table {} is already deleted", self.table.name));
+            }
+            self.deletions.entry(block).or_default().push(row as u32);
+        }
+        self.deleted_rows += row_ids.len();
+        Ok(())
+    }
+
+    /// Removes every row of the base snapshot (TRUNCATE); must come before any append.
+    pub fn truncate(&mut self) -> Result<()> {
+        if self.appended_rows > 0 || !self.deletions.is_empty() {
+            return Err(internal_err!("truncating table {} after changing it", self.table.name));
+        }
+        self.truncated = true;
+        self.replaces_last = false;
+        self.builders = self.table.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
+        self.stats = TableStats::empty(self.table.schema.len());
+        Ok(())
+    }
+
+    /// Number of rows deleted so far by this writer (a truncate's not counted).
+    pub fn deleted_rows(&self) -> usize {
+        self.deleted_rows
+    }
+
     /// The blocks sealed since the last call, with their numbers in the table (a load
     /// into a database file writes them before the statement commits).
     pub fn take_sealed(&mut self) -> Vec<(usize, Arc<Block>)> {
-        let first = self.base.blocks.len() - self.replaces_last as usize;
+        let first = if self.truncated { 0 } else { self.base.blocks.len() - self.replaces_last as usize };
         let taken = self.sealed[self.handed_out..].iter().enumerate().map(|(i, b)| (first + self.handed_out + i, Arc::clone(b))).collect();
         self.handed_out = self.sealed.len();
         taken
@@ -364,7 +562,7 @@ impl<'a> TableAppender<'a> {
     }
 
     /// Rejects rows whose primary key is NULL, or whose key (of any constraint) is
-    /// already in the table or repeated.
+    /// already in the table (and not deleted by this writer) or repeated.
     fn check_keys(&mut self, chunk: &DataChunk) -> Result<()> {
         let constraints = self.table.key_constraints();
         if constraints.is_empty() {
@@ -385,7 +583,9 @@ impl<'a> TableAppender<'a> {
                     continue;
                 }
                 encode_key(&columns, row, &mut key);
-                let existing = self.guard.as_ref().is_some_and(|index| index.keys[n].contains(&key));
+                let existing = !self.truncated
+                    && !self.removed_keys[n].contains(&key)
+                    && self.guard.as_ref().is_some_and(|index| index.keys[n].contains(&key));
                 if existing || !self.new_keys[n].insert(key.clone()) {
                     let names: Vec<&str> = key_columns.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
                     let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
@@ -471,24 +671,48 @@ impl<'a> TableAppender<'a> {
         if self.appended_rows > 0 && !self.builders[0].is_empty() {
             self.seal();
         }
-        let data = if self.appended_rows == 0 {
+        let changed = self.appended_rows > 0 || self.deleted_rows > 0 || self.truncated;
+        let data = if !changed {
             Arc::clone(&self.base)
         } else {
-            let mut blocks = self.base.blocks.clone();
-            if self.replaces_last {
+            let mut blocks = if self.truncated { Vec::new() } else { self.base.blocks.clone() };
+            let replaced_last = self.replaces_last && self.appended_rows > 0;
+            if replaced_last {
                 blocks.pop();
             }
+            let first_sealed = blocks.len();
+            let stats = if self.appended_rows > 0 { std::mem::take(&mut self.stats) } else { self.base.stats.clone() };
+            let stats = if self.truncated && self.appended_rows == 0 { TableStats::empty(self.table.schema.len()) } else { stats };
             blocks.append(&mut self.sealed);
-            Arc::new(TableData { blocks, stats: std::mem::take(&mut self.stats) })
+            if replaced_last {
+                // The base's last block was copied into the first block sealed (same
+                // positions): its deleted rows stay deleted.
+                if let Some(old) = self.base.blocks.last().and_then(|b| b.deleted.as_ref()) {
+                    let block = &blocks[first_sealed];
+                    blocks[first_sealed] = Arc::new(block.with_deleted(old.iter_ones().map(|r| r as u32)));
+                }
+            }
+            for (&number, rows) in &self.deletions {
+                let block = &blocks[number];
+                blocks[number] = Arc::new(block.with_deleted(rows.iter().copied()));
+            }
+            Arc::new(TableData { blocks, stats })
         };
-        let first_new_row = self.base.row_count();
+        let first_new_row = if self.truncated { 0 } else { self.base.stored_rows() };
+        let mut deleted: Vec<i64> =
+            self.deletions.iter().flat_map(|(&block, rows)| rows.iter().map(move |&row| row_id(block, row as usize))).collect();
+        deleted.sort_unstable();
         Ok(PreparedAppend {
             table: self.table,
             guard: self.guard,
             new_keys: self.new_keys,
+            removed_keys: self.removed_keys,
             data,
             appended_rows: self.appended_rows,
             first_new_row,
+            deleted,
+            truncated: self.truncated,
+            changed,
         })
     }
 }
@@ -498,10 +722,16 @@ pub struct PreparedAppend<'a> {
     table: &'a Table,
     guard: MutexGuard<'a, Option<UniqueIndex>>,
     new_keys: Vec<HashSet<Vec<u8>>>,
+    removed_keys: Vec<HashSet<Vec<u8>>>,
     data: Arc<TableData>,
     appended_rows: usize,
-    /// Row number (in the new contents) of the first appended row.
+    /// Stored row number (in the new contents) of the first appended row.
     first_new_row: usize,
+    /// Ids of the rows deleted, ascending.
+    deleted: Vec<i64>,
+    truncated: bool,
+    /// Whether anything changes.
+    changed: bool,
 }
 
 impl PreparedAppend<'_> {
@@ -512,6 +742,16 @@ impl PreparedAppend<'_> {
 
     pub fn appended_rows(&self) -> usize {
         self.appended_rows
+    }
+
+    /// Ids of the rows deleted (in the base snapshot), ascending.
+    pub fn deleted_row_ids(&self) -> &[i64] {
+        &self.deleted
+    }
+
+    /// Whether every row of the base snapshot was removed first.
+    pub fn truncated(&self) -> bool {
+        self.truncated
     }
 
     /// The appended rows as whole columns (for the write-ahead log).
@@ -532,12 +772,18 @@ impl PreparedAppend<'_> {
         Ok(builders.into_iter().map(|b| b.finish()).collect())
     }
 
-    /// Makes the rows visible; returns how many were appended.
+    /// Makes the changes visible; returns how many rows were appended.
     pub fn publish(mut self) -> usize {
-        if self.appended_rows > 0 {
+        if self.changed {
             *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = self.data;
             if let Some(index) = self.guard.as_mut() {
-                for (keys, new) in index.keys.iter_mut().zip(&mut self.new_keys) {
+                for ((keys, new), removed) in index.keys.iter_mut().zip(&mut self.new_keys).zip(&self.removed_keys) {
+                    if self.truncated {
+                        keys.clear();
+                    }
+                    for key in removed {
+                        keys.remove(key);
+                    }
                     keys.extend(new.drain());
                 }
             }
@@ -631,6 +877,37 @@ mod tests {
             appender.append(&ints(0..3)).unwrap();
         }
         assert_eq!(table.row_count(), 0);
+    }
+
+    #[test]
+    fn deleted_rows_keep_their_places_through_appends_and_compaction() {
+        let table = table(4);
+        let mut appender = table.appender().unwrap();
+        appender.append(&ints(0..6)).unwrap();
+        appender.commit().unwrap();
+        // Delete a row of the full block and one of the partial last block, and append in
+        // the same writer: the last block is copied with its deleted row in place.
+        let mut writer = table.appender().unwrap();
+        writer.delete(&[row_id(0, 1), row_id(1, 0)]).unwrap();
+        assert!(writer.delete(&[row_id(5, 0)]).is_err(), "no such block");
+        writer.append(&ints(6..9)).unwrap();
+        writer.commit().unwrap();
+        let data = table.snapshot();
+        assert_eq!(data.blocks.iter().map(|b| b.row_count).collect::<Vec<_>>(), vec![4, 4, 1]);
+        assert_eq!((data.row_count(), data.stored_rows(), data.deleted_rows()), (7, 9, 2));
+        assert!(data.blocks[0].is_deleted(1) && data.blocks[1].is_deleted(0) && !data.blocks[1].is_deleted(1));
+        assert_eq!(data.blocks[1].live_rows(0, 4), Some(vec![1, 2, 3]));
+        assert_eq!(data.blocks[2].live_rows(0, 1), None);
+        let mut again = table.appender().unwrap();
+        assert!(again.delete(&[row_id(0, 1)]).is_err(), "already deleted");
+        drop(again);
+        let compaction = table.compact().unwrap().expect("deleted rows to compact");
+        compaction.publish();
+        let data = table.snapshot();
+        let values: Vec<Vec<i32>> = data.blocks.iter().map(|b| b.column(0).vector().unwrap().values::<i32>().to_vec()).collect();
+        assert_eq!(values, vec![vec![0, 2, 3], vec![5, 6, 7], vec![8]]);
+        assert_eq!((data.row_count(), data.deleted_rows()), (7, 0));
+        assert!(table.compact().unwrap().is_none(), "nothing left to compact");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use apiary_common::error::closest_name;
-use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
+use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
 use apiary_storage::{Catalog, Table};
 use apiary_types::{DataType, ScalarValue, TimeZone};
 use sqlparser::ast;
@@ -275,6 +275,9 @@ pub struct Binder<'a> {
     /// TIMESTAMPTZ and text or local times use it, and so do `current_date`,
     /// `localtimestamp` and `localtime`.
     pub time_zone: TimeZone,
+    /// The table a DELETE or UPDATE changes (its name, and the table read in its place:
+    /// its rows with their ids), taken by the first FROM item naming it.
+    dml_target: Option<(String, Arc<Table>)>,
 }
 
 impl<'a> Binder<'a> {
@@ -301,6 +304,53 @@ impl<'a> Binder<'a> {
             next_cte_id: 0,
             statement_time: None,
             time_zone: TimeZone::UTC,
+            dml_target: None,
+        }
+    }
+
+    /// Binds the query a DELETE or UPDATE finds its rows with: the first FROM item naming
+    /// `target` reads `rows` instead (the target's rows with a column of row ids, see
+    /// `Table::with_row_ids`). With `cast_to`, the query's columns after the first (the
+    /// row id) are converted to that table's column types as an assignment converts them.
+    pub fn bind_dml_query(
+        &mut self,
+        query: &ast::Query,
+        target: &str,
+        rows: Arc<Table>,
+        cast_to: Option<&Table>,
+    ) -> Result<BoundStatement> {
+        self.dml_target = Some((target.to_string(), rows));
+        let bound = self.bind_query_body(query);
+        let unused = self.dml_target.take().is_some();
+        let (plan, columns) = bound?;
+        if unused {
+            return Err(internal_err!("the query of a DELETE or UPDATE does not read its target {target}"));
+        }
+        let Some(table) = cast_to else {
+            let names = columns.iter().map(|(name, _)| name.clone()).collect();
+            return Ok(BoundStatement { plan, names, next_column_id: self.next_column_id });
+        };
+        if columns.len() != table.schema.len() + 1 {
+            return Err(internal_err!("an UPDATE's query has {} columns for {} table columns", columns.len(), table.schema.len()));
+        }
+        let mut exprs = Vec::with_capacity(columns.len());
+        let row_id = &columns[0].1;
+        exprs.push((row_id.expr(), self.new_column(&row_id.name, row_id.data_type, false)));
+        for (field, (_, column)) in table.schema.fields.iter().zip(&columns[1..]) {
+            let expr = self.assignment_cast(column.expr(), &field.data_type, &field.name)?;
+            exprs.push((expr, self.new_column(&field.name, field.data_type, true)));
+        }
+        let plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
+        let names = columns.iter().map(|(name, _)| name.clone()).collect();
+        Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
+    }
+
+    /// The table read in place of `name` in a DELETE's or UPDATE's query, if it is the
+    /// target and not yet read.
+    pub(crate) fn take_dml_target(&mut self, name: &str) -> Option<Arc<Table>> {
+        match &self.dml_target {
+            Some((target, _)) if target == name => self.dml_target.take().map(|(_, rows)| rows),
+            _ => None,
         }
     }
 

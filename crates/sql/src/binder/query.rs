@@ -1072,6 +1072,17 @@ impl Binder<'_> {
                     }
                 }
                 let table_name = object_name_to_table(name)?;
+                if args.is_none() {
+                    if let Some(rows) = self.take_dml_target(&table_name) {
+                        self.note_reference(&table_name);
+                        let (plan, mut scope) = self.scan_table(rows, &table_name, alias.as_ref())?;
+                        // The row ids are read qualified only, and not by `*`.
+                        if let Some(row_id) = scope.columns.iter_mut().find(|c| c.name == apiary_storage::table::ROW_ID_COLUMN) {
+                            row_id.hidden = true;
+                        }
+                        return Ok((plan, scope));
+                    }
+                }
                 if let Some(args) = args {
                     let table = self.call_table_function(&table_name, &args.args, lateral)?;
                     return self.scan_table(table, &table_name, alias.as_ref());
@@ -1388,7 +1399,12 @@ fn star_columns<'s>(item: &'s ast::SelectItem, scope: &'s Scope) -> Result<Vec<(
                 ast::SelectItemQualifiedWildcardKind::ObjectName(name) => object_name_to_table(name)?,
                 _ => return Err(not_impl_err!("wildcard on an expression")),
             };
-            let matching: Vec<&ScopeColumn> = scope.columns.iter().filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str())).collect();
+            let matching: Vec<&ScopeColumn> = scope
+                .columns
+                .iter()
+                .filter(|c| c.qualifier.as_deref() == Some(qualifier.as_str()))
+                .filter(|c| !(c.hidden && c.name == apiary_storage::table::ROW_ID_COLUMN))
+                .collect();
             if matching.is_empty() {
                 return Err(bind_err!("missing FROM-clause entry for table \"{qualifier}\""));
             }

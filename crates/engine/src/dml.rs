@@ -1,0 +1,373 @@
+//! DELETE, UPDATE and TRUNCATE.
+//!
+//! A statement that changes rows first takes the table's writer (one at a time per table;
+//! readers are not blocked) and with it the snapshot it changes. It finds its rows with an
+//! ordinary query over that snapshot in which the target reads as the table plus a hidden
+//! column of row ids (`Table::with_row_ids`): `DELETE FROM t USING u WHERE c` runs
+//! `SELECT t.__apiary_row_id FROM t, u WHERE c`, `UPDATE t SET a = e FROM u WHERE c` runs
+//! `SELECT t.__apiary_row_id, e, t.b, ... FROM t, u WHERE c` with every column converted
+//! to its type, so joins, subqueries and the optimizer serve DML as they serve queries.
+//! The writer then marks the rows deleted (a new block version with a deletion bitmap;
+//! see `apiary_storage::Block`) and, for UPDATE, appends the new versions of the rows.
+//! The change commits like an INSERT: logged (deleted row ids, new rows) or checkpointed
+//! when large, then published atomically; a failure leaves the table as it was.
+//!
+//! A row that the join matches more than once is changed once (PostgreSQL: "only one of
+//! the join rows will be used to update the target row"). `RETURNING` is evaluated over
+//! the deleted rows, or the new versions of updated rows, as a query over them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
+use apiary_sql::binder::{normalize_ident, object_name_to_table};
+use apiary_storage::table::ROW_ID_COLUMN;
+use apiary_storage::{Table, TableData, TableStats};
+use apiary_types::{DataChunk, DataType, Vector, VectorData};
+use sqlparser::ast;
+
+use crate::connection::{conform_chunk, Connection};
+use crate::database::Change;
+use crate::result::QueryResult;
+
+/// The target table of a DELETE or UPDATE and the name its columns are qualified by.
+struct Target {
+    table: Arc<Table>,
+    name: String,
+    /// `AS alias`, if any (then columns are qualified by it).
+    alias: Option<ast::TableAlias>,
+}
+
+impl Target {
+    fn qualifier(&self) -> String {
+        self.alias.as_ref().map_or_else(|| self.name.clone(), |a| normalize_ident(&a.name))
+    }
+
+    /// `qualifier.column` as an expression.
+    fn column(&self, column: &str) -> ast::Expr {
+        ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', self.qualifier()), ast::Ident::with_quote('"', column)])
+    }
+
+    /// The target as a FROM item.
+    fn factor(&self) -> Result<ast::TableWithJoins> {
+        let query = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', self.name.clone())))?;
+        let ast::SetExpr::Select(select) = *query.body else {
+            return Err(internal_err!("the template of a DELETE or UPDATE target is not a SELECT"));
+        };
+        let mut factor = select.from.into_iter().next().ok_or_else(|| internal_err!("the template has no FROM item"))?;
+        if let ast::TableFactor::Table { alias, .. } = &mut factor.relation {
+            alias.clone_from(&self.alias);
+        }
+        Ok(factor)
+    }
+}
+
+impl Connection {
+    /// The columns of a DELETE's or UPDATE's RETURNING (empty without), binding the
+    /// statement's queries with `binder` (which infers the types of its `$n`).
+    pub(crate) fn describe_dml(&self, binder: &mut apiary_sql::Binder<'_>, statement: &ast::Statement) -> Result<Vec<(String, DataType)>> {
+        let (target, query, returning) = match statement {
+            ast::Statement::Delete(delete) => {
+                let target = self.delete_target(delete)?;
+                let query = delete_query(&target, delete)?;
+                (target, query, delete.returning.as_ref())
+            }
+            ast::Statement::Update(update) => {
+                let target = self.dml_target(&update.table, "UPDATE")?;
+                let query = update_query(&target, update)?;
+                (target, query, update.returning.as_ref())
+            }
+            _ => return Ok(Vec::new()),
+        };
+        let empty = || {
+            let nothing = TableData { blocks: Vec::new(), stats: TableStats::empty(target.table.schema.len()) };
+            Arc::new(target.table.with_row_ids(&nothing))
+        };
+        binder.bind_dml_query(
+            &query,
+            &target.name,
+            empty(),
+            matches!(statement, ast::Statement::Update(_)).then_some(target.table.as_ref()),
+        )?;
+        let Some(items) = returning else { return Ok(Vec::new()) };
+        let bound = binder.bind_dml_query(&returning_query(&target, items)?, &target.name, Arc::clone(&target.table), None)?;
+        Ok(bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect())
+    }
+
+    fn dml_target(&self, table: &ast::TableWithJoins, what: &str) -> Result<Target> {
+        if !table.joins.is_empty() {
+            return Err(not_impl_err!("{what} of a join (name the other tables in {})", if what == "DELETE" { "USING" } else { "FROM" }));
+        }
+        let ast::TableFactor::Table { name, alias, args: None, .. } = &table.relation else {
+            return Err(not_impl_err!("{what} of this kind of FROM item"));
+        };
+        if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+            return Err(bind_err!("{what} target alias cannot rename columns"));
+        }
+        let name = object_name_to_table(name)?;
+        if self.db.catalog.get_view(&name).is_some() {
+            let verb = if what == "DELETE" { "delete from" } else { "update" };
+            return Err(ApiaryError::WrongObjectType(format!("cannot {verb} view \"{name}\"")));
+        }
+        let table = self.db.catalog.table(&name)?;
+        if table.deferred_rows().is_some() {
+            return Err(ApiaryError::WrongObjectType(format!("cannot change table \"{name}\": it reads a file")));
+        }
+        Ok(Target { table, name, alias: alias.clone() })
+    }
+
+    fn delete_target(&self, delete: &ast::Delete) -> Result<Target> {
+        if !delete.tables.is_empty() || delete.output.is_some() || !delete.order_by.is_empty() || delete.limit.is_some() {
+            return Err(not_impl_err!("this form of DELETE (multiple tables, OUTPUT, ORDER BY or LIMIT)"));
+        }
+        let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) = &delete.from;
+        let [target] = from.as_slice() else {
+            return Err(not_impl_err!("DELETE from several tables"));
+        };
+        self.dml_target(target, "DELETE")
+    }
+
+    /// `DELETE FROM t [AS a] [USING ...] [WHERE ...] [RETURNING ...]`.
+    pub(crate) fn delete(&mut self, delete: &ast::Delete) -> Result<QueryResult> {
+        let target = self.delete_target(delete)?;
+        let mut writer = target.table.appender()?;
+        let query = delete_query(&target, delete)?;
+        let rows = Arc::new(target.table.with_row_ids(writer.base()));
+        let chunks = self.run_dml_query(&query, &target, rows, false)?;
+        let mut row_ids = Vec::new();
+        for chunk in chunks {
+            let chunk = chunk.compact();
+            for row in 0..chunk.physical_len() {
+                row_ids.push(row_id_at(&chunk.columns[0], row)?);
+            }
+        }
+        row_ids.sort_unstable();
+        row_ids.dedup();
+        let returned = match &delete.returning {
+            Some(items) => {
+                let all: Vec<usize> = (0..target.table.schema.len()).collect();
+                let old = target.table.gather(writer.base(), &row_ids, &all)?;
+                Some(self.returning(&target, old, row_ids.len(), items)?)
+            }
+            None => None,
+        };
+        writer.delete(&row_ids)?;
+        let prepared = writer.prepare()?;
+        self.db.commit(Change::Append(&target.table, prepared))?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
+    }
+
+    /// `UPDATE t [AS a] SET c = e, ... [FROM ...] [WHERE ...] [RETURNING ...]`: the rows
+    /// found are deleted and their new versions appended.
+    pub(crate) fn update(&mut self, update: &ast::Update) -> Result<QueryResult> {
+        let target = self.dml_target(&update.table, "UPDATE")?;
+        let query = update_query(&target, update)?;
+        let mut writer = target.table.appender()?;
+        let rows = Arc::new(target.table.with_row_ids(writer.base()));
+        let chunks = self.run_dml_query(&query, &target, rows, true)?;
+        // Each target row once (the first of its join matches), in row id order.
+        let mut seen = HashSet::new();
+        let mut row_ids = Vec::new();
+        let mut new_rows = Vec::new();
+        for chunk in chunks {
+            let chunk = chunk.compact();
+            let mut keep = Vec::with_capacity(chunk.physical_len());
+            for row in 0..chunk.physical_len() {
+                let id = row_id_at(&chunk.columns[0], row)?;
+                if seen.insert(id) {
+                    row_ids.push(id);
+                    keep.push(row as u32);
+                }
+            }
+            let len = keep.len();
+            let columns: Vec<Vector> = chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect();
+            new_rows.push(conform_chunk(&target.table, DataChunk::new(columns, len))?);
+        }
+        let returned = match &update.returning {
+            Some(items) => {
+                let count = row_ids.len();
+                let columns = concat_chunks(&target.table, &new_rows);
+                Some(self.returning(&target, columns, count, items)?)
+            }
+            None => None,
+        };
+        let mut sorted = row_ids.clone();
+        sorted.sort_unstable();
+        writer.delete(&sorted)?;
+        for chunk in &new_rows {
+            writer.append(chunk)?;
+        }
+        let prepared = writer.prepare()?;
+        self.db.commit(Change::Append(&target.table, prepared))?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
+    }
+
+    /// `TRUNCATE [TABLE] t, ...`: each table emptied in turn.
+    pub(crate) fn truncate(&mut self, truncate: &ast::Truncate) -> Result<QueryResult> {
+        if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
+            return Err(not_impl_err!("TRUNCATE with partitions or ON CLUSTER"));
+        }
+        if matches!(truncate.cascade, Some(ast::CascadeOption::Cascade)) {
+            return Err(not_impl_err!("TRUNCATE ... CASCADE"));
+        }
+        let mut tables = Vec::new();
+        for target in &truncate.table_names {
+            let name = object_name_to_table(&target.name)?;
+            if self.db.catalog.get_view(&name).is_some() {
+                return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a table")));
+            }
+            match self.db.catalog.get_table(&name) {
+                Some(table) => tables.push(table),
+                None if truncate.if_exists => {}
+                None => return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist"))),
+            }
+        }
+        for table in &tables {
+            let mut writer = table.appender()?;
+            writer.truncate()?;
+            let prepared = writer.prepare()?;
+            self.db.commit(Change::Append(table, prepared))?;
+        }
+        Ok(QueryResult::statement(None))
+    }
+
+    /// Binds, optimizes and runs the query of a DELETE or UPDATE.
+    fn run_dml_query(&self, query: &ast::Query, target: &Target, rows: Arc<Table>, cast: bool) -> Result<Vec<DataChunk>> {
+        let functions = self.table_functions();
+        let mut binder = self.binder(&functions);
+        let bound = binder.bind_dml_query(query, &target.name, rows, cast.then_some(target.table.as_ref()))?;
+        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+        self.run_plan(&plan)
+    }
+
+    /// The rows of `RETURNING items` over `columns` (the target's columns of the rows
+    /// changed: the old rows of a DELETE, the new ones of an UPDATE).
+    fn returning(&self, target: &Target, columns: Vec<Vector>, count: usize, items: &[ast::SelectItem]) -> Result<QueryResult> {
+        let changed = Table::new(target.name.clone(), target.table.schema.clone(), self.settings.block_rows).scan_only();
+        let mut appender = changed.appender()?;
+        appender.append(&DataChunk::new(columns, count))?;
+        appender.commit()?;
+        let rows = Arc::new(changed);
+        let query = returning_query(target, items)?;
+        let functions = self.table_functions();
+        let mut binder = self.binder(&functions);
+        let bound = binder.bind_dml_query(&query, &target.name, rows, None)?;
+        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+        let types = plan.output().iter().map(|c| c.data_type).collect();
+        let chunks = self.run_plan(&plan)?;
+        Ok(QueryResult::rows_result(bound.names, types, chunks))
+    }
+}
+
+/// `SELECT t.row_id FROM t, using... WHERE ...`: the rows a DELETE removes.
+fn delete_query(target: &Target, delete: &ast::Delete) -> Result<ast::Query> {
+    let mut from = vec![target.factor()?];
+    from.extend(delete.using.iter().flatten().cloned());
+    let projection = vec![ast::SelectItem::UnnamedExpr(target.column(ROW_ID_COLUMN))];
+    select_query(projection, from, delete.selection.clone())
+}
+
+/// `SELECT t.row_id, <each column's new value> FROM t, from... WHERE ...`: the rows an
+/// UPDATE changes and their new values.
+fn update_query(target: &Target, update: &ast::Update) -> Result<ast::Query> {
+    if update.output.is_some() || update.or.is_some() || !update.order_by.is_empty() || update.limit.is_some() {
+        return Err(not_impl_err!("this form of UPDATE (OUTPUT, OR, ORDER BY or LIMIT)"));
+    }
+    let schema = &target.table.schema;
+    let mut assigned: Vec<Option<ast::Expr>> = vec![None; schema.len()];
+    for assignment in &update.assignments {
+        let ast::AssignmentTarget::ColumnName(name) = &assignment.target else {
+            return Err(not_impl_err!("UPDATE ... SET (columns) = (values)"));
+        };
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+        let column = match parts.as_slice() {
+            [column] => column,
+            // PostgreSQL allows no qualifier here; a qualifier naming the target is a
+            // common spelling (SQLite, MySQL) that is accepted.
+            [qualifier, column] if *qualifier == target.qualifier() || *qualifier == target.name => column,
+            _ => return Err(bind_err!("column \"{name}\" of relation \"{}\" does not exist", target.name)),
+        };
+        let position =
+            schema.index_of(column).ok_or_else(|| bind_err!("column \"{column}\" of relation \"{}\" does not exist", target.name))?;
+        if assigned[position].is_some() {
+            return Err(ApiaryError::Parse(format!("multiple assignments to same column \"{column}\"")));
+        }
+        assigned[position] = Some(assignment.value.clone());
+    }
+    let mut from = vec![target.factor()?];
+    match &update.from {
+        Some(ast::UpdateTableFromKind::AfterSet(tables) | ast::UpdateTableFromKind::BeforeSet(tables)) => {
+            from.extend(tables.iter().cloned())
+        }
+        None => {}
+    }
+    let mut projection = vec![ast::SelectItem::UnnamedExpr(target.column(ROW_ID_COLUMN))];
+    for (field, value) in schema.fields.iter().zip(&assigned) {
+        let expr = value.clone().unwrap_or_else(|| target.column(&field.name));
+        projection.push(ast::SelectItem::UnnamedExpr(expr));
+    }
+    select_query(projection, from, update.selection.clone())
+}
+
+/// `SELECT <items> FROM t`, over the rows changed (`RETURNING *`: the target's columns).
+fn returning_query(target: &Target, items: &[ast::SelectItem]) -> Result<ast::Query> {
+    let projection = items
+        .iter()
+        .map(|item| match item {
+            ast::SelectItem::Wildcard(options) => ast::SelectItem::QualifiedWildcard(
+                ast::SelectItemQualifiedWildcardKind::ObjectName(ast::ObjectName::from(vec![ast::Ident::with_quote(
+                    '"',
+                    target.qualifier(),
+                )])),
+                options.clone(),
+            ),
+            other => other.clone(),
+        })
+        .collect();
+    select_query(projection, vec![target.factor()?], None)
+}
+
+/// The row id at `row` of a column of row ids.
+fn row_id_at(column: &Vector, row: usize) -> Result<i64> {
+    match &column.data {
+        VectorData::I64(ids) if column.is_valid(row) => Ok(ids[row]),
+        _ => Err(internal_err!("a DELETE or UPDATE query produced no row id")),
+    }
+}
+
+/// The rows of `chunks` as one vector per column of `table`.
+fn concat_chunks(table: &Table, chunks: &[DataChunk]) -> Vec<Vector> {
+    let total = chunks.iter().map(DataChunk::physical_len).sum();
+    table
+        .schema
+        .fields
+        .iter()
+        .enumerate()
+        .map(|(column, field)| {
+            let mut builder = apiary_types::VectorBuilder::with_capacity(field.data_type, total);
+            chunks.iter().for_each(|chunk| builder.append(&chunk.columns[column], None));
+            builder.finish()
+        })
+        .collect()
+}
+
+/// `SELECT projection FROM from WHERE selection`.
+fn select_query(projection: Vec<ast::SelectItem>, from: Vec<ast::TableWithJoins>, selection: Option<ast::Expr>) -> Result<ast::Query> {
+    // A parsed template with its parts replaced: the syntax tree's structs have many
+    // fields for other dialects.
+    let mut query = parsed_query("SELECT 1")?;
+    let ast::SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(internal_err!("the template of a DELETE or UPDATE query is not a SELECT"));
+    };
+    select.projection = projection;
+    select.from = from;
+    select.selection = selection;
+    Ok(query)
+}
+
+fn parsed_query(sql: &str) -> Result<ast::Query> {
+    match apiary_sql::parser::parse_sql(sql)?.pop() {
+        Some(ast::Statement::Query(query)) => Ok(*query),
+        _ => Err(internal_err!("{sql} does not parse as a query")),
+    }
+}
