@@ -168,13 +168,23 @@ class Connection:
     def closed(self) -> bool:
         return self._native.closed
 
+    def begin(self) -> "Connection":
+        """Opens a transaction block (as DuckDB's `begin()`): the statements after it see
+        one snapshot and their own changes, and commit together with `commit()` or vanish
+        with `rollback()`. Without it every statement commits as it ends."""
+        self.execute("BEGIN")
+        return self
+
     def commit(self) -> None:
-        """Every statement commits as it ends (there are no multi-statement transactions
-        yet), so there is nothing to commit."""
+        """Commits the open transaction block (nothing to do without one). A conflict with
+        another transaction's commit raises OperationalError (SQLSTATE 40001): retry."""
         self._check_open()
+        self.execute("COMMIT")
 
     def rollback(self) -> None:
-        raise NotSupportedError("ROLLBACK: multi-statement transactions are not supported yet; every statement commits as it ends")
+        """Undoes the open transaction block (nothing to do without one)."""
+        self._check_open()
+        self.execute("ROLLBACK")
 
     def __enter__(self) -> "Connection":
         return self

@@ -31,7 +31,12 @@ create_exception!(_apiary, Error, PyException, "PEP 249: the base of Apiary's er
 create_exception!(_apiary, InterfaceError, Error, "PEP 249: misuse of the interface (a closed connection or cursor).");
 create_exception!(_apiary, DatabaseError, Error, "PEP 249: an error the database reported.");
 create_exception!(_apiary, DataError, DatabaseError, "SQLSTATE class 22: a value out of range, division by zero, a failed cast.");
-create_exception!(_apiary, OperationalError, DatabaseError, "SQLSTATE classes 53-58: out of memory, cancelled, I/O errors.");
+create_exception!(
+    _apiary,
+    OperationalError,
+    DatabaseError,
+    "SQLSTATE classes 40 and 53-58: serialization failures, out of memory, cancelled, I/O errors."
+);
 create_exception!(_apiary, IntegrityError, DatabaseError, "SQLSTATE class 23: a constraint was violated.");
 create_exception!(_apiary, InternalError, DatabaseError, "SQLSTATE class XX: an internal error or corruption.");
 create_exception!(_apiary, ProgrammingError, DatabaseError, "SQLSTATE class 42 and others: syntax errors, unknown names, wrong types.");
@@ -62,8 +67,8 @@ fn to_py_err(py: Python<'_>, error: &ApiaryError) -> PyErr {
         "22" => DataError::new_err(message),
         "23" => IntegrityError::new_err(message),
         "0A" => NotSupportedError::new_err(message),
-        "08" | "53" | "54" | "55" | "57" | "58" => OperationalError::new_err(message),
-        "XX" | "2B" => InternalError::new_err(message),
+        "08" | "40" | "53" | "54" | "55" | "57" | "58" => OperationalError::new_err(message),
+        "XX" | "2B" | "25" => InternalError::new_err(message),
         _ => ProgrammingError::new_err(message),
     };
     // Setting an attribute on a fresh exception object cannot fail.

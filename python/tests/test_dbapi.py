@@ -114,9 +114,27 @@ def test_close_and_context_manager():
 
 def test_commit_and_rollback(con):
     con.execute("CREATE TABLE c (a INTEGER)")
+    con.commit()  # no block open: nothing to do
+    con.rollback()
+    con.begin()
+    con.execute("INSERT INTO c VALUES (1), (2)")
+    assert con.sql("SELECT count(*) FROM c").fetchone() == (2,)
+    con.rollback()
+    assert con.sql("SELECT count(*) FROM c").fetchone() == (0,)
+    con.begin().execute("INSERT INTO c VALUES (3)")
     con.commit()
-    with pytest.raises(apiary.NotSupportedError):
-        con.rollback()
+    assert con.sql("SELECT sum(a) FROM c").fetchone() == (3,)
+    # First committer wins: the second transaction to update the row cannot commit.
+    other = apiary.connect()
+    first, second = con.cursor(), con.cursor()
+    first.execute("BEGIN; UPDATE c SET a = 10")
+    second.execute("BEGIN; UPDATE c SET a = 20")
+    first.execute("COMMIT")
+    with pytest.raises(apiary.OperationalError) as conflict:
+        second.execute("COMMIT")
+    assert conflict.value.sqlstate == "40001"
+    assert con.sql("SELECT a FROM c").fetchone() == (10,)
+    other.close()
 
 
 def test_cursors_share_the_database():

@@ -108,6 +108,15 @@ pub enum ApiaryError {
     #[error("query interrupted")]
     Interrupted,
 
+    /// A transaction's commit found that another transaction changed the same rows (or
+    /// moved them) after its snapshot: retry the transaction.
+    #[error("could not serialize access: {0}")]
+    Serialization(String),
+
+    /// A statement after an error in a transaction block, before it ends.
+    #[error("current transaction is aborted, commands ignored until end of transaction block")]
+    InFailedTransaction,
+
     /// A bug in Apiary: an invariant did not hold.
     #[error("internal error: {0}. This is a bug in Apiary; please report it")]
     Internal(String),
@@ -136,6 +145,8 @@ impl ApiaryError {
             ApiaryError::NotImplemented(_) => "0A000",
             ApiaryError::TooComplex(_) => "54001",
             ApiaryError::Interrupted => "57014",
+            ApiaryError::Serialization(_) => "40001",
+            ApiaryError::InFailedTransaction => "25P02",
             ApiaryError::Internal(_) => "XX000",
         }
     }

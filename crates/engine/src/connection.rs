@@ -43,6 +43,8 @@ pub struct Connection {
     pub(crate) rejects: std::sync::Mutex<crate::read_files::RejectLog>,
     /// Tables the embedding program provides (see `external.rs`).
     external_tables: Option<Arc<dyn crate::ExternalTables>>,
+    /// The open transaction block, if any (see `transaction.rs`).
+    pub(crate) transaction: Option<crate::transaction::Transaction>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -66,6 +68,7 @@ impl Connection {
             current_sql: String::new(),
             last_shared_with: Default::default(),
             plan_cache: Default::default(),
+            transaction: None,
         }
     }
 
@@ -224,12 +227,19 @@ impl Connection {
     pub fn execute_statement(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
         self.begin_statement(statement);
         // A panic is a bug; report it as an error instead of taking the caller down.
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.dispatch(statement))) {
+        let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.transaction_control(statement).unwrap_or_else(|| self.dispatch(statement))
+        })) {
             // The result shows TIMESTAMPTZ values in the zone in force after the
             // statement (a `SET TimeZone` applies to what follows it).
             Ok(result) => result.map(|r| r.in_time_zone(self.settings.execution.time_zone)),
             Err(payload) => Err(internal_err!("{}", apiary_common::error::panic_message(payload.as_ref()))),
+        };
+        // An error inside a transaction block aborts the block (PostgreSQL).
+        if result.is_err() {
+            self.statement_failed();
         }
+        result
     }
 
     fn dispatch(&mut self, statement: &ast::Statement) -> Result<QueryResult> {
@@ -329,6 +339,9 @@ impl Connection {
         }
         binder.block_rows = self.settings.block_rows;
         binder.time_zone = self.settings.execution.time_zone;
+        if let Some(transaction) = &self.transaction {
+            binder = binder.with_tables(transaction.tables());
+        }
         binder
     }
 
@@ -374,7 +387,10 @@ impl Connection {
         drop(planning);
         let (bound, plan) = planned?;
         let types = plan.output().iter().map(|c| c.data_type).collect();
-        let shared = if self.settings.shared_operators { crate::shared_operators::run_shared(self, &plan)? } else { None };
+        // A transaction's statements read their own versions of the tables, which no other
+        // query shares.
+        let shared =
+            if self.settings.shared_operators && !self.in_transaction() { crate::shared_operators::run_shared(self, &plan)? } else { None };
         let chunks = match shared {
             Some(chunks) => chunks,
             None => self.run_plan(&plan)?,
@@ -565,8 +581,12 @@ impl Connection {
         let bound = binder.bind_insert_source(&table, &columns, source)?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?;
-        let prepared = prepare_append(&table, chunks)?;
-        let rows = self.db.commit(Change::Append(&table, prepared))?;
+        let mut writer = self.table_writer(&table)?;
+        for chunk in chunks {
+            writer.append(&conform_chunk(&table, chunk)?)?;
+        }
+        let prepared = writer.prepare()?;
+        let rows = self.finish_write(&table, prepared)?;
         Ok(QueryResult::statement(Some(rows)))
     }
 

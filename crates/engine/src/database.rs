@@ -26,6 +26,9 @@ pub(crate) struct DatabaseInner {
     /// Held while a statement changes which tables and views exist (in memory too), so
     /// the checks of one (names, dependencies) hold until it is published.
     pub catalog_changes: std::sync::Mutex<()>,
+    /// Written while a transaction publishes its tables, read while one takes its
+    /// snapshot: a snapshot sees a transaction's changes of several tables all or none.
+    pub publish_lock: std::sync::RwLock<()>,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -51,6 +54,7 @@ impl Database {
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
+            publish_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -79,6 +83,7 @@ impl Database {
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
+            publish_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -115,6 +120,9 @@ pub(crate) enum Change<'a> {
     /// Rows written to a table: appended, deleted (DELETE, UPDATE) or all removed first
     /// (TRUNCATE).
     Append(&'a Arc<Table>, PreparedAppend<'a>),
+    /// A transaction's changes of several tables: logged in one record, published
+    /// together.
+    Writes(Vec<(&'a Arc<Table>, PreparedAppend<'a>)>),
     /// DROP TABLE / DROP VIEW. The views that read them are dropped too with `cascade`,
     /// else they make the statement fail.
     Drop { tables: Vec<String>, views: Vec<String>, cascade: bool },
@@ -128,7 +136,7 @@ impl DatabaseInner {
     /// added. A change that fails leaves nothing behind.
     pub(crate) fn commit(&self, change: Change<'_>) -> Result<u64> {
         let _catalog_change = match change {
-            Change::Append(..) => None,
+            Change::Append(..) | Change::Writes(_) => None,
             _ => Some(self.catalog_changes.lock().unwrap_or_else(|e| e.into_inner())),
         };
         let mut guard = self.store.as_ref().map(|s| s.lock());
@@ -143,6 +151,10 @@ impl DatabaseInner {
                 appended
             }
             Change::Append(_, prepared) => prepared.publish(),
+            Change::Writes(writes) => {
+                let _publishing = self.publish_lock.write().unwrap_or_else(|e| e.into_inner());
+                writes.into_iter().map(|(_, prepared)| prepared.publish()).sum()
+            }
             Change::Drop { tables, views, .. } => {
                 for name in views {
                     self.catalog.drop_view(&name);
@@ -268,6 +280,22 @@ impl DatabaseInner {
                 state.push((Arc::clone(table), Arc::clone(prepared.data())));
                 guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
             }
+            Change::Writes(writes) if writes.iter().any(|(table, prepared)| large(table, prepared)) => {
+                let names: Vec<&str> = writes.iter().map(|(table, _)| table.name.as_str()).collect();
+                let mut state = self.committed_state(&names);
+                state.extend(writes.iter().map(|(table, prepared)| (Arc::clone(table), Arc::clone(prepared.data()))));
+                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+            }
+            Change::Writes(writes) => {
+                let mut entries = Vec::new();
+                for (table, prepared) in writes {
+                    entries.extend(write_entries(table, prepared)?);
+                }
+                if entries.is_empty() {
+                    return Ok(());
+                }
+                guard.log(&entries)
+            }
             Change::Create(table, rows) => {
                 let mut entries = vec![LogEntry::CreateTable(Arc::clone(table))];
                 if let Some(prepared) = rows.as_ref().filter(|r| r.appended_rows() > 0) {
@@ -276,17 +304,7 @@ impl DatabaseInner {
                 guard.log(&entries)
             }
             Change::Append(table, prepared) => {
-                // In the order the writer made them: a TRUNCATE, deletes, then appends.
-                let mut entries = Vec::new();
-                if prepared.truncated() {
-                    entries.push(LogEntry::Truncate(table.name.clone()));
-                }
-                if !prepared.deleted_row_ids().is_empty() {
-                    entries.push(LogEntry::Delete { table: table.name.clone(), row_ids: prepared.deleted_row_ids().to_vec() });
-                }
-                if prepared.appended_rows() > 0 {
-                    entries.push(LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? });
-                }
+                let entries = write_entries(table, prepared)?;
                 if entries.is_empty() {
                     return Ok(());
                 }
@@ -355,6 +373,22 @@ impl Drop for DatabaseInner {
             }
         }
     }
+}
+
+/// The log entries of a table's change, in the order the writer made them: a TRUNCATE,
+/// deletes, then appends.
+fn write_entries(table: &Table, prepared: &PreparedAppend<'_>) -> Result<Vec<LogEntry>> {
+    let mut entries = Vec::new();
+    if prepared.truncated() {
+        entries.push(LogEntry::Truncate(table.name.clone()));
+    }
+    if !prepared.deleted_row_ids().is_empty() {
+        entries.push(LogEntry::Delete { table: table.name.clone(), row_ids: prepared.deleted_row_ids().to_vec() });
+    }
+    if prepared.appended_rows() > 0 {
+        entries.push(LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? });
+    }
+    Ok(entries)
 }
 
 /// CREATE OR REPLACE VIEW keeps the old view's columns (same names and types, in the same

@@ -27,7 +27,6 @@ use apiary_types::{DataChunk, DataType, Vector, VectorData};
 use sqlparser::ast;
 
 use crate::connection::{conform_chunk, Connection};
-use crate::database::Change;
 use crate::result::QueryResult;
 
 /// The target table of a DELETE or UPDATE and the name its columns are qualified by.
@@ -80,7 +79,7 @@ impl Connection {
             _ => return Ok(Vec::new()),
         };
         let empty = || {
-            let nothing = TableData { blocks: Vec::new(), stats: TableStats::empty(target.table.schema.len()) };
+            let nothing = TableData { blocks: Vec::new(), stats: TableStats::empty(target.table.schema.len()), layout: 0 };
             Arc::new(target.table.with_row_ids(&nothing))
         };
         binder.bind_dml_query(
@@ -130,7 +129,7 @@ impl Connection {
     /// `DELETE FROM t [AS a] [USING ...] [WHERE ...] [RETURNING ...]`.
     pub(crate) fn delete(&mut self, delete: &ast::Delete) -> Result<QueryResult> {
         let target = self.delete_target(delete)?;
-        let mut writer = target.table.appender()?;
+        let mut writer = self.table_writer(&target.table)?;
         let query = delete_query(&target, delete)?;
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
         let chunks = self.run_dml_query(&query, &target, rows, false)?;
@@ -153,7 +152,7 @@ impl Connection {
         };
         writer.delete(&row_ids)?;
         let prepared = writer.prepare()?;
-        self.db.commit(Change::Append(&target.table, prepared))?;
+        self.finish_write(&target.table, prepared)?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
     }
 
@@ -162,7 +161,7 @@ impl Connection {
     pub(crate) fn update(&mut self, update: &ast::Update) -> Result<QueryResult> {
         let target = self.dml_target(&update.table, "UPDATE")?;
         let query = update_query(&target, update)?;
-        let mut writer = target.table.appender()?;
+        let mut writer = self.table_writer(&target.table)?;
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
         let chunks = self.run_dml_query(&query, &target, rows, true)?;
         // Each target row once (the first of its join matches), in row id order.
@@ -198,7 +197,7 @@ impl Connection {
             writer.append(chunk)?;
         }
         let prepared = writer.prepare()?;
-        self.db.commit(Change::Append(&target.table, prepared))?;
+        self.finish_write(&target.table, prepared)?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
     }
 
@@ -223,10 +222,10 @@ impl Connection {
             }
         }
         for table in &tables {
-            let mut writer = table.appender()?;
+            let mut writer = self.table_writer(table)?;
             writer.truncate()?;
             let prepared = writer.prepare()?;
-            self.db.commit(Change::Append(table, prepared))?;
+            self.finish_write(table, prepared)?;
         }
         Ok(QueryResult::statement(None))
     }

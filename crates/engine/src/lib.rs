@@ -48,6 +48,7 @@ mod shared_operators;
 mod table_functions;
 pub mod tpch;
 pub mod tpch_parameters;
+mod transaction;
 
 pub use apiary_common::{ApiaryError, Result};
 pub use apiary_execution::{QueryProgress, SchedulingPolicy};

@@ -121,6 +121,10 @@ impl Connection {
     /// [`Connection::execute_cached`] for a statement with `$n` parameters: the plan is
     /// kept for the statement's text and the types of the values given.
     pub(crate) fn execute_cached_with(&mut self, statement: &ast::Statement, values: &[ScalarValue]) -> Result<QueryResult> {
+        // Plans read the catalog's tables; a transaction's statements read its own view.
+        if self.in_transaction() {
+            return self.execute_unplanned(statement, values);
+        }
         // A value's own type is the parameter's (as when a statement is bound with its
         // values); a NULL leaves it to the statement.
         let declared: Vec<Option<DataType>> = values.iter().map(|v| if v.is_null() { None } else { Some(v.data_type()) }).collect();
@@ -179,6 +183,9 @@ impl Connection {
     /// parameter's type). A query runs the plan it was prepared with, made again first
     /// if the catalog or the session's plan settings changed since.
     pub fn execute_prepared_with(&mut self, prepared: &mut PreparedStatement, values: &[ScalarValue]) -> Result<QueryResult> {
+        if self.in_transaction() {
+            return self.execute_unplanned(&prepared.statement, values);
+        }
         if values.len() < prepared.parameter_types.len() {
             return Err(apiary_common::bind_err!(
                 "the statement has {} parameters but was given {} values",

@@ -18,10 +18,11 @@
 //!                        └──COMMIT/ROLLBACK┴─────────────────┘
 //! ```
 //!
-//! Apiary has no multi-statement transactions yet: inside BEGIN ... COMMIT only reads
-//! run; a write is refused (SQLSTATE 25006) instead of running outside the transaction
-//! and surviving a ROLLBACK. After an error in the extended protocol, messages are
-//! skipped until Sync, as PostgreSQL does.
+//! BEGIN, COMMIT, ROLLBACK and savepoints run in the engine's connection (its transaction
+//! block: snapshot isolation, see the engine's `transaction.rs`); the session keeps the
+//! status the protocol reports. COMMIT of a failed block rolls it back; a COMMIT that
+//! fails (a serialization failure, 40001) ends the block too. After an error in the
+//! extended protocol, messages are skipped until Sync, as PostgreSQL does.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,7 +48,6 @@ const FEATURE_NOT_SUPPORTED: &str = "0A000";
 const ACTIVE_SQL_TRANSACTION: &str = "25001";
 const NO_ACTIVE_SQL_TRANSACTION: &str = "25P01";
 const IN_FAILED_SQL_TRANSACTION: &str = "25P02";
-const READ_ONLY_SQL_TRANSACTION: &str = "25006";
 const INVALID_SQL_STATEMENT_NAME: &str = "26000";
 const DUPLICATE_PREPARED_STATEMENT: &str = "42P05";
 const DUPLICATE_CURSOR: &str = "42P03";
@@ -414,6 +414,7 @@ impl Session {
                 if self.tx != TxStatus::Idle {
                     self.notice(Severity::Warning, ACTIVE_SQL_TRANSACTION, "there is already a transaction in progress");
                 } else {
+                    self.conn.execute_statement(statement).map_err(StatementError::Engine)?;
                     self.tx = TxStatus::InBlock;
                 }
                 return Ok(Started::Tag("BEGIN".into()));
@@ -428,15 +429,39 @@ impl Session {
                     // PostgreSQL answers COMMIT of a failed transaction with ROLLBACK.
                     TxStatus::Failed => "ROLLBACK",
                 };
+                let ended = match self.tx {
+                    TxStatus::InBlock => self.conn.execute_statement(statement),
+                    _ => self.conn.execute("ROLLBACK").map(|_| QueryResult::statement(None)),
+                };
+                // The block ends whether or not its changes could be committed.
                 self.end_transaction();
+                ended.map_err(StatementError::Engine)?;
                 return Ok(Started::Tag(tag.into()));
             }
             S::Rollback { savepoint: None, .. } => {
                 if self.tx == TxStatus::Idle {
                     self.notice(Severity::Warning, NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress");
                 }
+                self.conn.execute_statement(statement).map_err(StatementError::Engine)?;
                 self.end_transaction();
                 return Ok(Started::Tag("ROLLBACK".into()));
+            }
+            S::Rollback { savepoint: Some(_), .. } | S::Savepoint { .. } | S::ReleaseSavepoint { .. } => {
+                let (what, tag) = match statement {
+                    S::Savepoint { .. } => ("SAVEPOINT", "SAVEPOINT"),
+                    S::ReleaseSavepoint { .. } => ("RELEASE SAVEPOINT", "RELEASE"),
+                    _ => ("ROLLBACK TO SAVEPOINT", "ROLLBACK"),
+                };
+                if self.tx == TxStatus::Idle {
+                    return Err(StatementError::Info(ErrorInfo::error(
+                        NO_ACTIVE_SQL_TRANSACTION,
+                        format!("{what} can only be used in transaction blocks"),
+                    )));
+                }
+                self.conn.execute_statement(statement).map_err(StatementError::Engine)?;
+                // ROLLBACK TO a savepoint recovers a failed block.
+                self.tx = TxStatus::InBlock;
+                return Ok(Started::Tag(tag.into()));
             }
             _ => {}
         }
@@ -446,21 +471,7 @@ impl Session {
                 "current transaction is aborted, commands ignored until end of transaction block",
             )));
         }
-        if self.tx == TxStatus::InBlock {
-            if let Some(what) = write_statement(statement) {
-                return Err(StatementError::Info(
-                    ErrorInfo::error(
-                        READ_ONLY_SQL_TRANSACTION,
-                        format!("{what} is not allowed inside a transaction block: Apiary does not have multi-statement transactions yet"),
-                    )
-                    .with_hint("Run it outside BEGIN ... COMMIT (in autocommit mode), where it commits on its own."),
-                ));
-            }
-        }
         match statement {
-            S::Rollback { savepoint: Some(_), .. } | S::Savepoint { .. } | S::ReleaseSavepoint { .. } => {
-                Err(StatementError::Info(ErrorInfo::error(FEATURE_NOT_SUPPORTED, "savepoints are not supported")))
-            }
             S::Set(set) => self.set_parameter(set, statement),
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(|i| i.value.to_ascii_lowercase()).collect::<Vec<_>>().join(".");
@@ -1172,24 +1183,6 @@ fn placeholder_count(statement: &ast::Statement) -> usize {
         }
     }
     highest
-}
-
-/// What kind of write a statement is, if it changes data or the catalog.
-fn write_statement(statement: &ast::Statement) -> Option<&'static str> {
-    use ast::Statement as S;
-    Some(match statement {
-        S::Insert(_) => "INSERT",
-        S::Update(_) => "UPDATE",
-        S::Delete(_) => "DELETE",
-        S::CreateTable(_) => "CREATE TABLE",
-        S::CreateView(_) => "CREATE VIEW",
-        S::Drop { .. } => "DROP",
-        S::Copy { to: false, .. } => "COPY FROM",
-        S::Call(_) => "CHECKPOINT",
-        S::Truncate(_) => "TRUNCATE",
-        S::CreateIndex(_) | S::AlterTable { .. } => "this statement",
-        _ => return None,
-    })
 }
 
 /// The CommandComplete tag of a statement without rows.

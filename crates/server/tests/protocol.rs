@@ -229,24 +229,33 @@ fn command_tags_and_transaction_status() {
          UPDATE y SET a = a + 10 RETURNING a; DELETE FROM y WHERE b IS NULL RETURNING *; TRUNCATE y; DROP TABLE y",
     );
     assert_eq!(tags(&messages), ["SELECT 3", "UPDATE 2", "DELETE 1", "UPDATE 2", "DELETE 0", "TRUNCATE TABLE", "DROP TABLE"]);
-    // BEGIN: 'T'; reads run; a write is refused (no multi-statement transactions) and
-    // the block fails: 'E'; ROLLBACK ends it and the write never happened.
-    let messages = raw.query("BEGIN; SELECT count(*) FROM x");
-    assert_eq!(tags(&messages), vec!["BEGIN", "SELECT 1"]);
+    // BEGIN: 'T'; a write inside the block is seen by the block only; an error fails the
+    // block: 'E', and only ROLLBACK (TO a savepoint) is accepted; ROLLBACK ends it and the
+    // write never happened.
+    let messages = raw.query("BEGIN; INSERT INTO x VALUES (4, 'd'); SELECT count(*) FROM x");
+    assert_eq!(tags(&messages), vec!["BEGIN", "INSERT 0 1", "SELECT 1"]);
+    assert!(messages.iter().find(|m| m.tag == b'D').unwrap().body.ends_with(b"4"));
     assert_eq!(status(&messages), Some('T'));
-    let messages = raw.query("INSERT INTO x VALUES (4, 'd')");
-    assert_eq!(errors(&messages), vec!["25006"]);
-    let refusal = messages.iter().find(|m| m.tag == b'E').unwrap().field(b'M').unwrap();
-    assert!(refusal.contains("not allowed inside a transaction block"), "{refusal}");
+    let messages = raw.query("SAVEPOINT s; SELECT * FROM nope");
+    assert_eq!((tags(&messages), errors(&messages)), (vec!["SAVEPOINT".to_string()], vec!["42P01".to_string()]));
     assert_eq!(status(&messages), Some('E'));
     let messages = raw.query("SELECT 1");
     assert_eq!(errors(&messages), vec!["25P02"]);
+    let messages = raw.query("ROLLBACK TO SAVEPOINT s");
+    assert_eq!((tags(&messages), status(&messages)), (vec!["ROLLBACK".to_string()], Some('T')));
     let messages = raw.query("ROLLBACK");
     assert_eq!(tags(&messages), vec!["ROLLBACK"]);
     assert_eq!(status(&messages), Some('I'));
     let messages = raw.query("SELECT count(*) FROM x");
     let row = messages.iter().find(|m| m.tag == b'D').unwrap();
     assert!(row.body.ends_with(b"3"), "{row:?}");
+    let messages = raw.query("BEGIN; DELETE FROM x WHERE a = 3; RELEASE SAVEPOINT nope");
+    assert_eq!(status(&messages), Some('E'));
+    raw.query("ROLLBACK");
+    let messages = raw.query("BEGIN; DELETE FROM x WHERE a = 3; COMMIT; SELECT count(*) FROM x");
+    assert_eq!(tags(&messages), vec!["BEGIN", "DELETE 1", "COMMIT", "SELECT 1"]);
+    assert!(messages.iter().find(|m| m.tag == b'D').unwrap().body.ends_with(b"2"));
+    assert_eq!(errors(&raw.query("SAVEPOINT s")), vec!["25P01"]);
     // COMMIT of a failed block answers ROLLBACK, as PostgreSQL does.
     raw.query("BEGIN");
     raw.query("SELECT * FROM nope");

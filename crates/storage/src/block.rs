@@ -236,6 +236,9 @@ enum Form {
     Ints(Arc<PackedInts>),
     /// Dictionary codes of strings (the dictionary is the resident's).
     Strings,
+    /// The BIGINTs `first..first + len`, computed when read (the row ids a DELETE or
+    /// UPDATE reads its target's rows with: nothing stored).
+    Sequence { first: i64, len: usize },
 }
 
 impl Resident {
@@ -274,6 +277,7 @@ impl Resident {
             Form::Values(values) => StripeValues::Plain(values.clone()),
             Form::Ints(packed) => StripeValues::Ints(Arc::clone(packed)),
             Form::Strings => StripeValues::Strings(self.dictionary().expect("packed strings keep their dictionary")),
+            &Form::Sequence { first, len } => StripeValues::Sequence { first, len },
         }
     }
 
@@ -298,6 +302,11 @@ pub enum StripeValues {
     Plain(Vector),
     Ints(Arc<PackedInts>),
     Strings(Arc<Dictionary>),
+    /// The BIGINTs `first..first + len`.
+    Sequence {
+        first: i64,
+        len: usize,
+    },
 }
 
 impl StripeValues {
@@ -306,6 +315,7 @@ impl StripeValues {
             StripeValues::Plain(v) => v.len(),
             StripeValues::Ints(p) => p.len(),
             StripeValues::Strings(d) => d.codes.len(),
+            StripeValues::Sequence { len, .. } => *len,
         }
     }
 
@@ -318,6 +328,7 @@ impl StripeValues {
             StripeValues::Plain(v) => v.data_type,
             StripeValues::Ints(p) => p.data_type(),
             StripeValues::Strings(d) => d.values.data_type,
+            StripeValues::Sequence { .. } => DataType::BigInt,
         }
     }
 
@@ -328,6 +339,10 @@ impl StripeValues {
             StripeValues::Plain(v) => v.slice(offset, len),
             StripeValues::Ints(p) => p.decode_range(offset, len),
             StripeValues::Strings(d) => d.decode_range(offset, len),
+            StripeValues::Sequence { first, .. } => {
+                let start = first + offset as i64;
+                Vector::from_native(DataType::BigInt, (start..start + len as i64).collect())
+            }
         }
     }
 
@@ -337,6 +352,7 @@ impl StripeValues {
             StripeValues::Plain(v) => v.gather(rows),
             StripeValues::Ints(p) => p.gather(rows),
             StripeValues::Strings(d) => d.gather(rows),
+            StripeValues::Sequence { first, .. } => Vector::from_native(DataType::BigInt, rows.iter().map(|&r| first + r as i64).collect()),
         }
     }
 
@@ -373,6 +389,23 @@ impl ColumnStripe {
             rows: values.len(),
             data_type: values.data_type,
             resident: RwLock::new(Some(Resident::packed(values, None))),
+            stored: OnceLock::new(),
+            accesses: Default::default(),
+            loads: AtomicU64::new(0),
+        }
+    }
+
+    /// The BIGINTs `first..first + rows`, computed when read: nothing is stored.
+    pub fn sequence(first: i64, rows: usize) -> Self {
+        let zone_map = match rows {
+            0 => ZoneMap { min: ScalarValue::Null, max: ScalarValue::Null, null_count: 0 },
+            _ => ZoneMap { min: ScalarValue::Int64(first), max: ScalarValue::Int64(first + rows as i64 - 1), null_count: 0 },
+        };
+        ColumnStripe {
+            zone_map: OnceLock::from(zone_map),
+            rows,
+            data_type: DataType::BigInt,
+            resident: RwLock::new(Some(Resident { form: Form::Sequence { first, len: rows }, dictionary: OnceLock::from(None), bytes: 0 })),
             stored: OnceLock::new(),
             accesses: Default::default(),
             loads: AtomicU64::new(0),
@@ -430,7 +463,7 @@ impl ColumnStripe {
             Some(zone) => zone.null_count,
             None => self.resident.read().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |r| match &r.form {
                 Form::Values(values) => values.null_count(),
-                Form::Ints(_) | Form::Strings => 0,
+                Form::Ints(_) | Form::Strings | Form::Sequence { .. } => 0,
             }),
         }
     }
@@ -546,6 +579,7 @@ impl ColumnStripe {
         };
         Some(match &resident.as_ref()?.form {
             Form::Values(_) => "values",
+            Form::Sequence { .. } => "sequence",
             Form::Ints(packed) => ["1-byte codes", "2-byte codes", "4-byte codes"][width(packed.codes())],
             Form::Strings => match resident.as_ref()?.dictionary.get() {
                 Some(Some(d)) => ["dictionary (1-byte codes)", "dictionary (2-byte codes)", "dictionary (4-byte codes)"][width(&d.codes)],
@@ -581,6 +615,8 @@ pub struct Block {
     pub columns: Vec<Arc<ColumnStripe>>,
     /// Set bit = deleted row (bits past its length: not deleted); `None` when none is.
     pub deleted: Option<Arc<Bitmap>>,
+    /// The set bits of `deleted`, counted once (the optimizer asks for row counts often).
+    deleted_count: usize,
 }
 
 impl Block {
@@ -592,18 +628,19 @@ impl Block {
     fn of(columns: Vec<Vector>, stripe: impl Fn(Vector) -> ColumnStripe) -> Block {
         let row_count = columns.first().map_or(0, |c| c.len());
         debug_assert!(columns.iter().all(|c| c.len() == row_count));
-        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(stripe(c))).collect(), deleted: None }
+        Block { row_count, columns: columns.into_iter().map(|c| Arc::new(stripe(c))).collect(), deleted: None, deleted_count: 0 }
     }
 
     /// A block of stored stripes with the given deleted rows.
     pub fn from_stripes(row_count: usize, columns: Vec<Arc<ColumnStripe>>, deleted: Option<Arc<Bitmap>>) -> Block {
-        let deleted = deleted.filter(|d| d.count_ones() > 0);
-        Block { row_count, columns, deleted }
+        let deleted_count = deleted.as_ref().map_or(0, |d| d.count_ones());
+        let deleted = deleted.filter(|_| deleted_count > 0);
+        Block { row_count, columns, deleted, deleted_count }
     }
 
     /// Number of deleted rows.
     pub fn deleted_count(&self) -> usize {
-        self.deleted.as_ref().map_or(0, |d| d.count_ones())
+        self.deleted_count
     }
 
     /// Number of rows not deleted.
@@ -632,27 +669,55 @@ impl Block {
         Block::from_stripes(self.row_count, self.columns.clone(), Some(Arc::new(deleted)))
     }
 
+    /// Whether a row of `offset..offset + len` is deleted.
+    pub fn has_deleted(&self, offset: usize, len: usize) -> bool {
+        let Some(deleted) = &self.deleted else { return false };
+        let end = (offset + len).min(deleted.len());
+        if offset >= end {
+            return false;
+        }
+        let words = deleted.words();
+        let (first, last) = (offset / 64, (end - 1) / 64);
+        (first..=last).any(|w| {
+            let mut word = words[w];
+            if w == first {
+                word &= u64::MAX << (offset % 64);
+            }
+            if w == last && end % 64 != 0 {
+                word &= u64::MAX >> (64 - end % 64);
+            }
+            word != 0
+        })
+    }
+
     /// The positions (relative to `offset`) of the rows of `offset..offset + len` not
     /// deleted; `None` when none of them is deleted.
     pub fn live_rows(&self, offset: usize, len: usize) -> Option<Vec<u32>> {
+        if !self.has_deleted(offset, len) {
+            return None;
+        }
         let deleted = self.deleted.as_ref()?;
-        let end = (offset + len).min(deleted.len());
-        if offset >= end {
-            return None;
-        }
-        let words = deleted.words();
-        let (first_word, last_word) = (offset / 64, (end - 1) / 64);
-        if words[first_word..=last_word].iter().all(|&w| w == 0) {
-            return None;
-        }
-        let mut live = Vec::with_capacity(len);
+        // Every row is written and the position advances past live ones: no branch per row.
+        let mut live = vec![0u32; len];
+        let mut count = 0;
         for row in 0..len {
             let position = offset + row;
-            if position >= end || !deleted.get(position) {
-                live.push(row as u32);
-            }
+            live[count] = row as u32;
+            count += usize::from(position >= deleted.len() || !deleted.get(position));
         }
+        live.truncate(count);
         Some(live)
+    }
+
+    /// Of `rows` (positions relative to `offset`), those not deleted.
+    pub fn retain_live(&self, offset: usize, mut rows: Vec<u32>) -> Vec<u32> {
+        if let Some(deleted) = &self.deleted {
+            rows.retain(|&r| {
+                let position = offset + r as usize;
+                position >= deleted.len() || !deleted.get(position)
+            });
+        }
+        rows
     }
 
     /// A block whose stripes are packed into codes where that is narrower (`pack`), else

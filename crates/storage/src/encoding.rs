@@ -483,28 +483,67 @@ fn decode_integers<T: Integer>(reader: &mut Reader<'_>, tag: u8, rows: usize) ->
 /// `None` when there are more than `limit` distinct values.
 fn sorted_codes(strings: &StrColumn, valid: impl Fn(usize) -> bool, limit: usize) -> Option<(Vec<&[u8]>, Vec<u32>)> {
     let rows = strings.len();
-    let mut distinct: HashMap<&[u8], u32> = HashMap::new();
-    for i in 0..rows {
+    // One hash per row: each row gets the number of its value in order of first
+    // appearance, renumbered in sorted order at the end.
+    let mut distinct: HashMap<&[u8], u32, BuildBytesHasher> = HashMap::default();
+    let mut first_seen: Vec<&[u8]> = Vec::new();
+    let mut numbers = vec![0u32; rows];
+    for (i, number) in numbers.iter_mut().enumerate() {
         if valid(i) {
             let value = strings.get_bytes(i);
-            if !distinct.contains_key(value) {
-                if distinct.len() == limit {
+            let next = first_seen.len() as u32;
+            let assigned = *distinct.entry(value).or_insert(next);
+            if assigned == next {
+                if first_seen.len() == limit {
                     return None;
                 }
-                distinct.insert(value, 0);
+                first_seen.push(value);
             }
+            *number = assigned;
         }
     }
-    if distinct.is_empty() {
-        distinct.insert(b"", 0);
+    if first_seen.is_empty() {
+        first_seen.push(b"");
     }
-    let mut sorted: Vec<&[u8]> = distinct.keys().copied().collect();
-    sorted.sort_unstable();
-    for (code, value) in sorted.iter().enumerate() {
-        distinct.insert(value, code as u32);
+    let mut order: Vec<u32> = (0..first_seen.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| first_seen[a as usize].cmp(first_seen[b as usize]));
+    let mut code_of = vec![0u32; first_seen.len()];
+    for (code, &number) in order.iter().enumerate() {
+        code_of[number as usize] = code as u32;
     }
-    let codes = (0..rows).map(|i| if valid(i) { distinct[strings.get_bytes(i)] } else { 0 }).collect();
+    let sorted = order.iter().map(|&n| first_seen[n as usize]).collect();
+    // A NULL row's code is 0 (its number stayed 0; the code of number 0 is not).
+    let codes = numbers.iter().enumerate().map(|(i, &n)| if valid(i) { code_of[n as usize] } else { 0 }).collect();
     Some((sorted, codes))
+}
+
+/// Hashes byte strings with [`apiary_common::hash::hash_bytes`] (the std hasher,
+/// SipHash, took a third of sealing a block of strings).
+#[derive(Default, Clone, Copy)]
+struct BuildBytesHasher;
+
+#[derive(Default)]
+struct BytesHasher(u64);
+
+impl std::hash::BuildHasher for BuildBytesHasher {
+    type Hasher = BytesHasher;
+    fn build_hasher(&self) -> BytesHasher {
+        BytesHasher(0)
+    }
+}
+
+impl std::hash::Hasher for BytesHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = apiary_common::hash::combine_hashes(self.0, apiary_common::hash::hash_bytes(bytes));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = apiary_common::hash::combine_hashes(self.0, apiary_common::hash::hash_u64(n as u64));
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Most distinct values a block's dictionary may have: a quarter of its rows.

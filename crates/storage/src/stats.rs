@@ -176,12 +176,22 @@ impl TableStats {
     /// Counts a new block whose values are `columns`: its rows and NULLs, and when
     /// `summaries` is set (the optimizer will read them) its min/max and distinct values.
     pub fn add_block(&mut self, block: &Block, columns: &[Vector], summaries: bool) {
+        self.add_block_after(block, columns, summaries, 0);
+    }
+
+    /// As [`Self::add_block`] for a block whose first `counted` rows the sketches hold
+    /// already (a trailing partial block an append copied into the new block): only the
+    /// rows after them are hashed.
+    pub fn add_block_after(&mut self, block: &Block, columns: &[Vector], summaries: bool, counted: usize) {
         self.row_count += block.row_count;
         for ((column, stripe), values) in self.columns.iter_mut().zip(&block.columns).zip(columns) {
             if summaries {
                 column.null_count += stripe.zone_map().null_count;
                 column.merge_zone(stripe.zone_map());
-                column.sketch.add_vector(values);
+                match counted {
+                    0 => column.sketch.add_vector(values),
+                    _ => column.sketch.add_vector(&values.slice(counted.min(values.len()), values.len() - counted.min(values.len()))),
+                }
             } else {
                 column.null_count += values.null_count();
             }

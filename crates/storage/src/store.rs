@@ -531,7 +531,7 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
         if !counted {
             return Err(reader.corrupt("statistics do not match the blocks"));
         }
-        tables.push(table.with_data(TableData { blocks, stats }));
+        tables.push(table.with_data(TableData { blocks, stats, layout: 0 }));
     }
     let mut views = Vec::new();
     if !reader.is_at_end() {

@@ -796,25 +796,28 @@ impl TableScan {
         while offset < end_row {
             let len = vector_size.min(end_row - offset);
             let mut columns = VectorColumns::new(&stripes, &stand_ins, vector_size, offset, len);
-            // Deleted rows leave first: no condition is evaluated on them (a division by
-            // zero in a deleted row is no error).
-            let live = block.live_rows(offset, len);
+            // Deleted rows leave before any condition on values runs (a division by zero in
+            // a deleted row is no error); tests on codes, which cannot fail, run first.
+            let deleted = block.has_deleted(offset, len);
+            let without_deleted = |rows: Option<Vec<u32>>| match rows {
+                _ if !deleted => rows,
+                None => block.live_rows(offset, len),
+                Some(rows) => Some(block.retain_live(offset, rows)),
+            };
             // `None`: every row.
             let mut selected: Option<Vec<u32>> = match &block_filter {
-                BlockFilter::None => live,
+                BlockFilter::None => without_deleted(None),
                 BlockFilter::Values(filter) => {
-                    Some(filter.select(&columns.chunk(&self.filter_columns), &live.unwrap_or_else(|| all_rows(len)))?)
+                    let rows = without_deleted(None).unwrap_or_else(|| all_rows(len));
+                    Some(filter.select(&columns.chunk(&self.filter_columns), &rows)?)
                 }
                 BlockFilter::Codes { codes, rest, .. } => {
-                    let mut selected = match live {
-                        Some(rows) if !code_tests.is_empty() => Some(retain_code_ranges(&code_tests, offset, rows)),
-                        Some(rows) => Some(rows),
-                        None => (!code_tests.is_empty()).then(|| select_code_ranges(&code_tests, offset, len, ctx.config.simd)),
-                    };
+                    let mut selected = (!code_tests.is_empty()).then(|| select_code_ranges(&code_tests, offset, len, ctx.config.simd));
                     for code in codes {
                         let rows = selected.take().unwrap_or_else(|| all_rows(len));
                         selected = Some(code.select(offset, &rows));
                     }
+                    selected = without_deleted(selected);
                     for conjunct in rest {
                         let rows = selected.take().unwrap_or_else(|| all_rows(len));
                         if rows.is_empty() {

@@ -278,6 +278,9 @@ pub struct Binder<'a> {
     /// The table a DELETE or UPDATE changes (its name, and the table read in its place:
     /// its rows with their ids), taken by the first FROM item naming it.
     dml_target: Option<(String, Arc<Table>)>,
+    /// Tables read in place of the catalog's of the same name: a transaction's view of
+    /// them (its snapshot, or its own changes).
+    tables: HashMap<String, Arc<Table>>,
 }
 
 impl<'a> Binder<'a> {
@@ -305,6 +308,21 @@ impl<'a> Binder<'a> {
             statement_time: None,
             time_zone: TimeZone::UTC,
             dml_target: None,
+            tables: HashMap::new(),
+        }
+    }
+
+    /// Reads `tables` in place of the catalog's tables of the same names.
+    pub fn with_tables(mut self, tables: HashMap<String, Arc<Table>>) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    /// The catalog table `name`, as this statement reads it.
+    pub(crate) fn catalog_table(&self, name: &str) -> Result<Arc<Table>> {
+        match self.tables.get(name) {
+            Some(table) => Ok(Arc::clone(table)),
+            None => self.catalog.table(name),
         }
     }
 

@@ -120,7 +120,7 @@ impl Binder<'_> {
                 let (plan, scope) = match self.catalog.get_view(&name) {
                     Some(view) => self.bind_view_reference(view, None)?,
                     None => {
-                        let table = self.catalog.table(&name)?;
+                        let table = self.catalog_table(&name)?;
                         self.note_reference(&name);
                         self.scan_table(table, &name, None)?
                     }
@@ -1093,7 +1093,7 @@ impl Binder<'_> {
                 if let Some(view) = self.catalog.get_view(&table_name) {
                     return self.bind_view_reference(view, alias.as_ref());
                 }
-                let table = self.catalog.table(&table_name)?;
+                let table = self.catalog_table(&table_name)?;
                 self.note_reference(&table_name);
                 self.scan_table(table, &table_name, alias.as_ref())
             }

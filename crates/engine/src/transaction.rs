@@ -1,0 +1,310 @@
+//! Multi-statement transactions: `BEGIN ... COMMIT / ROLLBACK`, savepoints, snapshot
+//! isolation.
+//!
+//! ```text
+//! BEGIN ──▶ snapshot: every table's published contents (taken under the publish lock, so
+//!           │          a transaction committing several tables is seen whole or not at all)
+//!           ▼
+//! statements read the snapshot, or the transaction's own version of a table it changed
+//! (the binder reads `Table::at(data)` in the table's place); INSERT / DELETE / UPDATE /
+//! TRUNCATE write a private version (`Table::private_writer`: no lock, nothing published)
+//!           ▼
+//! COMMIT ──▶ per changed table, in name order: take the table's writer, replay the
+//!           transaction's difference from its snapshot (deleted row ids, appended rows)
+//!           onto the contents committed since — a row another transaction deleted or
+//!           updated meanwhile, or rows moved by a compaction, is a serialization failure
+//!           (SQLSTATE 40001, first committer wins: no lost update) — then log all
+//!           tables' changes in one record and publish them together.
+//! ```
+//!
+//! Key constraints are checked among a statement's rows when it runs and against the
+//! committed table at COMMIT (a duplicate of a row committed by another transaction, or
+//! of one the snapshot holds, fails the COMMIT, which then rolls back). DDL, COPY FROM
+//! and CHECKPOINT are not allowed inside a transaction block yet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use apiary_common::{not_impl_err, ApiaryError, Result};
+use apiary_sql::binder::normalize_ident;
+use apiary_storage::table::row_id;
+use apiary_storage::{PreparedAppend, Table, TableAppender, TableData};
+use apiary_types::{DataChunk, Vector};
+use sqlparser::ast;
+
+use crate::connection::Connection;
+use crate::database::Change;
+use crate::result::QueryResult;
+
+/// A transaction block's state.
+#[derive(Default)]
+pub(crate) struct Transaction {
+    /// Each table's published contents when the transaction began.
+    snapshot: HashMap<String, (Arc<Table>, Arc<TableData>)>,
+    /// The transaction's version of each table it changed.
+    written: BTreeMap<String, Arc<TableData>>,
+    /// Tables it truncated (their versions start empty).
+    truncated: BTreeSet<String>,
+    /// Savepoints, oldest first: name and the changes made before it.
+    savepoints: Vec<Savepoint>,
+    /// A statement failed: only ROLLBACK (or ROLLBACK TO a savepoint) is accepted.
+    failed: bool,
+}
+
+struct Savepoint {
+    name: String,
+    written: BTreeMap<String, Arc<TableData>>,
+    truncated: BTreeSet<String>,
+}
+
+impl Transaction {
+    /// The contents the transaction sees of `table`: its own version, else its snapshot's
+    /// (a table created after the snapshot: its published contents).
+    pub(crate) fn contents(&self, table: &Table) -> Arc<TableData> {
+        if let Some(data) = self.written.get(&table.name) {
+            return Arc::clone(data);
+        }
+        match self.snapshot.get(&table.name) {
+            Some((_, data)) => Arc::clone(data),
+            None => table.snapshot(),
+        }
+    }
+
+    /// The tables statements read in place of the catalog's: each as the transaction
+    /// sees it.
+    pub(crate) fn tables(&self) -> HashMap<String, Arc<Table>> {
+        self.snapshot.iter().map(|(name, (table, _))| (name.clone(), Arc::new(table.at(self.contents(table))))).collect()
+    }
+}
+
+/// Whether a statement may run inside a transaction block.
+fn allowed_in_transaction(statement: &ast::Statement) -> Result<()> {
+    use ast::Statement as S;
+    let what = match statement {
+        S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) | S::Truncate(_) | S::Explain { .. } => return Ok(()),
+        S::Set(_) | S::Reset(_) | S::ShowVariable { .. } | S::ShowTables { .. } | S::ExplainTable { .. } => return Ok(()),
+        S::Copy { to: true, .. } => return Ok(()),
+        S::CreateTable(_) => "CREATE TABLE",
+        S::CreateView(_) => "CREATE VIEW",
+        S::Drop { .. } => "DROP",
+        S::Copy { .. } => "COPY FROM",
+        S::Call(_) => "CALL",
+        _ => "this statement",
+    };
+    Err(not_impl_err!("{what} inside a transaction block (run it outside BEGIN ... COMMIT)"))
+}
+
+impl Connection {
+    /// Whether a transaction block is open.
+    pub fn in_transaction(&self) -> bool {
+        self.transaction.is_some()
+    }
+
+    /// Whether the open transaction block had an error (only ROLLBACK ends it).
+    pub fn transaction_failed(&self) -> bool {
+        self.transaction.as_ref().is_some_and(|t| t.failed)
+    }
+
+    /// Transaction control statements; `None` for the others (which run as usual, inside
+    /// the transaction if one is open).
+    pub(crate) fn transaction_control(&mut self, statement: &ast::Statement) -> Option<Result<QueryResult>> {
+        use ast::Statement as S;
+        let result = match statement {
+            S::StartTransaction { modes, statements, .. } if statements.is_empty() => self.begin(modes),
+            S::Commit { chain: false, .. } => self.commit(),
+            S::Rollback { chain: false, savepoint: None } => {
+                self.transaction = None;
+                Ok(QueryResult::statement(None))
+            }
+            S::Rollback { chain: false, savepoint: Some(name) } => self.rollback_to(&normalize_ident(name)),
+            S::Savepoint { name } => self.savepoint(normalize_ident(name)),
+            S::ReleaseSavepoint { name } => self.release(&normalize_ident(name)),
+            S::StartTransaction { .. } | S::Commit { .. } | S::Rollback { .. } => {
+                Err(not_impl_err!("this form of transaction control (blocks, AND CHAIN)"))
+            }
+            _ => {
+                let transaction = self.transaction.as_ref()?;
+                if transaction.failed {
+                    return Some(Err(ApiaryError::InFailedTransaction));
+                }
+                return allowed_in_transaction(statement).err().map(Err);
+            }
+        };
+        Some(result)
+    }
+
+    /// A statement inside the transaction block failed: the block is aborted.
+    pub(crate) fn statement_failed(&mut self) {
+        if let Some(transaction) = self.transaction.as_mut() {
+            transaction.failed = true;
+        }
+    }
+
+    fn begin(&mut self, modes: &[ast::TransactionMode]) -> Result<QueryResult> {
+        for mode in modes {
+            match mode {
+                // Every level runs as snapshot isolation (PostgreSQL's REPEATABLE READ),
+                // which gives at least what the weaker ones promise.
+                ast::TransactionMode::IsolationLevel(_) | ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadWrite) => {}
+                ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadOnly) => {
+                    return Err(not_impl_err!("READ ONLY transactions"));
+                }
+            }
+        }
+        // PostgreSQL warns and goes on when a block is already open.
+        if self.transaction.is_none() {
+            let _published = self.db.publish_lock.read().unwrap_or_else(|e| e.into_inner());
+            let snapshot = self.db.catalog.tables().into_iter().map(|t| (t.name.clone(), (Arc::clone(&t), t.snapshot()))).collect();
+            self.transaction = Some(Transaction { snapshot, ..Default::default() });
+        }
+        Ok(QueryResult::statement(None))
+    }
+
+    fn savepoint(&mut self, name: String) -> Result<QueryResult> {
+        let transaction = self.transaction.as_mut().ok_or_else(no_transaction("SAVEPOINT"))?;
+        if transaction.failed {
+            return Err(ApiaryError::InFailedTransaction);
+        }
+        transaction.savepoints.push(Savepoint { name, written: transaction.written.clone(), truncated: transaction.truncated.clone() });
+        Ok(QueryResult::statement(None))
+    }
+
+    /// `ROLLBACK TO SAVEPOINT name`: the changes after it go, it stays (and a failed block
+    /// goes on).
+    fn rollback_to(&mut self, name: &str) -> Result<QueryResult> {
+        let transaction = self.transaction.as_mut().ok_or_else(no_transaction("ROLLBACK TO SAVEPOINT"))?;
+        let position = transaction.savepoints.iter().rposition(|s| s.name == name).ok_or_else(|| no_savepoint(name))?;
+        transaction.savepoints.truncate(position + 1);
+        let savepoint = &transaction.savepoints[position];
+        transaction.written = savepoint.written.clone();
+        transaction.truncated = savepoint.truncated.clone();
+        transaction.failed = false;
+        Ok(QueryResult::statement(None))
+    }
+
+    /// `RELEASE SAVEPOINT name`: it and the later ones go; the changes stay.
+    fn release(&mut self, name: &str) -> Result<QueryResult> {
+        let transaction = self.transaction.as_mut().ok_or_else(no_transaction("RELEASE SAVEPOINT"))?;
+        if transaction.failed {
+            return Err(ApiaryError::InFailedTransaction);
+        }
+        let position = transaction.savepoints.iter().rposition(|s| s.name == name).ok_or_else(|| no_savepoint(name))?;
+        transaction.savepoints.truncate(position);
+        Ok(QueryResult::statement(None))
+    }
+
+    /// A writer of `table`: the transaction's private one inside a block, else the table's.
+    pub(crate) fn table_writer<'t>(&self, table: &'t Table) -> Result<TableAppender<'t>> {
+        match &self.transaction {
+            Some(transaction) => table.private_writer(transaction.contents(table)),
+            None => table.appender(),
+        }
+    }
+
+    /// Commits a statement's change: into the transaction's version inside a block, else
+    /// durably and visibly. Returns the rows appended.
+    pub(crate) fn finish_write(&mut self, table: &Arc<Table>, prepared: PreparedAppend<'_>) -> Result<u64> {
+        match self.transaction.as_mut() {
+            Some(transaction) => {
+                let rows = prepared.appended_rows() as u64;
+                if prepared.truncated() {
+                    transaction.truncated.insert(table.name.clone());
+                }
+                transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
+                transaction.written.insert(table.name.clone(), prepared.into_data());
+                Ok(rows)
+            }
+            None => self.db.commit(Change::Append(table, prepared)),
+        }
+    }
+
+    /// `COMMIT`: the transaction's changes become every table's, all at once, or none of
+    /// them (a failed block, a conflict, a constraint) and the transaction rolls back.
+    fn commit(&mut self) -> Result<QueryResult> {
+        let Some(transaction) = self.transaction.take() else {
+            return Ok(QueryResult::statement(None));
+        };
+        if transaction.failed {
+            // PostgreSQL answers COMMIT of a failed block with ROLLBACK.
+            return Ok(QueryResult::statement(None));
+        }
+        if transaction.written.is_empty() {
+            return Ok(QueryResult::statement(None));
+        }
+        let mut tables = Vec::with_capacity(transaction.written.len());
+        for name in transaction.written.keys() {
+            let (table, _) = &transaction.snapshot[name];
+            match self.db.catalog.get_table(name) {
+                Some(current) if Arc::ptr_eq(&current, table) => tables.push(current),
+                _ => return Err(ApiaryError::Serialization(format!("table \"{name}\" was dropped or replaced by another transaction"))),
+            }
+        }
+        // Writers in name order (`written` is sorted): two commits never wait for each other
+        // in a cycle; a statement outside a block holds one writer at a time.
+        let mut prepared = Vec::with_capacity(tables.len());
+        for (table, (name, private)) in tables.iter().zip(&transaction.written) {
+            let (_, base) = &transaction.snapshot[name];
+            let mut writer = table.appender()?;
+            replay(&mut writer, base, private, transaction.truncated.contains(name))?;
+            prepared.push((table, writer.prepare()?));
+        }
+        self.db.commit(Change::Writes(prepared))?;
+        Ok(QueryResult::statement(None))
+    }
+}
+
+fn no_transaction(what: &'static str) -> impl Fn() -> ApiaryError {
+    move || ApiaryError::NotImplemented(format!("{what} can only be used in transaction blocks"))
+}
+
+fn no_savepoint(name: &str) -> ApiaryError {
+    ApiaryError::Catalog(format!("savepoint \"{name}\" does not exist"))
+}
+
+/// Applies a transaction's change of one table — `private` against `base`, its snapshot —
+/// to `writer`, which holds the table's current contents.
+fn replay(writer: &mut TableAppender<'_>, base: &TableData, private: &TableData, truncated: bool) -> Result<()> {
+    let current = Arc::clone(writer.base());
+    let mut first_new_block = 0;
+    if truncated {
+        // TRUNCATE removes what the table holds at commit, as PostgreSQL's (which locks
+        // the table) removes rows committed after the snapshot too.
+        writer.truncate()?;
+    } else {
+        if current.layout != base.layout {
+            return Err(ApiaryError::Serialization(
+                "the table's rows were moved (compacted or truncated) by another transaction since this one began".to_string(),
+            ));
+        }
+        let mut deleted = Vec::new();
+        for (number, (before, after)) in base.blocks.iter().zip(&private.blocks).enumerate() {
+            if Arc::ptr_eq(before, after) {
+                continue;
+            }
+            let Some(deleted_rows) = &after.deleted else { continue };
+            for row in deleted_rows.iter_ones().filter(|&r| r < before.row_count && !before.is_deleted(r)) {
+                if current.blocks.get(number).is_none_or(|b| b.is_deleted(row)) {
+                    return Err(ApiaryError::Serialization(
+                        "a row this transaction deleted or updated was deleted or updated by another transaction since it began"
+                            .to_string(),
+                    ));
+                }
+                deleted.push(row_id(number, row));
+            }
+        }
+        writer.delete(&deleted)?;
+        first_new_block = base.blocks.len().saturating_sub(1);
+    }
+    // The rows the transaction appended and kept: past the snapshot's rows of its last
+    // block, and every row of the blocks after it.
+    for (number, block) in private.blocks.iter().enumerate().skip(first_new_block) {
+        let start = if truncated { 0 } else { base.blocks.get(number).map_or(0, |b| b.row_count) };
+        let rows: Vec<u32> = (start..block.row_count).filter(|&r| !block.is_deleted(r)).map(|r| r as u32).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let columns = block.columns.iter().map(|stripe| Ok(stripe.values()?.gather(&rows))).collect::<Result<Vec<Vector>>>()?;
+        writer.append(&DataChunk::new(columns, rows.len()))?;
+    }
+    Ok(())
+}

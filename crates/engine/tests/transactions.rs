@@ -1,0 +1,236 @@
+//! Transaction blocks between concurrent connections: snapshot reads, reading one's own
+//! writes, rollback, savepoints, first-committer-wins (no lost update), write skew (which
+//! snapshot isolation allows), keys checked at commit, atomic and durable commits of
+//! several tables, and a randomised multi-client workload checked against a sequential
+//! model.
+
+use std::sync::{Arc, Barrier};
+
+use apiary::{ApiaryError, Connection, Database, ScalarValue};
+
+fn run(conn: &mut Connection, sql: &str) {
+    conn.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+fn ints(conn: &mut Connection, sql: &str) -> Vec<i64> {
+    let result = conn.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    result
+        .rows()
+        .flat_map(|row| {
+            row.into_iter().map(|v| match v {
+                ScalarValue::Int32(v) => v as i64,
+                ScalarValue::Int64(v) => v,
+                other => panic!("{sql}: {other:?}"),
+            })
+        })
+        .collect()
+}
+
+fn accounts() -> (Database, Connection, Connection) {
+    let db = Database::open_in_memory().unwrap();
+    let mut setup = db.connect();
+    run(&mut setup, "CREATE TABLE acct (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)");
+    run(&mut setup, "INSERT INTO acct VALUES (1, 100), (2, 100), (3, 100)");
+    (db.clone(), db.connect(), db.connect())
+}
+
+#[test]
+fn a_transaction_reads_its_snapshot_and_its_own_writes() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN");
+    assert_eq!(ints(&mut a, "SELECT sum(balance) FROM acct"), [300]);
+    run(&mut b, "UPDATE acct SET balance = balance + 1000 WHERE id = 1");
+    run(&mut b, "INSERT INTO acct VALUES (4, 1)");
+    // Not the other connection's committed changes...
+    assert_eq!(ints(&mut a, "SELECT sum(balance), count(*) FROM acct"), [300, 3]);
+    // ...but its own.
+    run(&mut a, "UPDATE acct SET balance = balance - 10 WHERE id = 2");
+    run(&mut a, "INSERT INTO acct VALUES (5, 5)");
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [100, 90, 100, 5]);
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct ORDER BY id"), [1100, 100, 100, 1], "not committed yet");
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct ORDER BY id"), [1100, 90, 100, 1, 5]);
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1100, 90, 100, 1, 5]);
+}
+
+#[test]
+fn rollback_and_savepoints_undo_and_a_failed_block_waits_for_rollback() {
+    let (_db, mut a, _) = accounts();
+    run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 1; TRUNCATE acct; INSERT INTO acct VALUES (9, 9)");
+    assert_eq!(ints(&mut a, "SELECT id FROM acct"), [9]);
+    run(&mut a, "ROLLBACK");
+    assert_eq!(ints(&mut a, "SELECT id FROM acct ORDER BY id"), [1, 2, 3]);
+    run(&mut a, "START TRANSACTION ISOLATION LEVEL REPEATABLE READ; UPDATE acct SET balance = 1 WHERE id = 1; SAVEPOINT s");
+    run(&mut a, "UPDATE acct SET balance = 2 WHERE id = 2; SAVEPOINT t; UPDATE acct SET balance = 3 WHERE id = 3");
+    run(&mut a, "ROLLBACK TO SAVEPOINT t");
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1, 2, 100]);
+    run(&mut a, "ROLLBACK TO s");
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1, 100, 100]);
+    // An error aborts the block: everything but ROLLBACK (TO) is refused.
+    assert!(a.execute("SELECT 1 / 0").is_err());
+    let refused = a.execute("SELECT 1");
+    assert!(matches!(refused, Err(ApiaryError::InFailedTransaction)), "{refused:?}");
+    assert_eq!(ApiaryError::InFailedTransaction.sqlstate(), "25P02");
+    run(&mut a, "ROLLBACK TO SAVEPOINT s");
+    run(&mut a, "RELEASE SAVEPOINT s; COMMIT");
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1, 100, 100]);
+    // COMMIT of a failed block rolls it back.
+    run(&mut a, "BEGIN; UPDATE acct SET balance = 0");
+    assert!(a.execute("SELECT nope FROM acct").is_err());
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1, 100, 100]);
+    assert!(a.execute("ROLLBACK TO SAVEPOINT s").is_err(), "no block open");
+    assert!(a.execute("BEGIN; CREATE TABLE x (a INTEGER)").is_err(), "DDL inside a block is refused");
+    run(&mut a, "ROLLBACK");
+}
+
+#[test]
+fn the_first_committer_wins_and_no_update_is_lost() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; UPDATE acct SET balance = balance + 10 WHERE id = 1");
+    run(&mut b, "BEGIN; UPDATE acct SET balance = balance + 20 WHERE id = 1");
+    run(&mut a, "COMMIT");
+    let conflict = b.execute("COMMIT");
+    assert!(matches!(&conflict, Err(ApiaryError::Serialization(_))), "{conflict:?}");
+    assert_eq!(conflict.unwrap_err().sqlstate(), "40001");
+    assert!(!b.in_transaction(), "the failed COMMIT rolled back");
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 1"), [110]);
+    // Against an autocommit statement too, and for DELETE.
+    run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 2");
+    run(&mut b, "UPDATE acct SET balance = 0 WHERE id = 2");
+    assert!(matches!(a.execute("COMMIT"), Err(ApiaryError::Serialization(_))));
+    assert_eq!(ints(&mut a, "SELECT id, balance FROM acct WHERE id = 2"), [2, 0]);
+    // Different rows of one table: both commit.
+    run(&mut a, "BEGIN; UPDATE acct SET balance = balance + 1 WHERE id = 1; INSERT INTO acct VALUES (10, 10)");
+    run(&mut b, "BEGIN; UPDATE acct SET balance = balance + 1 WHERE id = 3; INSERT INTO acct VALUES (11, 11)");
+    run(&mut b, "COMMIT");
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut a, "SELECT id, balance FROM acct ORDER BY id"), [1, 111, 2, 0, 3, 101, 10, 10, 11, 11]);
+}
+
+#[test]
+fn write_skew_is_allowed_as_under_snapshot_isolation() {
+    // Both read that the total is 300 and each takes 200 from a different account: each
+    // alone keeps the total positive, together they do not. Snapshot isolation (like
+    // PostgreSQL's REPEATABLE READ) lets both commit; SERIALIZABLE would refuse one.
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN");
+    run(&mut b, "BEGIN");
+    assert_eq!(ints(&mut a, "SELECT sum(balance) FROM acct"), [300]);
+    assert_eq!(ints(&mut b, "SELECT sum(balance) FROM acct"), [300]);
+    run(&mut a, "UPDATE acct SET balance = balance - 200 WHERE id = 1");
+    run(&mut b, "UPDATE acct SET balance = balance - 200 WHERE id = 2");
+    run(&mut a, "COMMIT");
+    run(&mut b, "COMMIT");
+    assert_eq!(ints(&mut a, "SELECT sum(balance) FROM acct"), [-100]);
+}
+
+#[test]
+fn keys_are_checked_against_the_table_at_commit() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; INSERT INTO acct VALUES (7, 1)");
+    run(&mut b, "BEGIN; INSERT INTO acct VALUES (7, 2)");
+    assert!(a.execute("INSERT INTO acct VALUES (8, 1), (8, 2)").is_err(), "a duplicate within a statement fails at once");
+    run(&mut a, "ROLLBACK; BEGIN; INSERT INTO acct VALUES (7, 1); COMMIT");
+    let duplicate = b.execute("COMMIT");
+    assert!(matches!(&duplicate, Err(ApiaryError::Constraint(m)) if m.contains("acct_pkey")), "{duplicate:?}");
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 7"), [1]);
+    // A key the transaction freed is free at commit.
+    run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 7; INSERT INTO acct VALUES (7, 3); COMMIT");
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 7"), [3]);
+}
+
+#[test]
+fn a_commit_of_several_tables_is_atomic_and_durable() {
+    let dir = std::env::temp_dir().join(format!("apiary-transactions-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("db.apiary");
+    let crash_copy = |name: &str| {
+        let crashed = dir.join(format!("{name}.apiary"));
+        std::fs::copy(&path, &crashed).unwrap();
+        std::fs::copy(dir.join("db.apiary.wal"), dir.join(format!("{name}.apiary.wal"))).unwrap();
+        Database::open(&crashed).unwrap()
+    };
+    let db = Database::open(&path).unwrap();
+    let mut a = db.connect();
+    run(&mut a, "CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER); CREATE TABLE items (order_id INTEGER, qty INTEGER)");
+    run(&mut a, "BEGIN; INSERT INTO orders VALUES (1, 30); INSERT INTO items VALUES (1, 10), (1, 20)");
+    // Not committed: a crash now leaves nothing of it.
+    let mut crashed = crash_copy("open").connect();
+    assert_eq!(ints(&mut crashed, "SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM items)"), [0]);
+    // Another connection's snapshot sees all of it or none.
+    let mut b = db.connect();
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut b, "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM items)"), [1, 2]);
+    let mut crashed = crash_copy("committed").connect();
+    assert_eq!(ints(&mut crashed, "SELECT (SELECT sum(total) FROM orders), (SELECT sum(qty) FROM items)"), [30, 30]);
+    run(&mut a, "BEGIN; UPDATE orders SET total = 0; DELETE FROM items; COMMIT");
+    let mut crashed = crash_copy("changed").connect();
+    assert_eq!(ints(&mut crashed, "SELECT (SELECT sum(total) FROM orders), (SELECT count(*) FROM items)"), [0, 0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Clients move money between accounts in transactions (read both balances, update
+/// both), retrying on serialization failures; each records the transfers that committed.
+/// The final balances must be the initial ones plus exactly the committed transfers (no
+/// lost update), and the total must not change.
+#[test]
+fn concurrent_transfers_match_a_sequential_model() {
+    const CLIENTS: usize = 4;
+    const TRANSFERS: usize = 40;
+    const ACCOUNTS: i64 = 5;
+    let db = Database::open_in_memory().unwrap();
+    let mut setup = db.connect();
+    run(&mut setup, "CREATE TABLE acct (id INTEGER PRIMARY KEY, balance INTEGER NOT NULL)");
+    run(&mut setup, "INSERT INTO acct SELECT i, 1000 FROM range(0, 5) r(i)");
+    let start = Arc::new(Barrier::new(CLIENTS));
+    let handles: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let db = db.clone();
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                let mut conn = db.connect();
+                let mut committed = Vec::new();
+                let mut conflicts = 0;
+                let mut seed = client as u64 * 7919 + 17;
+                let mut next = move || {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (seed >> 33) as i64
+                };
+                start.wait();
+                for _ in 0..TRANSFERS {
+                    let from = next() % ACCOUNTS;
+                    let to = (from + 1 + next() % (ACCOUNTS - 1)) % ACCOUNTS;
+                    let amount = 1 + next() % 50;
+                    loop {
+                        run(&mut conn, "BEGIN");
+                        let balances = ints(&mut conn, &format!("SELECT balance FROM acct WHERE id IN ({from}, {to}) ORDER BY id"));
+                        assert_eq!(balances.len(), 2);
+                        run(&mut conn, &format!("UPDATE acct SET balance = balance - {amount} WHERE id = {from}"));
+                        run(&mut conn, &format!("UPDATE acct SET balance = balance + {amount} WHERE id = {to}"));
+                        match conn.execute("COMMIT") {
+                            Ok(_) => break,
+                            Err(ApiaryError::Serialization(_)) => conflicts += 1,
+                            Err(e) => panic!("COMMIT: {e}"),
+                        }
+                    }
+                    committed.push((from, to, amount));
+                }
+                (committed, conflicts)
+            })
+        })
+        .collect();
+    let mut expected = vec![1000i64; ACCOUNTS as usize];
+    let mut conflicts = 0;
+    for handle in handles {
+        let (committed, retried) = handle.join().unwrap();
+        conflicts += retried;
+        for (from, to, amount) in committed {
+            expected[from as usize] -= amount;
+            expected[to as usize] += amount;
+        }
+    }
+    assert_eq!(ints(&mut setup, "SELECT balance FROM acct ORDER BY id"), expected, "after {conflicts} retried conflicts");
+    assert_eq!(ints(&mut setup, "SELECT sum(balance) FROM acct"), [1000 * ACCOUNTS]);
+}
