@@ -194,9 +194,14 @@ impl Connection {
     }
 
     /// A writer of `table`: the transaction's private one inside a block, else the table's.
-    pub(crate) fn table_writer<'t>(&self, table: &'t Table) -> Result<TableAppender<'t>> {
-        match &self.transaction {
-            Some(transaction) => table.private_writer(transaction.contents(table)),
+    pub(crate) fn table_writer<'t>(&mut self, table: &'t Arc<Table>) -> Result<TableAppender<'t>> {
+        match self.transaction.as_mut() {
+            Some(transaction) => {
+                // A table created after the snapshot: its contents now are the base the
+                // commit replays the changes against.
+                transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
+                table.private_writer(transaction.contents(table))
+            }
             None => table.appender(),
         }
     }
@@ -210,7 +215,6 @@ impl Connection {
                 if prepared.truncated() {
                     transaction.truncated.insert(table.name.clone());
                 }
-                transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
                 transaction.written.insert(table.name.clone(), prepared.into_data());
                 Ok(rows)
             }

@@ -109,6 +109,18 @@ fn the_first_committer_wins_and_no_update_is_lost() {
 }
 
 #[test]
+fn a_table_created_after_begin_is_written_against_its_contents_then() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN");
+    run(&mut b, "CREATE TABLE late (v INTEGER); INSERT INTO late VALUES (1)");
+    run(&mut a, "INSERT INTO late VALUES (2)");
+    run(&mut b, "INSERT INTO late VALUES (3)");
+    assert_eq!(ints(&mut a, "SELECT v FROM late ORDER BY v"), [1, 2]);
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut b, "SELECT v FROM late ORDER BY v"), [1, 2, 3]);
+}
+
+#[test]
 fn write_skew_is_allowed_as_under_snapshot_isolation() {
     // Both read that the total is 300 and each takes 200 from a different account: each
     // alone keeps the total positive, together they do not. Snapshot isolation (like
