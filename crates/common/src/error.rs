@@ -41,9 +41,21 @@ pub enum ApiaryError {
     #[error("{0}")]
     Execution(String),
 
-    /// A constraint was violated (NOT NULL, value too long for CHAR(n), ...).
+    /// A constraint was violated (other than those below).
     #[error("constraint violation: {0}")]
     Constraint(String),
+
+    /// A key (PRIMARY KEY, UNIQUE) would occur twice.
+    #[error("constraint violation: {0}")]
+    UniqueViolation(String),
+
+    /// A NULL in a NOT NULL column (or a primary key).
+    #[error("constraint violation: {0}")]
+    NotNullViolation(String),
+
+    /// A string longer than its column's VARCHAR(n) / CHAR(n) (past trailing blanks).
+    #[error("{0}")]
+    StringTooLong(String),
 
     /// A table or object already exists / does not exist.
     #[error("{0}")]
@@ -131,6 +143,9 @@ impl ApiaryError {
             ApiaryError::Type(_) => "42804",
             ApiaryError::Execution(_) => "22000",
             ApiaryError::Constraint(_) => "23000",
+            ApiaryError::UniqueViolation(_) => "23505",
+            ApiaryError::NotNullViolation(_) => "23502",
+            ApiaryError::StringTooLong(_) => "22001",
             ApiaryError::Catalog(_) => "42P01",
             ApiaryError::Duplicate(_) => "42P07",
             ApiaryError::WrongObjectType(_) => "42809",

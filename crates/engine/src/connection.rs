@@ -914,7 +914,7 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
     let mut columns = Vec::with_capacity(chunk.column_count());
     for (vector, field) in chunk.columns.into_iter().zip(&table.schema.fields) {
         if !field.nullable && vector.null_count() > 0 {
-            return Err(ApiaryError::Constraint(format!(
+            return Err(ApiaryError::NotNullViolation(format!(
                 "null value in column \"{}\" of table \"{}\" violates not-null constraint",
                 field.name, table.name
             )));
@@ -941,7 +941,7 @@ pub(crate) fn conform_chunk(table: &Table, chunk: DataChunk) -> Result<DataChunk
                             rewrite = true;
                             continue;
                         }
-                        return Err(ApiaryError::Constraint(format!(
+                        return Err(ApiaryError::StringTooLong(format!(
                             "value too long for type {} in column \"{}\": '{value}'",
                             field.data_type, field.name
                         )));

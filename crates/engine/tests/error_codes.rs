@@ -41,3 +41,33 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
         assert_eq!(error.sqlstate(), expected, "{sql}: {error}");
     }
 }
+
+/// Errors of changing data carry PostgreSQL's SQLSTATEs: a duplicate key 23505, a NULL
+/// in a NOT NULL column or primary key 23502, a string longer than its column 22001, a
+/// column assigned twice 42601, an unknown table 42P01, a statement in a failed
+/// transaction block 25P02.
+#[test]
+fn changing_data_errors_carry_postgres_sqlstates() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE k (id INTEGER PRIMARY KEY, name VARCHAR(3) NOT NULL, u INTEGER UNIQUE)").unwrap();
+    conn.execute("INSERT INTO k VALUES (1, 'a', 1), (2, 'b', 2)").unwrap();
+    let cases = [
+        ("INSERT INTO k VALUES (1, 'x', 3)", "23505"),
+        ("UPDATE k SET u = 1 WHERE id = 2", "23505"),
+        ("INSERT INTO k VALUES (NULL, 'x', 3)", "23502"),
+        ("UPDATE k SET name = NULL", "23502"),
+        ("INSERT INTO k VALUES (3, 'long', 3)", "22001"),
+        ("UPDATE k SET name = 'long'", "22001"),
+        ("UPDATE k SET u = 1, u = 2", "42601"),
+        ("DELETE FROM nope", "42P01"),
+    ];
+    for (sql, expected) in cases {
+        let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));
+        assert_eq!(error.sqlstate(), expected, "{sql}: {error}");
+    }
+    conn.execute("BEGIN").unwrap();
+    assert!(conn.execute("SELECT 1 / 0").is_err());
+    assert_eq!(conn.execute("SELECT 1").unwrap_err().sqlstate(), "25P02");
+    conn.execute("ROLLBACK").unwrap();
+}

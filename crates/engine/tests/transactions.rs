@@ -145,7 +145,7 @@ fn keys_are_checked_against_the_table_at_commit() {
     assert!(a.execute("INSERT INTO acct VALUES (8, 1), (8, 2)").is_err(), "a duplicate within a statement fails at once");
     run(&mut a, "ROLLBACK; BEGIN; INSERT INTO acct VALUES (7, 1); COMMIT");
     let duplicate = b.execute("COMMIT");
-    assert!(matches!(&duplicate, Err(ApiaryError::Constraint(m)) if m.contains("acct_pkey")), "{duplicate:?}");
+    assert!(matches!(&duplicate, Err(ApiaryError::UniqueViolation(m)) if m.contains("acct_pkey")), "{duplicate:?}");
     assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 7"), [1]);
     // A key the transaction freed is free at commit.
     run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 7; INSERT INTO acct VALUES (7, 3); COMMIT");

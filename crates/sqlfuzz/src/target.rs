@@ -206,7 +206,11 @@ pub fn classify(error: &ApiaryError) -> ErrorKind {
         ApiaryError::Internal(_) => ErrorKind::Internal,
         ApiaryError::Interrupted => ErrorKind::Timeout,
         _ if text.contains("internal error") || text.contains("This is a bug") => ErrorKind::Internal,
-        ApiaryError::Execution(_) | ApiaryError::Constraint(_) => ErrorKind::Runtime,
+        ApiaryError::Execution(_)
+        | ApiaryError::Constraint(_)
+        | ApiaryError::UniqueViolation(_)
+        | ApiaryError::NotNullViolation(_)
+        | ApiaryError::StringTooLong(_) => ErrorKind::Runtime,
         _ => ErrorKind::Rejected,
     }
 }

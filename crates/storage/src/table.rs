@@ -630,7 +630,10 @@ impl<'a> TableAppender<'a> {
             for &row in &rows {
                 if columns.iter().any(|c| c.is_null(row)) {
                     if *primary {
-                        return Err(ApiaryError::Constraint(format!("null value in the primary key of table \"{}\"", self.table.name)));
+                        return Err(ApiaryError::NotNullViolation(format!(
+                            "null value in the primary key of table \"{}\"",
+                            self.table.name
+                        )));
                     }
                     continue;
                 }
@@ -643,7 +646,7 @@ impl<'a> TableAppender<'a> {
                     let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
                     let constraint =
                         if *primary { format!("{}_pkey", self.table.name) } else { format!("{}_{}_key", self.table.name, names.join("_")) };
-                    return Err(ApiaryError::Constraint(format!(
+                    return Err(ApiaryError::UniqueViolation(format!(
                         "duplicate key value violates unique constraint \"{constraint}\": key ({})=({}) already exists",
                         names.join(", "),
                         values.join(", ")
