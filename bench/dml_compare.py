@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+from python_compare import median_time  # noqa: E402
 from tpch_compare import TABLES, hyper_server, load_duckdb, load_hyper, pinned, query_text, schema_sql  # noqa: E402
 
 QUERIES = list(range(1, 23))
@@ -86,17 +86,7 @@ class Engine:
 
     def query_times(self, runs):
         """Median seconds per TPC-H query, after one warm-up run each."""
-        times = {}
-        for q in QUERIES:
-            sql = query_text(q)
-            self.fetch(sql)
-            runs_s = []
-            for _ in range(runs):
-                started = time.perf_counter()
-                self.fetch(sql)
-                runs_s.append(time.perf_counter() - started)
-            times[q] = statistics.median(runs_s)
-        return times
+        return {q: median_time(lambda sql=query_text(q): self.fetch(sql), runs) for q in QUERIES}
 
 
 def measure(engine, runs, checkpoint):

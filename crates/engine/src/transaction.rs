@@ -29,7 +29,7 @@ use apiary_common::{not_impl_err, ApiaryError, Result};
 use apiary_sql::binder::normalize_ident;
 use apiary_storage::table::row_id;
 use apiary_storage::{PreparedAppend, Table, TableAppender, TableData};
-use apiary_types::{DataChunk, Vector};
+use apiary_types::DataChunk;
 use sqlparser::ast;
 
 use crate::connection::Connection;
@@ -307,7 +307,7 @@ fn replay(writer: &mut TableAppender<'_>, base: &TableData, private: &TableData,
         if rows.is_empty() {
             continue;
         }
-        let columns = block.columns.iter().map(|stripe| Ok(stripe.values()?.gather(&rows))).collect::<Result<Vec<Vector>>>()?;
+        let columns = block.gather(&rows)?;
         writer.append(&DataChunk::new(columns, rows.len()))?;
     }
     Ok(())

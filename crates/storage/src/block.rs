@@ -638,6 +638,11 @@ impl Block {
         Block { row_count, columns, deleted, deleted_count }
     }
 
+    /// Every column's values at `rows` (positions in the block).
+    pub fn gather(&self, rows: &[u32]) -> Result<Vec<Vector>> {
+        self.columns.iter().map(|stripe| Ok(stripe.values()?.gather(rows))).collect()
+    }
+
     /// Number of deleted rows.
     pub fn deleted_count(&self) -> usize {
         self.deleted_count

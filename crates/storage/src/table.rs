@@ -411,7 +411,7 @@ impl Table {
             if live.is_empty() {
                 continue;
             }
-            let columns: Vec<Vector> = block.columns.iter().map(|stripe| Ok(stripe.values()?.gather(&live))).collect::<Result<_>>()?;
+            let columns = block.gather(&live)?;
             let compacted = Arc::new(match self.scan_only {
                 true => Block::without_zone_maps(columns.clone()),
                 false => Block::sealed(columns.clone(), self.packed),
