@@ -97,6 +97,16 @@ def main():
         check(sorted(cur.fetchall()) == [(148, Decimal("1.25")), (149, Decimal("1.25"))], "delete returning")
         cur.execute("SELECT count(*), sum(amount) FROM py WHERE id < 10")
         check(cur.fetchone() == (10, Decimal("16.25")), "after update and delete")
+        # Upsert with parameters: rowcount counts inserted and updated rows; RETURNING.
+        cur.execute("CREATE TABLE py_keyed (id INTEGER PRIMARY KEY, amount DECIMAL(10,2))")
+        cur.execute("INSERT INTO py_keyed VALUES (1, 1.00), (2, 2.00)")
+        cur.execute(
+            "INSERT INTO py_keyed VALUES (%s, %s), (%s, %s) ON CONFLICT (id) DO UPDATE "
+            "SET amount = py_keyed.amount + excluded.amount RETURNING id, amount",
+            (2, Decimal("0.50"), 3, Decimal("3.00")),
+        )
+        check(cur.rowcount == 2, f"upsert rowcount {cur.rowcount}")
+        check(cur.fetchall() == [(2, Decimal("2.50")), (3, Decimal("3.00"))], "upsert returning")
         # Errors are typed by SQLSTATE and the connection goes on.
         try:
             cur.execute("SELECT * FROM no_such_table")

@@ -53,6 +53,12 @@ pub enum ApiaryError {
     #[error("constraint violation: {0}")]
     NotNullViolation(String),
 
+    /// A statement would produce or change one row more than once: a scalar subquery
+    /// returning several rows, a MERGE or INSERT ... ON CONFLICT DO UPDATE touching a row
+    /// twice.
+    #[error("{0}")]
+    CardinalityViolation(String),
+
     /// A string longer than its column's VARCHAR(n) / CHAR(n) (past trailing blanks).
     #[error("{0}")]
     StringTooLong(String),
@@ -146,6 +152,7 @@ impl ApiaryError {
             ApiaryError::UniqueViolation(_) => "23505",
             ApiaryError::NotNullViolation(_) => "23502",
             ApiaryError::StringTooLong(_) => "22001",
+            ApiaryError::CardinalityViolation(_) => "21000",
             ApiaryError::Catalog(_) => "42P01",
             ApiaryError::Duplicate(_) => "42P07",
             ApiaryError::WrongObjectType(_) => "42809",

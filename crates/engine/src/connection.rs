@@ -560,36 +560,6 @@ impl Connection {
         Ok(QueryResult::statement(None))
     }
 
-    fn insert(&mut self, insert: &ast::Insert) -> Result<QueryResult> {
-        if insert.on.is_some() || insert.returning.is_some() || insert.or.is_some() || insert.overwrite {
-            return Err(not_impl_err!("INSERT with ON CONFLICT / RETURNING / OR / OVERWRITE"));
-        }
-        let ast::TableObject::TableName(name) = &insert.table else {
-            return Err(not_impl_err!("INSERT INTO a table function"));
-        };
-        let table = self.db.catalog.table(&object_name_to_table(name)?)?;
-        let Some(source) = &insert.source else {
-            return Err(not_impl_err!("INSERT without VALUES or SELECT"));
-        };
-        let columns: Vec<ast::Ident> = insert
-            .columns
-            .iter()
-            .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
-            .collect::<Result<_>>()?;
-        let functions = self.table_functions();
-        let mut binder = self.binder(&functions);
-        let bound = binder.bind_insert_source(&table, &columns, source)?;
-        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
-        let chunks = self.run_plan(&plan)?;
-        let mut writer = self.table_writer(&table)?;
-        for chunk in chunks {
-            writer.append(&conform_chunk(&table, chunk)?)?;
-        }
-        let prepared = writer.prepare()?;
-        let rows = self.finish_write(&table, prepared)?;
-        Ok(QueryResult::statement(Some(rows)))
-    }
-
     /// `DROP TABLE` / `DROP VIEW [IF EXISTS] names [CASCADE]`: all or none of them. A
     /// view that reads one of them makes it fail, unless CASCADE drops the view too.
     fn drop(&mut self, object_type: ast::ObjectType, if_exists: bool, names: &[ast::ObjectName], cascade: bool) -> Result<QueryResult> {

@@ -52,13 +52,14 @@ impl Connection {
                 let ast::TableObject::TableName(name) = &insert.table else {
                     return Err(bind_err!("INSERT INTO a table function"));
                 };
-                let table = self.db.catalog.table(&object_name_to_table(name)?)?;
+                let name = object_name_to_table(name)?;
+                let table = self.db.catalog.table(&name)?;
                 if let Some(source) = &insert.source {
                     let columns: Vec<ast::Ident> =
                         insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();
                     binder.bind_insert_source(&table, &columns, source)?;
                 }
-                Vec::new()
+                self.describe_insert(&mut binder, insert, table, name)?
             }
             ast::Statement::Delete(_) | ast::Statement::Update(_) => self.describe_dml(&mut binder, statement)?,
             ast::Statement::Explain { .. } => vec![("explain".to_string(), text)],

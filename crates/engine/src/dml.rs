@@ -1,4 +1,4 @@
-//! DELETE, UPDATE and TRUNCATE.
+//! INSERT, DELETE, UPDATE and TRUNCATE.
 //!
 //! A statement that changes rows first takes the table's writer (one at a time per table;
 //! readers are not blocked) and with it the snapshot it changes. It finds its rows with an
@@ -15,14 +15,24 @@
 //! A row that the join matches more than once is changed once (PostgreSQL: "only one of
 //! the join rows will be used to update the target row"). `RETURNING` is evaluated over
 //! the deleted rows, or the new versions of updated rows, as a query over them.
+//!
+//! `INSERT ... ON CONFLICT` runs its source first, then finds which proposed rows
+//! conflict the same way: the proposed rows become a table read as `excluded` (with row
+//! ids of its own), and `SELECT t.row_id, excluded.row_id FROM t, excluded WHERE t.k =
+//! excluded.k` pairs each with the row holding its key. `DO UPDATE SET ... WHERE ...` is
+//! then an UPDATE ... FROM excluded over those pairs; rows without a conflict are
+//! appended. Proposed rows that repeat a key among themselves are found by hashing their
+//! keys in order: DO NOTHING keeps the first, DO UPDATE fails (PostgreSQL: "cannot
+//! affect row a second time", SQLSTATE 21000).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
 use apiary_sql::binder::{normalize_ident, object_name_to_table};
-use apiary_storage::table::ROW_ID_COLUMN;
-use apiary_storage::{Table, TableData, TableStats};
+use apiary_storage::table::{split_row_id, ROW_ID_COLUMN};
+use apiary_storage::unique::encode_key;
+use apiary_storage::{Table, TableAppender, TableData, TableStats};
 use apiary_types::{DataChunk, DataType, Vector, VectorData};
 use sqlparser::ast;
 
@@ -61,7 +71,273 @@ impl Target {
     }
 }
 
+/// What an `ON CONFLICT` clause does with a proposed row whose key a row holds.
+enum ConflictAction<'s> {
+    Nothing,
+    Update { assignments: &'s [ast::Assignment], selection: Option<&'s ast::Expr> },
+}
+
+/// The FROM item the proposed rows of an INSERT ... ON CONFLICT are read through.
+const EXCLUDED: &str = "excluded";
+
 impl Connection {
+    /// `INSERT INTO t [AS a] [(columns)] source [ON CONFLICT ...] [RETURNING ...]`.
+    pub(crate) fn insert(&mut self, insert: &ast::Insert) -> Result<QueryResult> {
+        if insert.or.is_some()
+            || insert.overwrite
+            || insert.ignore
+            || insert.replace_into
+            || insert.output.is_some()
+            || insert.partitioned.is_some()
+            || !insert.assignments.is_empty()
+            || !insert.after_columns.is_empty()
+            || insert.insert_alias.is_some()
+        {
+            return Err(not_impl_err!("this form of INSERT (OR, IGNORE, REPLACE, OVERWRITE, OUTPUT, PARTITION or SET)"));
+        }
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(not_impl_err!("INSERT INTO a table function"));
+        };
+        let name = object_name_to_table(name)?;
+        if self.db.catalog.get_view(&name).is_some() {
+            return Err(ApiaryError::WrongObjectType(format!("cannot insert into view \"{name}\"")));
+        }
+        let table = self.db.catalog.table(&name)?;
+        let target = Target { table, name, alias: insert_alias(insert) };
+        let Some(source) = &insert.source else {
+            return Err(not_impl_err!("INSERT without VALUES or SELECT"));
+        };
+        let columns: Vec<ast::Ident> = insert
+            .columns
+            .iter()
+            .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
+            .collect::<Result<_>>()?;
+        let functions = self.table_functions();
+        let mut binder = self.binder(&functions);
+        let bound = binder.bind_insert_source(&target.table, &columns, source)?;
+        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+        let chunks = self.run_plan(&plan)?.into_iter().map(|chunk| conform_chunk(&target.table, chunk)).collect::<Result<Vec<_>>>()?;
+        let mut writer = self.table_writer(&target.table)?;
+        let (rows, count) = match &insert.on {
+            None => {
+                if insert.returning.is_none() {
+                    for chunk in &chunks {
+                        writer.append(chunk)?;
+                    }
+                    let prepared = writer.prepare()?;
+                    let rows = self.finish_write(&target.table, prepared)?;
+                    return Ok(QueryResult::statement(Some(rows)));
+                }
+                let count = chunks.iter().map(DataChunk::physical_len).sum();
+                (concat_chunks(&target.table, &chunks), count)
+            }
+            Some(ast::OnInsert::OnConflict(on_conflict)) => self.upsert(&target, &mut writer, &chunks, on_conflict)?,
+            Some(_) => return Err(not_impl_err!("INSERT ... ON DUPLICATE KEY UPDATE (use ON CONFLICT ... DO UPDATE)")),
+        };
+        let returned = match &insert.returning {
+            Some(items) => Some(self.returning(&target, rows.clone(), count, items)?),
+            None => None,
+        };
+        writer.append(&DataChunk::new(rows, count))?;
+        let prepared = writer.prepare()?;
+        self.finish_write(&target.table, prepared)?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
+    }
+
+    /// The rows an `INSERT ... ON CONFLICT` writes, in the order of the proposed rows
+    /// (`chunks`): those it inserts and the new versions of those it updates, whose old
+    /// versions it deletes through `writer`.
+    fn upsert(
+        &self,
+        target: &Target,
+        writer: &mut TableAppender<'_>,
+        chunks: &[DataChunk],
+        on_conflict: &ast::OnConflict,
+    ) -> Result<(Vec<Vector>, usize)> {
+        let table = &target.table;
+        let action = match &on_conflict.action {
+            ast::OnConflictAction::DoNothing => ConflictAction::Nothing,
+            ast::OnConflictAction::DoUpdate(update) => {
+                ConflictAction::Update { assignments: &update.assignments, selection: update.selection.as_ref() }
+            }
+        };
+        let constraints = table.key_constraints();
+        // The constraints whose conflicts the clause handles (PostgreSQL's "arbiters").
+        let arbiters: Vec<usize> = match &on_conflict.conflict_target {
+            None if matches!(action, ConflictAction::Update { .. }) => {
+                return Err(ApiaryError::Parse("ON CONFLICT DO UPDATE requires inference specification or constraint name".to_string()))
+            }
+            None => (0..constraints.len()).collect(),
+            Some(ast::ConflictTarget::Columns(names)) => {
+                let mut positions = Vec::with_capacity(names.len());
+                for name in names {
+                    let column = normalize_ident(name);
+                    let position = table
+                        .schema
+                        .index_of(&column)
+                        .ok_or_else(|| bind_err!("column \"{column}\" of relation \"{}\" does not exist", target.name))?;
+                    positions.push(position);
+                }
+                positions.sort_unstable();
+                positions.dedup();
+                let matching = constraints.iter().position(|(columns, _)| {
+                    let mut columns = columns.to_vec();
+                    columns.sort_unstable();
+                    columns == positions
+                });
+                match matching {
+                    Some(n) => vec![n],
+                    None => {
+                        return Err(ApiaryError::InvalidColumnReference(
+                            "there is no unique or exclusion constraint matching the ON CONFLICT specification".to_string(),
+                        ))
+                    }
+                }
+            }
+            Some(ast::ConflictTarget::OnConstraint(name)) => {
+                let wanted = object_name_to_table(name)?;
+                match constraints.iter().position(|(columns, primary)| constraint_name(table, columns, *primary) == wanted) {
+                    Some(n) => vec![n],
+                    None => {
+                        return Err(ApiaryError::Catalog(format!("constraint \"{wanted}\" for table \"{}\" does not exist", target.name)))
+                    }
+                }
+            }
+        };
+        let proposed = concat_chunks(table, chunks);
+        let count = chunks.iter().map(DataChunk::physical_len).sum::<usize>();
+        // The proposed rows as a table of their own, read as `excluded` with row ids.
+        let excluded = Table::new(EXCLUDED.to_string(), table.schema.clone(), self.settings.block_rows).scan_only();
+        let mut appender = excluded.appender()?;
+        appender.append(&DataChunk::new(proposed.clone(), count))?;
+        appender.commit()?;
+        let excluded_data = excluded.snapshot();
+        let mut block_starts = Vec::with_capacity(excluded_data.blocks.len());
+        let mut start = 0;
+        for block in &excluded_data.blocks {
+            block_starts.push(start);
+            start += block.row_count;
+        }
+        let ordinal = |id: i64| -> Result<usize> {
+            let (block, row) = split_row_id(id);
+            block_starts.get(block).map(|start| start + row).ok_or_else(|| internal_err!("proposed row id {id} out of range"))
+        };
+        let excluded_rows = Arc::new(excluded.with_row_ids(&excluded_data));
+        let has_rows = writer.base().row_count() > 0;
+        // Proposed rows whose key (of an arbiter) a row of the table holds, and that row.
+        let mut holder: HashMap<usize, i64> = HashMap::new();
+        if has_rows {
+            for &n in &arbiters {
+                let query =
+                    conflict_query(target, constraints[n].0, vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)], None)?;
+                let rows = Arc::new(target.table.with_row_ids(writer.base()));
+                for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), false)? {
+                    let chunk = chunk.compact();
+                    for row in 0..chunk.physical_len() {
+                        holder.entry(ordinal(row_id_at(&chunk.columns[1], row)?)?).or_insert(row_id_at(&chunk.columns[0], row)?);
+                    }
+                }
+            }
+        }
+        // In order: a row repeating the key of an earlier one is skipped (DO NOTHING) or
+        // an error (DO UPDATE, which would change the row twice).
+        let mut seen: Vec<HashSet<Vec<u8>>> = vec![HashSet::new(); arbiters.len()];
+        let mut key = Vec::new();
+        let mut inserted = vec![false; count];
+        for row in 0..count {
+            let conflicting = holder.contains_key(&row);
+            if conflicting && matches!(action, ConflictAction::Nothing) {
+                continue;
+            }
+            let mut repeated = false;
+            let mut keys = Vec::with_capacity(arbiters.len());
+            for (a, &n) in arbiters.iter().enumerate() {
+                let columns: Vec<&Vector> = constraints[n].0.iter().map(|&c| &proposed[c]).collect();
+                if columns.iter().any(|c| c.is_null(row)) {
+                    continue;
+                }
+                encode_key(&columns, row, &mut key);
+                repeated |= seen[a].contains(&key);
+                keys.push((a, key.clone()));
+            }
+            if repeated {
+                match action {
+                    ConflictAction::Nothing => continue,
+                    ConflictAction::Update { .. } => {
+                        return Err(ApiaryError::CardinalityViolation(
+                            "ON CONFLICT DO UPDATE command cannot affect row a second time (rows proposed for insertion \
+                             must not repeat a key the constraint checks)"
+                                .to_string(),
+                        ))
+                    }
+                }
+            }
+            for (a, key) in keys {
+                seen[a].insert(key);
+            }
+            inserted[row] = !conflicting;
+        }
+        // DO UPDATE: the new versions of the rows holding a proposed row's key (those
+        // that pass its WHERE), as an UPDATE ... FROM excluded.
+        let mut updated_rows: Vec<Vector> = Vec::new();
+        let mut updated_at: HashMap<usize, u32> = HashMap::new();
+        if let (ConflictAction::Update { assignments, selection }, false) = (&action, holder.is_empty()) {
+            let mut projection = vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)];
+            projection.extend(new_values(target, assignments)?);
+            let query = conflict_query(target, constraints[arbiters[0]].0, projection, selection.cloned())?;
+            let rows = Arc::new(target.table.with_row_ids(writer.base()));
+            let mut old_ids = Vec::new();
+            let mut new_chunks = Vec::new();
+            for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), true)? {
+                let chunk = chunk.compact();
+                for row in 0..chunk.physical_len() {
+                    old_ids.push(row_id_at(&chunk.columns[0], row)?);
+                    updated_at.insert(ordinal(row_id_at(&chunk.columns[1], row)?)?, (updated_at.len()) as u32);
+                }
+                let len = chunk.physical_len();
+                new_chunks.push(conform_chunk(table, DataChunk::new(chunk.columns[2..].to_vec(), len))?);
+            }
+            updated_rows = concat_chunks(table, &new_chunks);
+            old_ids.sort_unstable();
+            writer.delete(&old_ids)?;
+        }
+        // Inserted and updated rows in proposal order: an index into the proposed rows
+        // followed by the updated ones.
+        let mut order = Vec::new();
+        for (row, &insert) in inserted.iter().enumerate() {
+            if insert {
+                order.push(row as u32);
+            } else if let Some(&j) = updated_at.get(&row) {
+                order.push((count as u32) + j);
+            }
+        }
+        let columns = if updated_rows.is_empty() {
+            proposed.iter().map(|c| c.gather(&order)).collect()
+        } else {
+            let both = concat_vectors(table, &[proposed, updated_rows]);
+            both.iter().map(|c| c.gather(&order)).collect()
+        };
+        Ok((columns, order.len()))
+    }
+
+    /// Binds, optimizes and runs a query of an INSERT ... ON CONFLICT over the target
+    /// (`rows`, with row ids) and the proposed rows (`excluded`).
+    fn run_upsert_query(
+        &self,
+        query: &ast::Query,
+        target: &Target,
+        rows: Arc<Table>,
+        excluded: Arc<Table>,
+        cast: bool,
+    ) -> Result<Vec<DataChunk>> {
+        let functions = self.table_functions();
+        let mut binder = self.binder(&functions);
+        binder.with_excluded_rows(EXCLUDED, excluded);
+        let bound = binder.bind_dml_query(query, &target.name, rows, cast.then_some(target.table.as_ref()))?;
+        let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+        self.run_plan(&plan)
+    }
+
     /// The columns of a DELETE's or UPDATE's RETURNING (empty without), binding the
     /// statement's queries with `binder` (which infers the types of its `$n`).
     pub(crate) fn describe_dml(&self, binder: &mut apiary_sql::Binder<'_>, statement: &ast::Statement) -> Result<Vec<(String, DataType)>> {
@@ -89,6 +365,20 @@ impl Connection {
             matches!(statement, ast::Statement::Update(_)).then_some(target.table.as_ref()),
         )?;
         let Some(items) = returning else { return Ok(Vec::new()) };
+        let bound = binder.bind_dml_query(&returning_query(&target, items)?, &target.name, Arc::clone(&target.table), None)?;
+        Ok(bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect())
+    }
+
+    /// The columns of an INSERT's RETURNING (empty without).
+    pub(crate) fn describe_insert(
+        &self,
+        binder: &mut apiary_sql::Binder<'_>,
+        insert: &ast::Insert,
+        table: Arc<Table>,
+        name: String,
+    ) -> Result<Vec<(String, DataType)>> {
+        let Some(items) = &insert.returning else { return Ok(Vec::new()) };
+        let target = Target { table, name, alias: insert_alias(insert) };
         let bound = binder.bind_dml_query(&returning_query(&target, items)?, &target.name, Arc::clone(&target.table), None)?;
         Ok(bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect())
     }
@@ -272,9 +562,24 @@ fn update_query(target: &Target, update: &ast::Update) -> Result<ast::Query> {
     if update.output.is_some() || update.or.is_some() || !update.order_by.is_empty() || update.limit.is_some() {
         return Err(not_impl_err!("this form of UPDATE (OUTPUT, OR, ORDER BY or LIMIT)"));
     }
+    let mut from = vec![target.factor()?];
+    match &update.from {
+        Some(ast::UpdateTableFromKind::AfterSet(tables) | ast::UpdateTableFromKind::BeforeSet(tables)) => {
+            from.extend(tables.iter().cloned())
+        }
+        None => {}
+    }
+    let mut projection = vec![ast::SelectItem::UnnamedExpr(target.column(ROW_ID_COLUMN))];
+    projection.extend(new_values(target, &update.assignments)?.into_iter().map(ast::SelectItem::UnnamedExpr));
+    select_query(projection, from, update.selection.clone())
+}
+
+/// Each column's new value under `SET assignments`: the assigned expression, else the
+/// column itself.
+fn new_values(target: &Target, assignments: &[ast::Assignment]) -> Result<Vec<ast::Expr>> {
     let schema = &target.table.schema;
     let mut assigned: Vec<Option<ast::Expr>> = vec![None; schema.len()];
-    for assignment in &update.assignments {
+    for assignment in assignments {
         let ast::AssignmentTarget::ColumnName(name) = &assignment.target else {
             return Err(not_impl_err!("UPDATE ... SET (columns) = (values)"));
         };
@@ -293,19 +598,58 @@ fn update_query(target: &Target, update: &ast::Update) -> Result<ast::Query> {
         }
         assigned[position] = Some(assignment.value.clone());
     }
+    Ok(schema.fields.iter().zip(assigned).map(|(field, value)| value.unwrap_or_else(|| target.column(&field.name))).collect())
+}
+
+/// `INSERT INTO t AS alias`: the alias the statement's expressions name the table by.
+fn insert_alias(insert: &ast::Insert) -> Option<ast::TableAlias> {
+    insert.table_alias.as_ref().map(|a| ast::TableAlias { explicit: a.explicit, name: a.alias.clone(), columns: Vec::new(), at: None })
+}
+
+/// `excluded.column` as an expression.
+fn excluded_column(column: &str) -> ast::Expr {
+    ast::Expr::CompoundIdentifier(vec![ast::Ident::with_quote('"', EXCLUDED), ast::Ident::with_quote('"', column)])
+}
+
+/// `SELECT projection FROM t, excluded WHERE t.k = excluded.k AND ... [AND selection]`:
+/// the proposed rows of an INSERT ... ON CONFLICT paired with the rows holding their key.
+fn conflict_query(target: &Target, key: &[usize], projection: Vec<ast::Expr>, selection: Option<ast::Expr>) -> Result<ast::Query> {
+    let mut condition: Option<ast::Expr> = None;
+    for &column in key {
+        let name = &target.table.schema.fields[column].name;
+        let equal = ast::Expr::BinaryOp {
+            left: Box::new(target.column(name)),
+            op: ast::BinaryOperator::Eq,
+            right: Box::new(excluded_column(name)),
+        };
+        condition = Some(match condition {
+            Some(c) => ast::Expr::BinaryOp { left: Box::new(c), op: ast::BinaryOperator::And, right: Box::new(equal) },
+            None => equal,
+        });
+    }
+    if let Some(selection) = selection {
+        let nested = ast::Expr::Nested(Box::new(selection));
+        condition = Some(match condition {
+            Some(c) => ast::Expr::BinaryOp { left: Box::new(c), op: ast::BinaryOperator::And, right: Box::new(nested) },
+            None => nested,
+        });
+    }
+    let excluded = parsed_query(&format!("SELECT 1 FROM \"{EXCLUDED}\""))?;
+    let ast::SetExpr::Select(select) = *excluded.body else {
+        return Err(internal_err!("the template of the proposed rows is not a SELECT"));
+    };
     let mut from = vec![target.factor()?];
-    match &update.from {
-        Some(ast::UpdateTableFromKind::AfterSet(tables) | ast::UpdateTableFromKind::BeforeSet(tables)) => {
-            from.extend(tables.iter().cloned())
-        }
-        None => {}
+    from.extend(select.from);
+    select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), from, condition)
+}
+
+/// The name of a key constraint, as PostgreSQL names them: `t_pkey`, `t_a_b_key`.
+pub(crate) fn constraint_name(table: &Table, columns: &[usize], primary: bool) -> String {
+    if primary {
+        return format!("{}_pkey", table.name);
     }
-    let mut projection = vec![ast::SelectItem::UnnamedExpr(target.column(ROW_ID_COLUMN))];
-    for (field, value) in schema.fields.iter().zip(&assigned) {
-        let expr = value.clone().unwrap_or_else(|| target.column(&field.name));
-        projection.push(ast::SelectItem::UnnamedExpr(expr));
-    }
-    select_query(projection, from, update.selection.clone())
+    let names: Vec<&str> = columns.iter().map(|&c| table.schema.fields[c].name.as_str()).collect();
+    format!("{}_{}_key", table.name, names.join("_"))
 }
 
 /// `SELECT <items> FROM t`, over the rows changed (`RETURNING *`: the target's columns).
@@ -336,7 +680,13 @@ fn row_id_at(column: &Vector, row: usize) -> Result<i64> {
 
 /// The rows of `chunks` as one vector per column of `table`.
 fn concat_chunks(table: &Table, chunks: &[DataChunk]) -> Vec<Vector> {
-    let total = chunks.iter().map(DataChunk::physical_len).sum();
+    let parts: Vec<Vec<Vector>> = chunks.iter().map(|chunk| chunk.columns.clone()).collect();
+    concat_vectors(table, &parts)
+}
+
+/// The rows of `parts` (each one vector per column of `table`) one after another.
+fn concat_vectors(table: &Table, parts: &[Vec<Vector>]) -> Vec<Vector> {
+    let total = parts.iter().map(|part| part.first().map_or(0, Vector::len)).sum();
     table
         .schema
         .fields
@@ -344,7 +694,7 @@ fn concat_chunks(table: &Table, chunks: &[DataChunk]) -> Vec<Vector> {
         .enumerate()
         .map(|(column, field)| {
             let mut builder = apiary_types::VectorBuilder::with_capacity(field.data_type, total);
-            chunks.iter().for_each(|chunk| builder.append(&chunk.columns[column], None));
+            parts.iter().for_each(|part| builder.append(&part[column], None));
             builder.finish()
         })
         .collect()

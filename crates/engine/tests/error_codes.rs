@@ -45,7 +45,8 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 /// Errors of changing data carry PostgreSQL's SQLSTATEs: a duplicate key 23505, a NULL
 /// in a NOT NULL column or primary key 23502, a string longer than its column 22001, a
 /// column assigned twice 42601, an unknown table 42P01, a statement in a failed
-/// transaction block 25P02.
+/// transaction block 25P02; an ON CONFLICT DO UPDATE changing a row twice (or a scalar
+/// subquery with several rows) 21000, a conflict target no constraint matches 42P10.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
@@ -61,6 +62,10 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("UPDATE k SET name = 'long'", "22001"),
         ("UPDATE k SET u = 1, u = 2", "42601"),
         ("DELETE FROM nope", "42P01"),
+        ("INSERT INTO k VALUES (5, 'x', 5), (5, 'y', 6) ON CONFLICT (id) DO UPDATE SET u = 0", "21000"),
+        ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT (name) DO NOTHING", "42P10"),
+        ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT DO UPDATE SET u = 0", "42601"),
+        ("SELECT (SELECT id FROM k)", "21000"),
     ];
     for (sql, expected) in cases {
         let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

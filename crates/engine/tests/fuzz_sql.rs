@@ -1239,9 +1239,13 @@ fn run_statement(conn: &mut Connection, sql: &str) -> Verdict {
             E::Bind(_) | E::Catalog(_) => "bind error",
             E::Type(_) => "type error",
             E::NotImplemented(_) => "not implemented",
-            E::Execution(_) | E::Constraint(_) | E::UniqueViolation(_) | E::NotNullViolation(_) | E::StringTooLong(_) | E::Resource(_) => {
-                "execution error"
-            }
+            E::Execution(_)
+            | E::Constraint(_)
+            | E::UniqueViolation(_)
+            | E::NotNullViolation(_)
+            | E::StringTooLong(_)
+            | E::CardinalityViolation(_)
+            | E::Resource(_) => "execution error",
             _ => "other error",
         }),
         Err(panic) => Verdict::Bug(format!("panic: {panic}")),

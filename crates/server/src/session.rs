@@ -1213,6 +1213,7 @@ fn rows_tag(statement: &ast::Statement) -> &'static str {
         ast::Statement::ShowVariable { .. } | ast::Statement::ShowTables { .. } => "SHOW",
         ast::Statement::Explain { .. } => "EXPLAIN",
         // With RETURNING.
+        ast::Statement::Insert(_) => "INSERT 0",
         ast::Statement::Delete(_) => "DELETE",
         ast::Statement::Update(_) => "UPDATE",
         _ => "SELECT",

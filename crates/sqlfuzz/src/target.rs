@@ -210,7 +210,8 @@ pub fn classify(error: &ApiaryError) -> ErrorKind {
         | ApiaryError::Constraint(_)
         | ApiaryError::UniqueViolation(_)
         | ApiaryError::NotNullViolation(_)
-        | ApiaryError::StringTooLong(_) => ErrorKind::Runtime,
+        | ApiaryError::StringTooLong(_)
+        | ApiaryError::CardinalityViolation(_) => ErrorKind::Runtime,
         _ => ErrorKind::Rejected,
     }
 }

@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use apiary_common::{exec_err, internal_err, Bitmap, Result};
+use apiary_common::{internal_err, ApiaryError, Bitmap, Result};
 use apiary_types::{ChunkBuilder, DataChunk, DataType, Vector, VectorData};
 
 use super::scan::{KeyRange, KeyRangeSource};
@@ -746,7 +746,9 @@ impl HashJoinProbe {
             if tracks_probe_matches {
                 for &pj in &passing_j {
                     if single && probe_matched[pj as usize] {
-                        return Err(exec_err!("more than one row returned by a subquery used as an expression"));
+                        return Err(ApiaryError::CardinalityViolation(
+                            "more than one row returned by a subquery used as an expression".into(),
+                        ));
                     }
                     probe_matched[pj as usize] = true;
                 }
@@ -766,7 +768,7 @@ impl HashJoinProbe {
             pair_j.clear();
             pair_build.clear();
             if ctx.stopped() {
-                return Err(apiary_common::ApiaryError::Interrupted);
+                return Err(ApiaryError::Interrupted);
             }
         }
         match join.mode {

@@ -278,6 +278,9 @@ pub struct Binder<'a> {
     /// The table a DELETE or UPDATE changes (its name, and the table read in its place:
     /// its rows with their ids), taken by the first FROM item naming it.
     dml_target: Option<(String, Arc<Table>)>,
+    /// The rows an INSERT ... ON CONFLICT proposes, read as `excluded` by its query; its
+    /// columns are reached qualified only (an unqualified name is the target's).
+    dml_excluded: Option<(String, Arc<Table>)>,
     /// Tables read in place of the catalog's of the same name: a transaction's view of
     /// them (its snapshot, or its own changes).
     tables: HashMap<String, Arc<Table>>,
@@ -308,6 +311,7 @@ impl<'a> Binder<'a> {
             statement_time: None,
             time_zone: TimeZone::UTC,
             dml_target: None,
+            dml_excluded: None,
             tables: HashMap::new(),
         }
     }
@@ -340,6 +344,7 @@ impl<'a> Binder<'a> {
         self.dml_target = Some((target.to_string(), rows));
         let bound = self.bind_query_body(query);
         let unused = self.dml_target.take().is_some();
+        self.dml_excluded = None;
         let (plan, columns) = bound?;
         if unused {
             return Err(internal_err!("the query of a DELETE or UPDATE does not read its target {target}"));
@@ -348,19 +353,36 @@ impl<'a> Binder<'a> {
             let names = columns.iter().map(|(name, _)| name.clone()).collect();
             return Ok(BoundStatement { plan, names, next_column_id: self.next_column_id });
         };
-        if columns.len() != table.schema.len() + 1 {
+        // Row ids first (one per table read with them), then the new values.
+        let Some(leading) = columns.len().checked_sub(table.schema.len()).filter(|&n| n > 0) else {
             return Err(internal_err!("an UPDATE's query has {} columns for {} table columns", columns.len(), table.schema.len()));
-        }
+        };
         let mut exprs = Vec::with_capacity(columns.len());
-        let row_id = &columns[0].1;
-        exprs.push((row_id.expr(), self.new_column(&row_id.name, row_id.data_type, false)));
-        for (field, (_, column)) in table.schema.fields.iter().zip(&columns[1..]) {
+        for (_, row_id) in &columns[..leading] {
+            exprs.push((row_id.expr(), self.new_column(&row_id.name, row_id.data_type, row_id.nullable)));
+        }
+        for (field, (_, column)) in table.schema.fields.iter().zip(&columns[leading..]) {
             let expr = self.assignment_cast(column.expr(), &field.data_type, &field.name)?;
             exprs.push((expr, self.new_column(&field.name, field.data_type, true)));
         }
         let plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
         let names = columns.iter().map(|(name, _)| name.clone()).collect();
         Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
+    }
+
+    /// Makes the next [`Binder::bind_dml_query`] read `rows` for the FROM item `name`
+    /// (`excluded`, the rows an INSERT ... ON CONFLICT proposes), whose columns are then
+    /// reached qualified only.
+    pub fn with_excluded_rows(&mut self, name: &str, rows: Arc<Table>) {
+        self.dml_excluded = Some((name.to_string(), rows));
+    }
+
+    /// The proposed rows read in place of `name`, if it names them and they are not yet read.
+    pub(crate) fn take_dml_excluded(&mut self, name: &str) -> Option<Arc<Table>> {
+        match &self.dml_excluded {
+            Some((excluded, _)) if excluded == name => self.dml_excluded.take().map(|(_, rows)| rows),
+            _ => None,
+        }
     }
 
     /// The table read in place of `name` in a DELETE's or UPDATE's query, if it is the

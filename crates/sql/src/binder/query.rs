@@ -1082,6 +1082,13 @@ impl Binder<'_> {
                         }
                         return Ok((plan, scope));
                     }
+                    if let Some(rows) = self.take_dml_excluded(&table_name) {
+                        let (plan, mut scope) = self.scan_table(rows, &table_name, alias.as_ref())?;
+                        for column in scope.columns.iter_mut() {
+                            column.hidden = true;
+                        }
+                        return Ok((plan, scope));
+                    }
                 }
                 if let Some(args) = args {
                     let table = self.call_table_function(&table_name, &args.args, lateral)?;
