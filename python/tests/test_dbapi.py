@@ -39,6 +39,25 @@ def test_update_delete_truncate(con):
     assert con.sql("SELECT count(*) FROM d").fetchone() == (0,)
 
 
+def test_upsert_and_merge(con):
+    con.execute("CREATE TABLE kv (k INTEGER PRIMARY KEY, v INTEGER)")
+    con.execute("INSERT INTO kv VALUES (1, 10), (2, 20)")
+    cur = con.cursor()
+    cur.execute("INSERT INTO kv VALUES (?, ?), (?, ?) ON CONFLICT (k) DO UPDATE SET v = kv.v + excluded.v RETURNING k, v", [2, 1, 3, 30])
+    assert cur.fetchall() == [(2, 21), (3, 30)]
+    cur.execute("INSERT INTO kv VALUES (1, 0), (4, 40) ON CONFLICT DO NOTHING")
+    assert cur.rowcount == 1
+    cur.execute(
+        "MERGE INTO kv USING (VALUES (1, -1), (5, 50)) AS s(k, v) ON kv.k = s.k "
+        "WHEN MATCHED AND s.v < 0 THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v)"
+    )
+    assert cur.rowcount == 2
+    assert con.sql("SELECT k, v FROM kv ORDER BY k").fetchall() == [(2, 21), (3, 30), (4, 40), (5, 50)]
+    with pytest.raises(apiary.ProgrammingError) as raised:
+        con.execute("INSERT INTO kv VALUES (9, 1), (9, 2) ON CONFLICT (k) DO UPDATE SET v = 0")
+    assert raised.value.sqlstate == "21000"
+
+
 def test_execute_fetch_and_description(con):
     cur = con.cursor()
     assert cur.execute("CREATE TABLE t (a INTEGER, b VARCHAR, c DECIMAL(10,2))") is cur

@@ -257,6 +257,7 @@ impl Connection {
             S::Insert(insert) => self.insert(insert),
             S::Delete(delete) => self.delete(delete),
             S::Update(update) => self.update(update),
+            S::Merge(merge) => self.merge(merge),
             S::Truncate(truncate) => self.truncate(truncate),
             S::Copy { source, to, target, options, legacy_options, values } => {
                 if !values.is_empty() || !legacy_options.is_empty() {

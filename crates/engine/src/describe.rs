@@ -61,7 +61,9 @@ impl Connection {
                 }
                 self.describe_insert(&mut binder, insert, table, name)?
             }
-            ast::Statement::Delete(_) | ast::Statement::Update(_) => self.describe_dml(&mut binder, statement)?,
+            ast::Statement::Delete(_) | ast::Statement::Update(_) | ast::Statement::Merge(_) => {
+                self.describe_dml(&mut binder, statement)?
+            }
             ast::Statement::Explain { .. } => vec![("explain".to_string(), text)],
             ast::Statement::ShowVariable { variable } => {
                 vec![(variable.iter().map(normalize_ident).collect::<Vec<_>>().join("."), text)]

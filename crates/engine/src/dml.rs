@@ -320,6 +320,287 @@ impl Connection {
         Ok((columns, order.len()))
     }
 
+    /// `MERGE INTO t [AS a] USING source ON condition WHEN ... THEN ... [RETURNING ...]`.
+    ///
+    /// The source is run once into a table with row ids of its own. Each source row is
+    /// joined to the target (`source LEFT JOIN t ON condition`) and takes the first WHEN
+    /// clause that applies (MATCHED for a pair, NOT MATCHED when no target row matches),
+    /// computed as one CASE expression; NOT MATCHED BY SOURCE clauses take the target
+    /// rows no source row matches (`t LEFT JOIN source`). Each UPDATE and INSERT clause
+    /// then computes its rows with a query over the same join filtered to that clause.
+    /// A target row that two source rows would change is an error (SQLSTATE 21000).
+    pub(crate) fn merge(&mut self, merge: &ast::Merge) -> Result<QueryResult> {
+        let returning = match &merge.output {
+            None => None,
+            Some(ast::OutputClause::Returning { select_items, .. }) => Some(select_items),
+            Some(ast::OutputClause::Output { .. }) => return Err(not_impl_err!("MERGE ... OUTPUT (use RETURNING)")),
+        };
+        if !merge.into {
+            return Err(ApiaryError::Parse("MERGE needs INTO before the target table".to_string()));
+        }
+        let target = self.dml_target(&ast::TableWithJoins { relation: merge.table.clone(), joins: Vec::new() }, "MERGE")?;
+        let schema = &target.table.schema;
+        // The source, once: its rows as a table read under its name.
+        let source_name = match &merge.source {
+            ast::TableFactor::Table { alias: Some(alias), .. } | ast::TableFactor::Derived { alias: Some(alias), .. } => {
+                normalize_ident(&alias.name)
+            }
+            ast::TableFactor::Table { name, alias: None, .. } => object_name_to_table(name)?,
+            _ => return Err(not_impl_err!("this kind of MERGE source (name a table or a subquery with an alias)")),
+        };
+        if source_name == target.qualifier() {
+            return Err(bind_err!("table name \"{source_name}\" specified more than once"));
+        }
+        let source = {
+            let query = select_query(
+                vec![ast::SelectItem::Wildcard(Default::default())],
+                vec![ast::TableWithJoins { relation: merge.source.clone(), joins: Vec::new() }],
+                None,
+            )?;
+            let (bound, plan) = self.plan_query(&query)?;
+            let output = plan.output();
+            let mut fields: Vec<apiary_types::Field> = Vec::with_capacity(output.len());
+            for (name, column) in bound.names.iter().zip(&output) {
+                if fields.iter().any(|f| &f.name == name) {
+                    return Err(bind_err!("column \"{name}\" of MERGE source \"{source_name}\" occurs more than once"));
+                }
+                let data_type = if column.data_type == DataType::Null { DataType::Varchar(None) } else { column.data_type };
+                fields.push(apiary_types::Field::new(name.clone(), data_type, true));
+            }
+            let table = Table::new(source_name.clone(), apiary_types::Schema::new(fields), self.settings.block_rows).scan_only();
+            let mut appender = table.appender()?;
+            for chunk in self.run_plan(&plan)? {
+                appender.append(&chunk.compact())?;
+            }
+            appender.commit()?;
+            Arc::new(table.with_row_ids(&table.snapshot()))
+        };
+        // Which clause each row takes: 1 + its position, 0 for none.
+        let mut matched = Vec::new();
+        let mut not_matched = Vec::new();
+        let mut by_source = Vec::new();
+        for (n, clause) in merge.clauses.iter().enumerate() {
+            let number = n as i64 + 1;
+            let predicate = clause.predicate.clone().unwrap_or(ast::Expr::Value(ast::Value::Boolean(true).into()));
+            // (The parser allows INSERT only in NOT MATCHED clauses, and only INSERT there.)
+            match clause.clause_kind {
+                ast::MergeClauseKind::Matched => matched.push((predicate, number)),
+                ast::MergeClauseKind::NotMatched | ast::MergeClauseKind::NotMatchedByTarget => not_matched.push((predicate, number)),
+                ast::MergeClauseKind::NotMatchedBySource => by_source.push((predicate, number)),
+            }
+            if let ast::MergeAction::Update(update) = &clause.action {
+                if update.update_predicate.is_some() || update.delete_predicate.is_some() {
+                    return Err(not_impl_err!("MERGE ... UPDATE with WHERE or DELETE WHERE (put the condition in WHEN ... AND)"));
+                }
+            }
+        }
+        let source_id = ast::Expr::CompoundIdentifier(vec![
+            ast::Ident::with_quote('"', source_name.clone()),
+            ast::Ident::with_quote('"', ROW_ID_COLUMN),
+        ]);
+        let target_id = target.column(ROW_ID_COLUMN);
+        let is_null = |e: &ast::Expr| ast::Expr::IsNull(Box::new(e.clone()));
+        let chosen = |clauses: &[(ast::Expr, i64)]| ast::Expr::Case {
+            case_token: ast::helpers::attached_token::AttachedToken::empty(),
+            end_token: ast::helpers::attached_token::AttachedToken::empty(),
+            operand: None,
+            conditions: clauses
+                .iter()
+                .map(|(predicate, number)| ast::CaseWhen {
+                    condition: ast::Expr::Nested(Box::new(predicate.clone())),
+                    result: ast::Expr::value(ast::Value::Number(number.to_string(), false)),
+                })
+                .collect(),
+            else_result: Some(Box::new(ast::Expr::value(ast::Value::Number("0".to_string(), false)))),
+        };
+        let and = |a: ast::Expr, b: ast::Expr| ast::Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::And, right: Box::new(b) };
+        let equals = |a: ast::Expr, number: i64| ast::Expr::BinaryOp {
+            left: Box::new(ast::Expr::Nested(Box::new(a))),
+            op: ast::BinaryOperator::Eq,
+            right: Box::new(ast::Expr::value(ast::Value::Number(number.to_string(), false))),
+        };
+        let source_factor = || -> Result<ast::TableWithJoins> {
+            let query = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', source_name.clone())))?;
+            let ast::SetExpr::Select(select) = *query.body else {
+                return Err(internal_err!("the template of a MERGE source is not a SELECT"));
+            };
+            select.from.into_iter().next().ok_or_else(|| internal_err!("the template has no FROM item"))
+        };
+        // `left LEFT JOIN right ON condition`, as the one FROM item of a query.
+        let left_join = |left: ast::TableWithJoins, right: ast::TableWithJoins| ast::TableWithJoins {
+            relation: left.relation,
+            joins: vec![ast::Join {
+                relation: right.relation,
+                global: false,
+                join_operator: ast::JoinOperator::LeftOuter(ast::JoinConstraint::On((*merge.on).clone())),
+            }],
+        };
+        let source_side = || -> Result<Vec<ast::TableWithJoins>> { Ok(vec![left_join(source_factor()?, target.factor()?)]) };
+        let target_side = || -> Result<Vec<ast::TableWithJoins>> { Ok(vec![left_join(target.factor()?, source_factor()?)]) };
+        let mut writer = self.table_writer(&target.table)?;
+        let base = Arc::clone(writer.base());
+        let run = |query: ast::Query, cast: bool| -> Result<Vec<DataChunk>> {
+            let rows = Arc::new(target.table.with_row_ids(&base));
+            let functions = self.table_functions();
+            let mut binder = self.binder(&functions);
+            binder.with_dml_source(&source_name, Arc::clone(&source), false);
+            let bound = binder.bind_dml_query(&query, &target.name, rows, cast.then_some(target.table.as_ref()))?;
+            let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+            self.run_plan(&plan)
+        };
+        let action_of = |number: i64| &merge.clauses[(number - 1) as usize].action;
+        let changes = |action: &ast::MergeAction| matches!(action, ast::MergeAction::Update(_) | ast::MergeAction::Delete { .. });
+        // The clause of each matched pair: target rows changed twice are an error.
+        let mut clause_of: HashMap<i64, i64> = HashMap::new();
+        let mut modified = Vec::new();
+        if !matched.is_empty() {
+            let projection = vec![target_id.clone(), chosen(&matched)];
+            let query = select_query(
+                projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(),
+                source_side()?,
+                Some(ast::Expr::IsNotNull(Box::new(target_id.clone()))),
+            )?;
+            for chunk in run(query, false)? {
+                let chunk = chunk.compact();
+                for row in 0..chunk.physical_len() {
+                    let id = row_id_at(&chunk.columns[0], row)?;
+                    let number = int_at(&chunk.columns[1], row)?;
+                    if number == 0 || !changes(action_of(number)) {
+                        continue;
+                    }
+                    if clause_of.insert(id, number).is_some() {
+                        return Err(ApiaryError::CardinalityViolation(
+                            "MERGE command cannot affect row a second time (more than one source row matches a target row it changes)"
+                                .to_string(),
+                        ));
+                    }
+                    modified.push(id);
+                }
+            }
+        }
+        if !by_source.is_empty() {
+            let projection = vec![target_id.clone(), chosen(&by_source)];
+            let query = select_query(
+                projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(),
+                target_side()?,
+                Some(is_null(&source_id)),
+            )?;
+            for chunk in run(query, false)? {
+                let chunk = chunk.compact();
+                for row in 0..chunk.physical_len() {
+                    let number = int_at(&chunk.columns[1], row)?;
+                    if number != 0 && changes(action_of(number)) {
+                        let id = row_id_at(&chunk.columns[0], row)?;
+                        clause_of.insert(id, number);
+                        modified.push(id);
+                    }
+                }
+            }
+        }
+        // The new rows: updated versions, then inserted rows, clause by clause.
+        let mut new_chunks = Vec::new();
+        let mut deleted_rows = Vec::new();
+        for (n, clause) in merge.clauses.iter().enumerate() {
+            let number = n as i64 + 1;
+            match &clause.action {
+                ast::MergeAction::Update(update) => {
+                    let ast::MergeUpdateKind::Set(assignments) = &update.kind else {
+                        return Err(not_impl_err!("MERGE ... UPDATE SET *"));
+                    };
+                    let mut projection = vec![target_id.clone()];
+                    projection.extend(new_values(&target, assignments)?);
+                    let (from, selection) = match clause.clause_kind {
+                        ast::MergeClauseKind::NotMatchedBySource => {
+                            (target_side()?, and(is_null(&source_id), equals(chosen(&by_source), number)))
+                        }
+                        _ => (source_side()?, and(ast::Expr::IsNotNull(Box::new(target_id.clone())), equals(chosen(&matched), number))),
+                    };
+                    let query = select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), from, Some(selection))?;
+                    for chunk in run(query, true)? {
+                        let chunk = chunk.compact();
+                        let len = chunk.physical_len();
+                        new_chunks.push(conform_chunk(&target.table, DataChunk::new(chunk.columns[1..].to_vec(), len))?);
+                    }
+                }
+                ast::MergeAction::Insert(insert) => {
+                    let ast::MergeInsertKind::Values(values) = &insert.kind else {
+                        return Err(not_impl_err!("MERGE ... INSERT ROW / INSERT * (list the values)"));
+                    };
+                    let [ast::Parens { content: row, .. }] = values.rows.as_slice() else {
+                        return Err(bind_err!("MERGE ... INSERT VALUES takes one row"));
+                    };
+                    let names: Vec<String> = if insert.columns.is_empty() {
+                        schema.fields.iter().map(|f| f.name.clone()).collect()
+                    } else {
+                        insert
+                            .columns
+                            .iter()
+                            .map(|c| {
+                                c.0.last()
+                                    .and_then(|p| p.as_ident())
+                                    .map(normalize_ident)
+                                    .ok_or_else(|| bind_err!("invalid column name {c}"))
+                            })
+                            .collect::<Result<_>>()?
+                    };
+                    if names.len() != row.len() {
+                        return Err(bind_err!("INSERT has {} target columns but {} expressions", names.len(), row.len()));
+                    }
+                    let mut assigned: Vec<Option<ast::Expr>> = vec![None; schema.len()];
+                    for (name, value) in names.iter().zip(row) {
+                        let position = schema
+                            .index_of(name)
+                            .ok_or_else(|| bind_err!("column \"{name}\" of relation \"{}\" does not exist", target.name))?;
+                        if assigned[position].is_some() {
+                            return Err(bind_err!("column \"{name}\" specified more than once"));
+                        }
+                        assigned[position] = Some(value.clone());
+                    }
+                    // The target's (NULL) row id leads, as the query's first column.
+                    let mut projection = vec![target_id.clone()];
+                    projection.extend(assigned.into_iter().map(|value| value.unwrap_or(ast::Expr::value(ast::Value::Null))));
+                    let selection = and(is_null(&target_id), equals(chosen(&not_matched), number));
+                    let query =
+                        select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), source_side()?, Some(selection))?;
+                    for chunk in run(query, true)? {
+                        let chunk = chunk.compact();
+                        let len = chunk.physical_len();
+                        new_chunks.push(conform_chunk(&target.table, DataChunk::new(chunk.columns[1..].to_vec(), len))?);
+                    }
+                }
+                ast::MergeAction::Delete { .. } => {
+                    deleted_rows.extend(modified.iter().copied().filter(|id| clause_of.get(id) == Some(&number)));
+                }
+                ast::MergeAction::DoNothing { .. } => {}
+            }
+        }
+        // Rows changed: each modified target row (updated or deleted) and each inserted one.
+        let updated = modified.len() - deleted_rows.len();
+        let count = new_chunks.iter().map(DataChunk::physical_len).sum::<usize>() - updated + modified.len();
+        let returned = match returning {
+            Some(items) => {
+                // The new versions of updated and inserted rows, then the deleted rows.
+                let mut parts = vec![concat_chunks(&target.table, &new_chunks)];
+                let mut deleted_sorted = deleted_rows.clone();
+                deleted_sorted.sort_unstable();
+                let all: Vec<usize> = (0..schema.len()).collect();
+                parts.push(target.table.gather(&base, &deleted_sorted, &all)?);
+                let rows = concat_vectors(&target.table, &parts);
+                let total = new_chunks.iter().map(DataChunk::physical_len).sum::<usize>() + deleted_sorted.len();
+                Some(self.returning(&target, rows, total, items)?)
+            }
+            None => None,
+        };
+        modified.sort_unstable();
+        writer.delete(&modified)?;
+        for chunk in &new_chunks {
+            writer.append(chunk)?;
+        }
+        let prepared = writer.prepare()?;
+        self.finish_write(&target.table, prepared)?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
+    }
+
     /// Binds, optimizes and runs a query of an INSERT ... ON CONFLICT over the target
     /// (`rows`, with row ids) and the proposed rows (`excluded`).
     fn run_upsert_query(
@@ -332,7 +613,7 @@ impl Connection {
     ) -> Result<Vec<DataChunk>> {
         let functions = self.table_functions();
         let mut binder = self.binder(&functions);
-        binder.with_excluded_rows(EXCLUDED, excluded);
+        binder.with_dml_source(EXCLUDED, excluded, true);
         let bound = binder.bind_dml_query(query, &target.name, rows, cast.then_some(target.table.as_ref()))?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         self.run_plan(&plan)
@@ -351,6 +632,14 @@ impl Connection {
                 let target = self.dml_target(&update.table, "UPDATE")?;
                 let query = update_query(&target, update)?;
                 (target, query, update.returning.as_ref())
+            }
+            ast::Statement::Merge(merge) => {
+                // The source's columns are not bound here: RETURNING reads the target's.
+                let Some(ast::OutputClause::Returning { select_items, .. }) = &merge.output else { return Ok(Vec::new()) };
+                let target = self.dml_target(&ast::TableWithJoins { relation: merge.table.clone(), joins: Vec::new() }, "MERGE")?;
+                let query = returning_query(&target, select_items)?;
+                let bound = binder.bind_dml_query(&query, &target.name, Arc::clone(&target.table), None)?;
+                return Ok(bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect());
             }
             _ => return Ok(Vec::new()),
         };
@@ -395,7 +684,11 @@ impl Connection {
         }
         let name = object_name_to_table(name)?;
         if self.db.catalog.get_view(&name).is_some() {
-            let verb = if what == "DELETE" { "delete from" } else { "update" };
+            let verb = match what {
+                "DELETE" => "delete from",
+                "MERGE" => "merge into",
+                _ => "update",
+            };
             return Err(ApiaryError::WrongObjectType(format!("cannot {verb} view \"{name}\"")));
         }
         let table = self.db.catalog.table(&name)?;
@@ -675,6 +968,15 @@ fn row_id_at(column: &Vector, row: usize) -> Result<i64> {
     match &column.data {
         VectorData::I64(ids) if column.is_valid(row) => Ok(ids[row]),
         _ => Err(internal_err!("a DELETE or UPDATE query produced no row id")),
+    }
+}
+
+/// The integer at `row` of a column (a MERGE's clause number).
+fn int_at(column: &Vector, row: usize) -> Result<i64> {
+    match column.get_scalar(row) {
+        apiary_types::ScalarValue::Int32(v) => Ok(v as i64),
+        apiary_types::ScalarValue::Int64(v) => Ok(v),
+        other => Err(internal_err!("a MERGE clause number is {other}")),
     }
 }
 

@@ -81,7 +81,7 @@ impl Transaction {
 fn allowed_in_transaction(statement: &ast::Statement) -> Result<()> {
     use ast::Statement as S;
     let what = match statement {
-        S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) | S::Truncate(_) | S::Explain { .. } => return Ok(()),
+        S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) | S::Merge(_) | S::Truncate(_) | S::Explain { .. } => return Ok(()),
         S::Set(_) | S::Reset(_) | S::ShowVariable { .. } | S::ShowTables { .. } | S::ExplainTable { .. } => return Ok(()),
         S::Copy { to: true, .. } => return Ok(()),
         S::CreateTable(_) => "CREATE TABLE",

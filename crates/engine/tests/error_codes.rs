@@ -46,7 +46,7 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 /// in a NOT NULL column or primary key 23502, a string longer than its column 22001, a
 /// column assigned twice 42601, an unknown table 42P01, a statement in a failed
 /// transaction block 25P02; an ON CONFLICT DO UPDATE changing a row twice (or a scalar
-/// subquery with several rows) 21000, a conflict target no constraint matches 42P10.
+/// subquery with several rows, a MERGE changing a row twice) 21000, a conflict target no constraint matches 42P10.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
@@ -66,6 +66,7 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT (name) DO NOTHING", "42P10"),
         ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT DO UPDATE SET u = 0", "42601"),
         ("SELECT (SELECT id FROM k)", "21000"),
+        ("MERGE INTO k USING (VALUES (1), (1)) AS s(id) ON k.id = s.id WHEN MATCHED THEN DELETE", "21000"),
     ];
     for (sql, expected) in cases {
         let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

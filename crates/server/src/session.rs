@@ -1193,6 +1193,7 @@ fn command_tag(statement: &ast::Statement, rows: Option<u64>) -> String {
         S::Insert(_) => format!("INSERT 0 {rows}"),
         S::Delete(_) => format!("DELETE {rows}"),
         S::Update(_) => format!("UPDATE {rows}"),
+        S::Merge(_) => format!("MERGE {rows}"),
         S::Truncate(_) => "TRUNCATE TABLE".to_string(),
         S::CreateTable(create) if create.query.is_some() => format!("SELECT {rows}"),
         S::CreateTable(_) => "CREATE TABLE".to_string(),
@@ -1216,6 +1217,7 @@ fn rows_tag(statement: &ast::Statement) -> &'static str {
         ast::Statement::Insert(_) => "INSERT 0",
         ast::Statement::Delete(_) => "DELETE",
         ast::Statement::Update(_) => "UPDATE",
+        ast::Statement::Merge(_) => "MERGE",
         _ => "SELECT",
     }
 }

@@ -223,13 +223,18 @@ fn command_tags_and_transaction_status() {
     assert_eq!(all[..5], ["CREATE TABLE", "INSERT 0 3", "SELECT 3", "SET", "SHOW 1"], "{all:?}");
     assert!(tags(&messages)[5].starts_with("EXPLAIN "), "{:?}", tags(&messages));
     assert_eq!(status(&messages), Some('I'));
-    // INSERT, DELETE and UPDATE tags count the rows changed, with RETURNING too.
+    // INSERT, DELETE, UPDATE and MERGE tags count the rows changed, with RETURNING too.
     let messages = raw.query(
         "CREATE TABLE y AS SELECT * FROM x; UPDATE y SET b = 'z' WHERE a > 1; DELETE FROM y WHERE a = 1; \
          UPDATE y SET a = a + 10 RETURNING a; DELETE FROM y WHERE b IS NULL RETURNING *; \
-         INSERT INTO y VALUES (7, 'q'), (8, 'r') RETURNING a; TRUNCATE y; DROP TABLE y",
+         INSERT INTO y VALUES (7, 'q'), (8, 'r') RETURNING a; \
+         MERGE INTO y USING x ON y.a = x.a WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (x.a, x.b); \
+         TRUNCATE y; DROP TABLE y",
     );
-    assert_eq!(tags(&messages), ["SELECT 3", "UPDATE 2", "DELETE 1", "UPDATE 2", "DELETE 0", "INSERT 0 2", "TRUNCATE TABLE", "DROP TABLE"]);
+    assert_eq!(
+        tags(&messages),
+        ["SELECT 3", "UPDATE 2", "DELETE 1", "UPDATE 2", "DELETE 0", "INSERT 0 2", "MERGE 3", "TRUNCATE TABLE", "DROP TABLE"]
+    );
     // BEGIN: 'T'; a write inside the block is seen by the block only; an error fails the
     // block: 'E', and only ROLLBACK (TO a savepoint) is accepted; ROLLBACK ends it and the
     // write never happened.

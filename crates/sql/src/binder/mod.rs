@@ -129,6 +129,14 @@ impl std::fmt::Display for TableArg {
     }
 }
 
+/// The rows a DML statement's query reads by name besides its target (see
+/// [`Binder::with_dml_source`]).
+pub(crate) struct DmlSource {
+    name: String,
+    pub rows: Arc<Table>,
+    pub qualified_only: bool,
+}
+
 /// A bound query: its plan, the user-visible output column names, and the next unused
 /// column id (the optimizer keeps numbering from there).
 #[derive(Debug, Clone)]
@@ -278,9 +286,10 @@ pub struct Binder<'a> {
     /// The table a DELETE or UPDATE changes (its name, and the table read in its place:
     /// its rows with their ids), taken by the first FROM item naming it.
     dml_target: Option<(String, Arc<Table>)>,
-    /// The rows an INSERT ... ON CONFLICT proposes, read as `excluded` by its query; its
-    /// columns are reached qualified only (an unqualified name is the target's).
-    dml_excluded: Option<(String, Arc<Table>)>,
+    /// The other rows a DML statement's query reads by name (with row ids): the rows an
+    /// INSERT ... ON CONFLICT proposes, read as `excluded` (whose columns are then
+    /// reached qualified only: an unqualified name is the target's), or a MERGE's source.
+    dml_source: Option<DmlSource>,
     /// Tables read in place of the catalog's of the same name: a transaction's view of
     /// them (its snapshot, or its own changes).
     tables: HashMap<String, Arc<Table>>,
@@ -311,7 +320,7 @@ impl<'a> Binder<'a> {
             statement_time: None,
             time_zone: TimeZone::UTC,
             dml_target: None,
-            dml_excluded: None,
+            dml_source: None,
             tables: HashMap::new(),
         }
     }
@@ -344,7 +353,7 @@ impl<'a> Binder<'a> {
         self.dml_target = Some((target.to_string(), rows));
         let bound = self.bind_query_body(query);
         let unused = self.dml_target.take().is_some();
-        self.dml_excluded = None;
+        self.dml_source = None;
         let (plan, columns) = bound?;
         if unused {
             return Err(internal_err!("the query of a DELETE or UPDATE does not read its target {target}"));
@@ -370,17 +379,17 @@ impl<'a> Binder<'a> {
         Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
     }
 
-    /// Makes the next [`Binder::bind_dml_query`] read `rows` for the FROM item `name`
-    /// (`excluded`, the rows an INSERT ... ON CONFLICT proposes), whose columns are then
-    /// reached qualified only.
-    pub fn with_excluded_rows(&mut self, name: &str, rows: Arc<Table>) {
-        self.dml_excluded = Some((name.to_string(), rows));
+    /// Makes the next [`Binder::bind_dml_query`] read `rows` for the FROM item `name`:
+    /// `excluded`, the rows an INSERT ... ON CONFLICT proposes (`qualified_only`: its
+    /// columns are reached only as `excluded.c`), or a MERGE's source.
+    pub fn with_dml_source(&mut self, name: &str, rows: Arc<Table>, qualified_only: bool) {
+        self.dml_source = Some(DmlSource { name: name.to_string(), rows, qualified_only });
     }
 
-    /// The proposed rows read in place of `name`, if it names them and they are not yet read.
-    pub(crate) fn take_dml_excluded(&mut self, name: &str) -> Option<Arc<Table>> {
-        match &self.dml_excluded {
-            Some((excluded, _)) if excluded == name => self.dml_excluded.take().map(|(_, rows)| rows),
+    /// The rows read in place of `name`, if it names a DML statement's other rows not yet read.
+    pub(crate) fn take_dml_source(&mut self, name: &str) -> Option<DmlSource> {
+        match &self.dml_source {
+            Some(source) if source.name == name => self.dml_source.take(),
             _ => None,
         }
     }

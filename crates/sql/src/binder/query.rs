@@ -1082,10 +1082,10 @@ impl Binder<'_> {
                         }
                         return Ok((plan, scope));
                     }
-                    if let Some(rows) = self.take_dml_excluded(&table_name) {
-                        let (plan, mut scope) = self.scan_table(rows, &table_name, alias.as_ref())?;
+                    if let Some(source) = self.take_dml_source(&table_name) {
+                        let (plan, mut scope) = self.scan_table(source.rows, &table_name, alias.as_ref())?;
                         for column in scope.columns.iter_mut() {
-                            column.hidden = true;
+                            column.hidden |= source.qualified_only || column.name == apiary_storage::table::ROW_ID_COLUMN;
                         }
                         return Ok((plan, scope));
                     }
