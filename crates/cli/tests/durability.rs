@@ -3,6 +3,7 @@
 //! AS and DROP, and during transaction blocks (BEGIN ... COMMIT / ROLLBACK with UPDATE,
 //! DELETE, upserts and MERGE); a full disk (simulated with a file-size limit) during COPY
 //! and CHECKPOINT; and the one-process lock.
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
