@@ -26,9 +26,10 @@ pub(crate) struct DatabaseInner {
     /// Held while a statement changes which tables and views exist (in memory too), so
     /// the checks of one (names, dependencies) hold until it is published.
     pub catalog_changes: std::sync::Mutex<()>,
-    /// Written while a transaction publishes its tables, read while one takes its
-    /// snapshot: a snapshot sees a transaction's changes of several tables all or none.
-    pub publish_lock: std::sync::RwLock<()>,
+    /// Written while a transaction publishes its tables, read while a transaction or a
+    /// statement takes its snapshot: a snapshot sees a transaction's changes of several
+    /// tables all or none. The scheduler's (which takes statements' snapshots).
+    pub publish_lock: Arc<std::sync::RwLock<()>>,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -46,15 +47,16 @@ impl Database {
     /// A new, empty database that lives in memory.
     pub fn open_in_memory() -> Result<Database> {
         let pool = BufferPool::new(default_memory_limit());
+        let scheduler = Scheduler::new(default_threads(), Arc::clone(&pool));
         let inner = DatabaseInner {
             catalog: Catalog::new(),
-            scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)),
+            publish_lock: Arc::clone(scheduler.publish_lock()),
+            scheduler,
             pool,
             store: None,
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
-            publish_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -75,15 +77,16 @@ impl Database {
         for view in recovered.views {
             catalog.put_view(view)?;
         }
+        let scheduler = Scheduler::new(default_threads(), Arc::clone(&pool));
         let inner = DatabaseInner {
             catalog,
-            scheduler: Scheduler::new(default_threads(), Arc::clone(&pool)),
+            publish_lock: Arc::clone(scheduler.publish_lock()),
+            scheduler,
             pool,
             store: Some(store),
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
-            publish_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }

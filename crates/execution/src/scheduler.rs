@@ -1013,6 +1013,9 @@ pub struct Scheduler {
     next_sequence: AtomicU64,
     /// Queries executing now (their work orders are shortened, see `ExecContext::morsel_rows`).
     running: Arc<RunningQueries>,
+    /// Read while an execution's scans take their tables' snapshots, written while a
+    /// transaction publishes changes of several tables (see [`Scheduler::publish_lock`]).
+    publish_lock: Arc<std::sync::RwLock<()>>,
 }
 
 /// How many queries of each priority are executing (monitoring queries not counted).
@@ -1058,10 +1061,19 @@ impl Scheduler {
             next_id: AtomicU64::new(1),
             next_sequence: AtomicU64::new(0),
             running: Arc::new(RunningQueries::new()),
+            publish_lock: Default::default(),
         };
         scheduler.set_threads(threads);
         scheduler.set_max_concurrent_queries(None);
         scheduler
+    }
+
+    /// The lock that makes a statement's snapshot consistent across tables: every
+    /// execution takes its scans' snapshots holding it for reading, and a commit that
+    /// changes several tables publishes them holding it for writing, so a query sees such a
+    /// commit whole or not at all (shared scans still read the tables' published versions).
+    pub fn publish_lock(&self) -> &Arc<std::sync::RwLock<()>> {
+        &self.publish_lock
     }
 
     pub fn threads(&self) -> usize {
@@ -1337,7 +1349,10 @@ impl Scheduler {
     ) -> std::result::Result<Arc<ExecutionState>, (ApiaryError, bool)> {
         let feeders = plan.feeders();
         let pipelines = plan.pipelines.len();
-        let execution = Arc::new(ExecutionState::new(plan).map_err(|e| (e, false))?);
+        let execution = {
+            let _snapshot = self.publish_lock.read().unwrap_or_else(|e| e.into_inner());
+            Arc::new(ExecutionState::new(plan).map_err(|e| (e, false))?)
+        };
         let mut phases = vec![PipelinePhase::Waiting; pipelines];
         let mut sinks: Vec<SinkPhase> = feeders.iter().map(|&f| SinkPhase::Open { feeders_left: f }).collect();
         let mut pipeline_loops = vec![None; pipelines];
