@@ -49,6 +49,10 @@ pub enum ApiaryError {
     #[error("constraint violation: {0}")]
     UniqueViolation(String),
 
+    /// A row for which a CHECK constraint is false.
+    #[error("constraint violation: {0}")]
+    CheckViolation(String),
+
     /// A NULL in a NOT NULL column (or a primary key).
     #[error("constraint violation: {0}")]
     NotNullViolation(String),
@@ -151,6 +155,7 @@ impl ApiaryError {
             ApiaryError::Constraint(_) => "23000",
             ApiaryError::UniqueViolation(_) => "23505",
             ApiaryError::NotNullViolation(_) => "23502",
+            ApiaryError::CheckViolation(_) => "23514",
             ApiaryError::StringTooLong(_) => "22001",
             ApiaryError::CardinalityViolation(_) => "21000",
             ApiaryError::Catalog(_) => "42P01",

@@ -492,13 +492,18 @@ impl Connection {
         };
         let mut primary_key: Vec<String> = Vec::new();
         let mut unique_names: Vec<Vec<String>> = Vec::new();
+        let mut declared_checks = Vec::new();
         for constraint in &create.constraints {
             match constraint {
                 ast::TableConstraint::PrimaryKey(pk) => primary_key.extend(key_names(&pk.columns, "PRIMARY KEY")?),
                 ast::TableConstraint::Unique(unique) => unique_names.push(key_names(&unique.columns, "UNIQUE")?),
+                ast::TableConstraint::Check(check) if check.enforced != Some(false) => {
+                    declared_checks.push(crate::constraints::DeclaredCheck { name: check.name.as_ref(), column: None, expr: &check.expr })
+                }
                 other => return Err(not_impl_err!("table constraint {other}")),
             }
         }
+        let mut defaults: Vec<Option<String>> = Vec::with_capacity(create.columns.len());
         let mut fields: Vec<Field> = Vec::new();
         for column in &create.columns {
             let column_name = normalize_ident(&column.name);
@@ -507,14 +512,29 @@ impl Connection {
             }
             let data_type = convert_data_type(&column.data_type)?;
             let mut nullable = true;
+            let mut default = None;
             for option in &column.options {
                 match &option.option {
                     ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => nullable = false,
                     ast::ColumnOption::Unique(_) => unique_names.push(vec![column_name.clone()]),
                     ast::ColumnOption::Null => {}
+                    ast::ColumnOption::Default(expr) => {
+                        if default.is_some() {
+                            return Err(bind_err!("multiple default values specified for column \"{column_name}\" of table \"{name}\""));
+                        }
+                        default = Some(crate::constraints::default_text(expr)?);
+                    }
+                    ast::ColumnOption::Check(check) if check.enforced != Some(false) => {
+                        declared_checks.push(crate::constraints::DeclaredCheck {
+                            name: option.name.as_ref().or(check.name.as_ref()),
+                            column: Some(column_name.clone()),
+                            expr: &check.expr,
+                        })
+                    }
                     other => return Err(not_impl_err!("column option {other}")),
                 }
             }
+            defaults.push(default);
             if primary_key.contains(&column_name) {
                 nullable = false;
             }
@@ -551,12 +571,16 @@ impl Connection {
                 unique.push(columns);
             }
         }
+        let checks = crate::constraints::name_checks(&name, &declared_checks)?;
         let table = Arc::new(
             Table::new(name, Schema::new(fields), self.settings.block_rows)
                 .packed(self.settings.packed_blocks)
                 .with_primary_key(key_columns)
-                .with_unique(unique),
+                .with_unique(unique)
+                .with_defaults(defaults)
+                .with_checks(checks),
         );
+        self.validate_defaults_and_checks(&table)?;
         self.db.commit(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }

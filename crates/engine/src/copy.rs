@@ -87,7 +87,7 @@ pub fn copy(
         return Err(bind_err!("COPY ... FROM needs a table, not a query"));
     };
     let table = conn.db.catalog.table(&object_name_to_table(table_name)?)?;
-    // The file holds the listed columns (all, by default); the others get NULL.
+    // The file holds the listed columns (all, by default); the others get their DEFAULT.
     let positions: Vec<usize> = if columns.is_empty() {
         (0..table.schema.len()).collect()
     } else {
@@ -100,6 +100,9 @@ pub fn copy(
             .collect::<Result<_>>()?
     };
     let file_fields: Vec<Field> = positions.iter().map(|&p| table.schema.fields[p].clone()).collect();
+    // The columns the file leaves out that have a DEFAULT (the others get NULL).
+    let defaulted: Vec<usize> = (0..table.schema.len()).filter(|c| !positions.contains(c) && table.default_of(*c).is_some()).collect();
+    let checker: &Connection = conn;
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
     let mut appender = table.appender()?;
@@ -124,7 +127,13 @@ pub fn copy(
         for (column, &position) in columns.into_iter().zip(&positions) {
             full[position] = column;
         }
+        if !defaulted.is_empty() && len > 0 {
+            for (column, &position) in checker.default_vectors(&table, &defaulted, len)?.into_iter().zip(&defaulted) {
+                full[position] = column;
+            }
+        }
         let chunk = conform_chunk(&table, DataChunk::new(full, len))?;
+        checker.check_constraints(&table, std::slice::from_ref(&chunk))?;
         appender.append(&chunk)
     };
     match file.format {

@@ -104,9 +104,6 @@ impl Connection {
         }
         let table = self.db.catalog.table(&name)?;
         let target = Target { table, name, alias: insert_alias(insert) };
-        let Some(source) = &insert.source else {
-            return Err(not_impl_err!("INSERT without VALUES or SELECT"));
-        };
         let columns: Vec<ast::Ident> = insert
             .columns
             .iter()
@@ -114,12 +111,21 @@ impl Connection {
             .collect::<Result<_>>()?;
         let functions = self.table_functions();
         let mut binder = self.binder(&functions);
-        let bound = binder.bind_insert_source(&target.table, &columns, source)?;
+        let bound = match &insert.source {
+            Some(source) => binder.bind_insert_source(&target.table, &columns, source)?,
+            // `DEFAULT VALUES`: one row of defaults.
+            None if columns.is_empty() => {
+                let all: Vec<usize> = (0..target.table.schema.len()).collect();
+                binder.bind_default_values(&target.table, &all, 1)?
+            }
+            None => return Err(not_impl_err!("INSERT without VALUES or SELECT")),
+        };
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?.into_iter().map(|chunk| conform_chunk(&target.table, chunk)).collect::<Result<Vec<_>>>()?;
         let mut writer = self.table_writer(&target.table)?;
         let (rows, count) = match &insert.on {
             None => {
+                self.check_constraints(&target.table, &chunks)?;
                 if insert.returning.is_none() {
                     for chunk in &chunks {
                         writer.append(chunk)?;
@@ -131,7 +137,11 @@ impl Connection {
                 let count = chunks.iter().map(DataChunk::physical_len).sum();
                 (concat_chunks(&target.table, &chunks), count)
             }
-            Some(ast::OnInsert::OnConflict(on_conflict)) => self.upsert(&target, &mut writer, &chunks, on_conflict)?,
+            Some(ast::OnInsert::OnConflict(on_conflict)) => {
+                let (rows, count) = self.upsert(&target, &mut writer, &chunks, on_conflict)?;
+                self.check_constraints(&target.table, &[DataChunk::new(rows.clone(), count)])?;
+                (rows, count)
+            }
             Some(_) => return Err(not_impl_err!("INSERT ... ON DUPLICATE KEY UPDATE (use ON CONFLICT ... DO UPDATE)")),
         };
         let returned = match &insert.returning {
@@ -574,6 +584,7 @@ impl Connection {
                 ast::MergeAction::DoNothing { .. } => {}
             }
         }
+        self.check_constraints(&target.table, &new_chunks)?;
         // Rows changed: each modified target row (updated or deleted) and each inserted one.
         let updated = modified.len() - deleted_rows.len();
         let count = new_chunks.iter().map(DataChunk::physical_len).sum::<usize>() - updated + modified.len();
@@ -765,6 +776,7 @@ impl Connection {
             let columns: Vec<Vector> = chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect();
             new_rows.push(conform_chunk(&target.table, DataChunk::new(columns, len))?);
         }
+        self.check_constraints(&target.table, &new_rows)?;
         let returned = match &update.returning {
             Some(items) => {
                 let count = row_ids.len();
@@ -1003,7 +1015,11 @@ fn concat_vectors(table: &Table, parts: &[Vec<Vector>]) -> Vec<Vector> {
 }
 
 /// `SELECT projection FROM from WHERE selection`.
-fn select_query(projection: Vec<ast::SelectItem>, from: Vec<ast::TableWithJoins>, selection: Option<ast::Expr>) -> Result<ast::Query> {
+pub(crate) fn select_query(
+    projection: Vec<ast::SelectItem>,
+    from: Vec<ast::TableWithJoins>,
+    selection: Option<ast::Expr>,
+) -> Result<ast::Query> {
     // A parsed template with its parts replaced: the syntax tree's structs have many
     // fields for other dialects.
     let mut query = parsed_query("SELECT 1")?;
@@ -1016,7 +1032,7 @@ fn select_query(projection: Vec<ast::SelectItem>, from: Vec<ast::TableWithJoins>
     Ok(query)
 }
 
-fn parsed_query(sql: &str) -> Result<ast::Query> {
+pub(crate) fn parsed_query(sql: &str) -> Result<ast::Query> {
     match apiary_sql::parser::parse_sql(sql)?.pop() {
         Some(ast::Statement::Query(query)) => Ok(*query),
         _ => Err(internal_err!("{sql} does not parse as a query")),

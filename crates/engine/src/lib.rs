@@ -31,6 +31,7 @@
 
 mod arrow_convert;
 mod connection;
+mod constraints;
 mod copy;
 mod csv;
 mod database;

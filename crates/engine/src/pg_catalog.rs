@@ -322,6 +322,8 @@ fn sorted_views(catalog: &Catalog) -> Vec<Arc<View>> {
 struct Relation {
     name: String,
     fields: Vec<Field>,
+    /// Each column's DEFAULT (SQL text), for a table.
+    defaults: Vec<Option<String>>,
     /// `None` for a view.
     rows: Option<usize>,
 }
@@ -337,9 +339,15 @@ fn relations(catalog: &Catalog) -> Vec<Relation> {
     let tables = sorted_tables(catalog).into_iter().map(|t| Relation {
         name: t.name.clone(),
         fields: t.schema.fields.clone(),
+        defaults: (0..t.schema.len()).map(|c| t.default_of(c).map(str::to_string)).collect(),
         rows: Some(t.row_count()),
     });
-    let views = sorted_views(catalog).into_iter().map(|v| Relation { name: v.name.clone(), fields: v.columns.clone(), rows: None });
+    let views = sorted_views(catalog).into_iter().map(|v| Relation {
+        name: v.name.clone(),
+        fields: v.columns.clone(),
+        defaults: Vec::new(),
+        rows: None,
+    });
     tables.chain(views).collect()
 }
 
@@ -668,7 +676,7 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
                         text(&relation.name),
                         text(&field.name),
                         int(i32::try_from(idx + 1).unwrap_or(i32::MAX)),
-                        NULL,
+                        relation.defaults.get(idx).and_then(|d| d.as_deref()).map_or(NULL, text),
                         text(if field.nullable { "YES" } else { "NO" }),
                         text(pg.sql_name),
                         opt(length),

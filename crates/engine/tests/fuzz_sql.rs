@@ -1243,6 +1243,7 @@ fn run_statement(conn: &mut Connection, sql: &str) -> Verdict {
             | E::Constraint(_)
             | E::UniqueViolation(_)
             | E::NotNullViolation(_)
+            | E::CheckViolation(_)
             | E::StringTooLong(_)
             | E::CardinalityViolation(_)
             | E::Resource(_) => "execution error",

@@ -750,5 +750,62 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
     drop(db);
     let db = Database::open(&path).unwrap();
     assert_eq!(scalar(&db, "SELECT count(*) FROM t"), ScalarValue::Int64(0));
-    assert_eq!(header_version(&path), 5, "a block with deleted rows needs format 5");
+    assert!(header_version(&path) >= 5, "a block with deleted rows needs format 5");
+}
+
+/// DEFAULT expressions and CHECK constraints survive the log and checkpoints (a file of
+/// format 5 is raised to 6 before the first such table is logged), and COPY fills the
+/// columns a file leaves out with their defaults and checks the rows it loads.
+#[test]
+fn defaults_and_checks_survive_reopening_and_serve_copy() {
+    let dir = scratch("defaults");
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE plain (a INTEGER); INSERT INTO plain VALUES (1)");
+    }
+    set_header_version(&path, 5);
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "INSERT INTO plain VALUES (2); CHECKPOINT");
+    }
+    assert_eq!(header_version(&path), 5, "nothing format 6 needs was written");
+    let create = "CREATE TABLE t (id INTEGER, label VARCHAR DEFAULT 'dflt', qty INTEGER DEFAULT 7 CHECK (qty > 0), \
+                  CONSTRAINT small CHECK (qty < 1000))";
+    let csv = dir.join("rows.csv");
+    std::fs::write(&csv, "1\n2\n3\n").unwrap();
+    let bad_csv = dir.join("bad.csv");
+    std::fs::write(&bad_csv, "4,-1\n").unwrap();
+    let check = |db: &Database| {
+        run(db, "INSERT INTO t (id) VALUES (100)");
+        assert!(matches!(db.connect().execute("INSERT INTO t (id, qty) VALUES (101, 0)"), Err(ApiaryError::CheckViolation(_))));
+        assert!(
+            matches!(db.connect().execute("UPDATE t SET qty = 5000"), Err(e) if e.to_string().contains("\"small\"")),
+            "the table constraint keeps its name"
+        );
+        run(db, "DELETE FROM t WHERE id = 100");
+    };
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, create);
+        assert_eq!(header_version(&path), 6, "raised before the table went into the log");
+        run(&db, &format!("COPY t (id) FROM '{}' (HEADER false)", csv.display()));
+        let error = db.connect().execute(&format!("COPY t (id, qty) FROM '{}' (HEADER false)", bad_csv.display())).unwrap_err();
+        assert_eq!(error.sqlstate(), "23514", "{error}");
+        check(&db);
+        // A crash now: the copy replays the table's definition from the log.
+        let crashed = dir.join("crashed.apiary");
+        std::fs::copy(&path, &crashed).unwrap();
+        std::fs::copy(dir.join("db.apiary.wal"), dir.join("crashed.apiary.wal")).unwrap();
+        let recovered = Database::open(&crashed).unwrap();
+        assert_eq!(query(&recovered, "SELECT count(*) FROM t").len(), 1);
+        check(&recovered);
+    }
+    let expected = vec![vec![ScalarValue::Int64(3), ScalarValue::Int64(21), ScalarValue::Utf8("dflt".into())]];
+    let state = "SELECT count(*), sum(qty), min(label) FROM t";
+    // Closing folded the log into the file.
+    let db = Database::open(&path).unwrap();
+    assert_eq!(query(&db, state), expected);
+    check(&db);
+    let _ = std::fs::remove_dir_all(&dir);
 }

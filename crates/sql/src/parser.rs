@@ -277,6 +277,43 @@ fn frame_exclusions_as_markers(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithS
     tokens
 }
 
+/// An expression kept as SQL text (a DEFAULT or CHECK of a table): the text that parses
+/// back as `expr` ([`parse_expression`]).
+pub fn expression_text(expr: &Expr) -> Result<String> {
+    let mut query = match parse_sql("SELECT 1")?.pop() {
+        Some(Statement::Query(query)) => *query,
+        _ => return Err(apiary_common::internal_err!("SELECT 1 does not parse as a query")),
+    };
+    if let sqlparser::ast::SetExpr::Select(select) = query.body.as_mut() {
+        select.projection = vec![sqlparser::ast::SelectItem::UnnamedExpr(expr.clone())];
+    }
+    let query = printable_query(&query);
+    let text = match query.body.as_ref() {
+        sqlparser::ast::SetExpr::Select(select) => match select.projection.as_slice() {
+            [sqlparser::ast::SelectItem::UnnamedExpr(printable)] => printable.to_string(),
+            _ => return Err(apiary_common::internal_err!("the expression was lost")),
+        },
+        _ => return Err(apiary_common::internal_err!("the expression was lost")),
+    };
+    match parse_expression(&text) {
+        Ok(back) if back == *expr || back.to_string() == text => Ok(text),
+        _ => Err(apiary_common::internal_err!("the expression {expr} does not print as SQL that reads back as it: {text}")),
+    }
+}
+
+/// Parses an expression kept as SQL text (see [`expression_text`]).
+pub fn parse_expression(sql: &str) -> Result<Expr> {
+    let statement = parse_sql(&format!("SELECT {sql}"))?.pop();
+    if let Some(Statement::Query(query)) = statement {
+        if let sqlparser::ast::SetExpr::Select(select) = *query.body {
+            if let [sqlparser::ast::SelectItem::UnnamedExpr(expr)] = select.projection.as_slice() {
+                return Ok(expr.clone());
+            }
+        }
+    }
+    Err(apiary_common::internal_err!("{sql} does not parse as one expression"))
+}
+
 /// Whether a `CALL` statement is `CHECKPOINT`.
 /// `query` with the operand of every unary minus that prints starting with a minus put in
 /// parentheses: sqlparser prints `- (- x)` as `--x`, which reads back as a comment (a

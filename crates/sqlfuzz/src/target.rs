@@ -210,6 +210,7 @@ pub fn classify(error: &ApiaryError) -> ErrorKind {
         | ApiaryError::Constraint(_)
         | ApiaryError::UniqueViolation(_)
         | ApiaryError::NotNullViolation(_)
+        | ApiaryError::CheckViolation(_)
         | ApiaryError::StringTooLong(_)
         | ApiaryError::CardinalityViolation(_) => ErrorKind::Runtime,
         _ => ErrorKind::Rejected,

@@ -28,7 +28,7 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
 /// views, format 3 no TIMESTAMPTZ or TIME columns, format 4 no deleted rows).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -42,6 +42,10 @@ pub const TIME_ZONE_TYPES_FORMAT_VERSION: u32 = 4;
 /// The format that added deleted rows to blocks (DELETE, UPDATE), raised the same way
 /// before a block with deleted rows is written.
 pub const DELETIONS_FORMAT_VERSION: u32 = 5;
+
+/// The first format whose table definitions may hold DEFAULT expressions and CHECK
+/// constraints.
+pub const DEFAULTS_AND_CHECKS_FORMAT_VERSION: u32 = 6;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;
@@ -171,7 +175,7 @@ impl DatabaseFile {
         let length = file.metadata().map_err(|e| io_error(path, "cannot read", e))?.len();
         let database = DatabaseFile { path: path.to_path_buf(), file, pool, space: Mutex::default(), format: FORMAT_VERSION.into() };
         let root = if length == 0 {
-            database.write_header(FORMAT_VERSION)?;
+            database.write_header(FORMAT_VERSION, true)?;
             sync_parent_directory(path)?;
             None
         } else {
@@ -183,13 +187,15 @@ impl DatabaseFile {
         Ok((Arc::new(database), root))
     }
 
-    fn write_header(&self, version: u32) -> Result<()> {
+    /// Writes the header block. A new file gets empty root slots with it; an existing
+    /// file's root slots are left alone (they hold its last checkpoint).
+    fn write_header(&self, version: u32, new_file: bool) -> Result<()> {
         let mut writer = Writer::new();
         writer.bytes.extend_from_slice(MAGIC);
         writer.u32(version);
         let sum = checksum(&writer.bytes);
         writer.u64(sum);
-        writer.bytes.resize(DATA_START as usize, 0);
+        writer.bytes.resize(if new_file { DATA_START } else { SLOT_SIZE } as usize, 0);
         self.write_at(&writer.bytes, 0)?;
         self.sync()
     }
@@ -201,7 +207,7 @@ impl DatabaseFile {
         if self.format.load(std::sync::atomic::Ordering::Relaxed) >= version {
             return Ok(());
         }
-        self.write_header(version)?;
+        self.write_header(version, false)?;
         self.format.store(version, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }

@@ -42,5 +42,5 @@ pub use catalog::Catalog;
 pub use pool::BufferPool;
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
-pub use table::{Compaction, DeferredColumnStats, DeferredRows, PreparedAppend, Table, TableAppender, TableData};
+pub use table::{CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, PreparedAppend, Table, TableAppender, TableData};
 pub use view::View;

@@ -92,17 +92,45 @@ fn io_error(path: &Path, action: &str, e: std::io::Error) -> ApiaryError {
 /// format-1 table definition never has it).
 const HAS_UNIQUE_CONSTRAINTS: u32 = 1 << 31;
 
+/// Set in the primary-key count when DEFAULT expressions and CHECK constraints follow
+/// (format 6).
+const HAS_DEFAULTS_OR_CHECKS: u32 = 1 << 30;
+
+/// Whether a table's definition needs format 6 (DEFAULT expressions, CHECK constraints).
+fn has_defaults_or_checks(table: &Table) -> bool {
+    !table.defaults.is_empty() || !table.checks.is_empty()
+}
+
 fn table_definition(writer: &mut Writer, table: &Table) {
     writer.str(&table.name);
     writer.schema(&table.schema);
-    let flag = if table.unique.is_empty() { 0 } else { HAS_UNIQUE_CONSTRAINTS };
-    writer.u32(table.primary_key.len() as u32 | flag);
+    let mut flags = if table.unique.is_empty() { 0 } else { HAS_UNIQUE_CONSTRAINTS };
+    if has_defaults_or_checks(table) {
+        flags |= HAS_DEFAULTS_OR_CHECKS;
+    }
+    writer.u32(table.primary_key.len() as u32 | flags);
     table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
     if !table.unique.is_empty() {
         writer.u32(table.unique.len() as u32);
         for constraint in &table.unique {
             writer.u32(constraint.len() as u32);
             constraint.iter().for_each(|&c| writer.u32(c as u32));
+        }
+    }
+    if has_defaults_or_checks(table) {
+        for column in 0..table.schema.len() {
+            match table.default_of(column) {
+                Some(sql) => {
+                    writer.u8(1);
+                    writer.str(sql);
+                }
+                None => writer.u8(0),
+            }
+        }
+        writer.u32(table.checks.len() as u32);
+        for check in &table.checks {
+            writer.str(&check.name);
+            writer.str(&check.sql);
         }
     }
     writer.u64(table.block_rows as u64);
@@ -148,7 +176,7 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
     let name = reader.str()?;
     let schema = reader.schema()?;
     let key_field = reader.u32()?;
-    let key = read_key_columns(reader, (key_field & !HAS_UNIQUE_CONSTRAINTS) as usize, schema.len())?;
+    let key = read_key_columns(reader, (key_field & !(HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS)) as usize, schema.len())?;
     let mut unique = Vec::new();
     if key_field & HAS_UNIQUE_CONSTRAINTS != 0 {
         let count = reader.u32()? as usize;
@@ -160,11 +188,32 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
             unique.push(read_key_columns(reader, columns, schema.len())?);
         }
     }
+    let mut defaults = Vec::new();
+    let mut checks = Vec::new();
+    if key_field & HAS_DEFAULTS_OR_CHECKS != 0 {
+        for _ in 0..schema.len() {
+            defaults.push(match reader.u8()? {
+                0 => None,
+                1 => Some(reader.str()?),
+                other => return Err(reader.corrupt(&format!("invalid DEFAULT marker {other}"))),
+            });
+        }
+        let count = reader.u32()? as usize;
+        // Each check takes at least its two 8-byte lengths.
+        if count.saturating_mul(16) > reader.len_left() {
+            return Err(reader.corrupt("more CHECK constraints than bytes"));
+        }
+        for _ in 0..count {
+            let name = reader.str()?;
+            let sql = reader.str()?;
+            checks.push(crate::table::CheckConstraint { name, sql });
+        }
+    }
     let block_rows = reader.u64()?;
     if block_rows == 0 || block_rows > MAX_STRIPE_ROWS as u64 {
         return Err(reader.corrupt(&format!("invalid block size {block_rows}")));
     }
-    Ok(Table::new(name, schema, block_rows as usize).with_primary_key(key).with_unique(unique))
+    Ok(Table::new(name, schema, block_rows as usize).with_primary_key(key).with_unique(unique).with_defaults(defaults).with_checks(checks))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {
@@ -278,6 +327,9 @@ impl CommitGuard<'_> {
         if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_time_zone_types(table))) {
             self.store.file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
         }
+        if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_defaults_or_checks(table))) {
+            self.store.file.require_format(crate::file::DEFAULTS_AND_CHECKS_FORMAT_VERSION)?;
+        }
         let mut writer = Writer::new();
         writer.u32(entries.len() as u32);
         for entry in entries {
@@ -347,6 +399,9 @@ impl CommitGuard<'_> {
         }
         if tables.iter().any(|(_, data)| data.blocks.iter().any(|b| b.deleted.is_some())) {
             file.require_format(crate::file::DELETIONS_FORMAT_VERSION)?;
+        }
+        if tables.iter().any(|(table, _)| has_defaults_or_checks(table)) {
+            file.require_format(crate::file::DEFAULTS_AND_CHECKS_FORMAT_VERSION)?;
         }
         // 1. Stripes not yet in the file, encoded and written in parallel.
         let mut pending = Vec::new();

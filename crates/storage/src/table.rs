@@ -71,6 +71,11 @@ pub struct Table {
     /// UNIQUE constraints other than the primary key (column positions each); rows with a
     /// NULL in the key are exempt, as in PostgreSQL.
     pub unique: Vec<Vec<usize>>,
+    /// Each column's DEFAULT expression as SQL text (`None`: NULL); empty when no column
+    /// has one. The engine binds it where an INSERT leaves the column out.
+    pub defaults: Vec<Option<String>>,
+    /// CHECK constraints: every row stored makes each one true or NULL.
+    pub checks: Vec<CheckConstraint>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -88,6 +93,15 @@ pub struct Table {
     /// ([`crate::packed`]; `SET packed_blocks`). Stripes loaded from a database file
     /// are packed either way.
     pub packed: bool,
+}
+
+/// A CHECK constraint: its name (PostgreSQL's: `t_c_check` for one on column `c`,
+/// `t_check` for a table constraint, unless named) and its condition as SQL text over the
+/// table's columns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckConstraint {
+    pub name: String,
+    pub sql: String,
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
@@ -164,6 +178,8 @@ impl Table {
             block_rows: block_rows.max(1),
             primary_key: Vec::new(),
             unique: Vec::new(),
+            defaults: Vec::new(),
+            checks: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -219,6 +235,23 @@ impl Table {
     pub fn with_unique(mut self, constraints: Vec<Vec<usize>>) -> Table {
         self.unique = constraints;
         self
+    }
+
+    /// Declares the columns' DEFAULT expressions (SQL text, one per column or none).
+    pub fn with_defaults(mut self, defaults: Vec<Option<String>>) -> Table {
+        self.defaults = if defaults.iter().all(Option::is_none) { Vec::new() } else { defaults };
+        self
+    }
+
+    /// Declares CHECK constraints.
+    pub fn with_checks(mut self, checks: Vec<CheckConstraint>) -> Table {
+        self.checks = checks;
+        self
+    }
+
+    /// The DEFAULT expression of column `column` (SQL text), if it has one.
+    pub fn default_of(&self, column: usize) -> Option<&str> {
+        self.defaults.get(column).and_then(|d| d.as_deref())
     }
 
     /// Every key constraint: (columns, whether it is the primary key), the primary key first.
@@ -355,6 +388,8 @@ impl Table {
             block_rows: self.block_rows,
             primary_key: self.primary_key.clone(),
             unique: self.unique.clone(),
+            defaults: self.defaults.clone(),
+            checks: self.checks.clone(),
             data: RwLock::new(data),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),

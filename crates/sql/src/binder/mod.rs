@@ -39,7 +39,7 @@ use apiary_storage::{Catalog, Table};
 use apiary_types::{DataType, ScalarValue, TimeZone};
 use sqlparser::ast;
 
-use crate::expr::{AggregateCall, ColumnId, ColumnRef};
+use crate::expr::{AggregateCall, ColumnId, ColumnRef, Expr};
 use crate::plan::LogicalPlan;
 
 pub use function::{is_aggregate_function, sum_type};
@@ -474,13 +474,47 @@ impl<'a> Binder<'a> {
                     let source = columns[source_idx].1.expr();
                     self.assignment_cast(source, &field.data_type, &field.name)?
                 }
-                None => crate::expr::Expr::Literal(ScalarValue::Null, field.data_type),
+                None => self.column_default(table, field_idx)?,
             };
             let output = self.new_column(&field.name, field.data_type, true);
             exprs.push((expr, output));
         }
         let plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
         let names = table.schema.fields.iter().map(|f| f.name.clone()).collect();
+        Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
+    }
+
+    /// The value an INSERT gives a column it leaves out: its DEFAULT expression converted
+    /// to the column's type (evaluated per row: `DEFAULT random()` differs row by row), or
+    /// NULL.
+    fn column_default(&mut self, table: &Table, column: usize) -> Result<Expr> {
+        let field = &table.schema.fields[column];
+        let Some(sql) = table.default_of(column) else {
+            return Ok(Expr::Literal(ScalarValue::Null, field.data_type));
+        };
+        let expr = crate::parser::parse_expression(sql)?;
+        let bound = self.bind_expr(&expr, &Scope::default())?;
+        self.assignment_cast(bound, &field.data_type, &field.name)
+    }
+
+    /// Binds `rows` rows of the defaults of `columns` of `table` (`INSERT INTO table
+    /// DEFAULT VALUES`: one row of every column's; COPY: the columns the file leaves out).
+    pub fn bind_default_values(&mut self, table: &Table, columns: &[usize], rows: usize) -> Result<BoundStatement> {
+        // Rows (of a column nobody reads) to compute the defaults on.
+        let source = if rows == 1 { "SELECT 1".to_string() } else { format!("SELECT 1 FROM generate_series(1, {rows})") };
+        let source = match crate::parser::parse_sql(&source)?.pop() {
+            Some(ast::Statement::Query(query)) => *query,
+            _ => return Err(internal_err!("{source} does not parse as a query")),
+        };
+        let (plan, _) = self.bind_query_body(&source)?;
+        let mut exprs = Vec::with_capacity(columns.len());
+        for &column in columns {
+            let field = &table.schema.fields[column];
+            let expr = self.column_default(table, column)?;
+            exprs.push((expr, self.new_column(&field.name, field.data_type, true)));
+        }
+        let plan = LogicalPlan::Project { exprs, input: Box::new(plan) };
+        let names = columns.iter().map(|&c| table.schema.fields[c].name.clone()).collect();
         Ok(BoundStatement { plan, names, next_column_id: self.next_column_id })
     }
 
