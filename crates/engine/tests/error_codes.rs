@@ -43,10 +43,11 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 }
 
 /// Errors of changing data carry PostgreSQL's SQLSTATEs: a duplicate key 23505, a NULL
-/// in a NOT NULL column or primary key 23502, a string longer than its column 22001, a
-/// column assigned twice 42601, an unknown table 42P01, a statement in a failed
-/// transaction block 25P02; an ON CONFLICT DO UPDATE changing a row twice (or a scalar
-/// subquery with several rows, a MERGE changing a row twice) 21000, a conflict target no constraint matches 42P10.
+/// in a NOT NULL column or primary key 23502, a CHECK constraint false for a row 23514,
+/// a string longer than its column 22001, a column assigned twice 42601, an unknown table
+/// 42P01, a statement in a failed transaction block 25P02, a row changed twice by ON
+/// CONFLICT DO UPDATE or MERGE (or a scalar subquery with several rows) 21000, a conflict
+/// target no constraint matches 42P10, a subquery in a DEFAULT 0A000.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
@@ -66,6 +67,8 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT (name) DO NOTHING", "42P10"),
         ("INSERT INTO k VALUES (5, 'x', 5) ON CONFLICT DO UPDATE SET u = 0", "42601"),
         ("SELECT (SELECT id FROM k)", "21000"),
+        ("CREATE TABLE c (a INTEGER CHECK (a > 0)); INSERT INTO c VALUES (0)", "23514"),
+        ("CREATE TABLE d (a INTEGER DEFAULT (SELECT 1))", "0A000"),
         ("MERGE INTO k USING (VALUES (1), (1)) AS s(id) ON k.id = s.id WHEN MATCHED THEN DELETE", "21000"),
     ];
     for (sql, expected) in cases {
