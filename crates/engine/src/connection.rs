@@ -258,6 +258,7 @@ impl Connection {
             S::Delete(delete) => self.delete(delete),
             S::Update(update) => self.update(update),
             S::Merge(merge) => self.merge(merge),
+            S::AlterTable(alter) => self.alter_table(alter),
             S::Truncate(truncate) => self.truncate(truncate),
             S::Copy { source, to, target, options, legacy_options, values } => {
                 if !values.is_empty() || !legacy_options.is_empty() {

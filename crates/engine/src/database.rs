@@ -132,6 +132,8 @@ pub(crate) enum Change<'a> {
     /// CREATE VIEW; with `replace`, a view of that name is replaced if the new one keeps
     /// its columns (CREATE OR REPLACE VIEW).
     CreateView { view: Arc<View>, replace: bool },
+    /// ALTER TABLE: `new` (with its rows) takes the place of `old`.
+    Replace { old: Arc<Table>, new: Arc<Table> },
 }
 
 impl DatabaseInner {
@@ -171,6 +173,10 @@ impl DatabaseInner {
             }
             Change::CreateView { view, .. } => {
                 self.catalog.put_view(view)?;
+                0
+            }
+            Change::Replace { old, new } => {
+                self.catalog.replace_table(&old.name, new)?;
                 0
             }
         };
@@ -226,6 +232,15 @@ impl DatabaseInner {
                     }
                 }
                 Ok(Change::CreateView { view, replace })
+            }
+            Change::Replace { old, new } => {
+                if !self.catalog.get_table(&old.name).is_some_and(|current| Arc::ptr_eq(&current, &old)) {
+                    return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile", old.name)));
+                }
+                if new.name != old.name && (self.catalog.get_table(&new.name).is_some() || self.catalog.get_view(&new.name).is_some()) {
+                    return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", new.name)));
+                }
+                Ok(Change::Replace { old, new })
             }
             Change::Drop { tables, mut views, cascade } => {
                 let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
@@ -318,6 +333,13 @@ impl DatabaseInner {
                 guard.log(&views.chain(tables.iter().map(|n| LogEntry::DropTable(n.clone()))).collect::<Vec<_>>())
             }
             Change::CreateView { view, .. } => guard.log(&[LogEntry::CreateView(Arc::clone(view))]),
+            // A new definition and rewritten rows: a checkpoint (shared stripes already in
+            // the file are not written again).
+            Change::Replace { old, new } => {
+                let mut state = self.committed_state(&[old.name.as_str()]);
+                state.push((Arc::clone(new), new.snapshot()));
+                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+            }
         }
     }
 

@@ -29,6 +29,7 @@
 //! pg_catalog                                pg_class, pg_attribute, information_schema, ...
 //! ```
 
+mod alter;
 mod arrow_convert;
 mod connection;
 mod constraints;

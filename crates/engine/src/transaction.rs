@@ -202,7 +202,18 @@ impl Connection {
                 transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
                 table.private_writer(transaction.contents(table))
             }
-            None => table.appender(),
+            None => {
+                let writer = table.appender()?;
+                // An ALTER or DROP may have replaced the table while this statement waited
+                // for its writer: its rows would go to a table no one reads.
+                if !self.db.catalog.get_table(&table.name).is_some_and(|current| Arc::ptr_eq(&current, table)) {
+                    return Err(ApiaryError::Serialization(format!(
+                        "table \"{}\" was altered or dropped while this statement waited for it; run it again",
+                        table.name
+                    )));
+                }
+                Ok(writer)
+            }
         }
     }
 
@@ -235,20 +246,17 @@ impl Connection {
         if transaction.written.is_empty() {
             return Ok(QueryResult::statement(None));
         }
-        let mut tables = Vec::with_capacity(transaction.written.len());
-        for name in transaction.written.keys() {
-            let (table, _) = &transaction.snapshot[name];
-            match self.db.catalog.get_table(name) {
-                Some(current) if Arc::ptr_eq(&current, table) => tables.push(current),
-                _ => return Err(ApiaryError::Serialization(format!("table \"{name}\" was dropped or replaced by another transaction"))),
-            }
-        }
         // Writers in name order (`written` is sorted): two commits never wait for each other
-        // in a cycle; a statement outside a block holds one writer at a time.
-        let mut prepared = Vec::with_capacity(tables.len());
-        for (table, (name, private)) in tables.iter().zip(&transaction.written) {
-            let (_, base) = &transaction.snapshot[name];
+        // in a cycle; a statement outside a block holds one writer at a time. The table must
+        // still be the catalog's once its writer is held (an ALTER or DROP replaces it
+        // holding the writer).
+        let mut prepared = Vec::with_capacity(transaction.written.len());
+        for (name, private) in &transaction.written {
+            let (table, base) = &transaction.snapshot[name];
             let mut writer = table.appender()?;
+            if !self.db.catalog.get_table(name).is_some_and(|current| Arc::ptr_eq(&current, table)) {
+                return Err(ApiaryError::Serialization(format!("table \"{name}\" was dropped or altered by another transaction")));
+            }
             replay(&mut writer, base, private, transaction.truncated.contains(name))?;
             prepared.push((table, writer.prepare()?));
         }

@@ -223,6 +223,18 @@ fn a_query_sees_a_commit_of_several_tables_whole_or_not_at_all() {
     assert!(reads >= 20);
 }
 
+/// A transaction that changed a table another connection then altered fails at COMMIT
+/// (40001) instead of writing rows of the old shape into a table no one reads.
+#[test]
+fn a_commit_after_an_alter_of_its_table_is_a_serialization_failure() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; UPDATE acct SET balance = balance + 1 WHERE id = 1");
+    run(&mut b, "ALTER TABLE acct ADD COLUMN note VARCHAR DEFAULT 'x'");
+    let error = a.execute("COMMIT").unwrap_err();
+    assert_eq!(error.sqlstate(), "40001", "{error}");
+    assert_eq!(ints(&mut b, "SELECT count(*) FROM acct WHERE note = 'x'"), [ints(&mut b, "SELECT count(*) FROM acct")[0]]);
+}
+
 /// Clients move money between accounts in transactions (read both balances, update
 /// both), retrying on serialization failures; each records the transfers that committed.
 /// The final balances must be the initial ones plus exactly the committed transfers (no

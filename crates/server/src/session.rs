@@ -1195,6 +1195,7 @@ fn command_tag(statement: &ast::Statement, rows: Option<u64>) -> String {
         S::Update(_) => format!("UPDATE {rows}"),
         S::Merge(_) => format!("MERGE {rows}"),
         S::Truncate(_) => "TRUNCATE TABLE".to_string(),
+        S::AlterTable(_) => "ALTER TABLE".to_string(),
         S::CreateTable(create) if create.query.is_some() => format!("SELECT {rows}"),
         S::CreateTable(_) => "CREATE TABLE".to_string(),
         S::CreateView(_) => "CREATE VIEW".to_string(),

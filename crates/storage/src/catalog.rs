@@ -19,7 +19,7 @@ use crate::view::View;
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     views: RwLock<BTreeMap<String, Arc<View>>>,
-    /// Bumped by every CREATE and DROP: a plan made at an older version may name tables
+    /// Bumped by every CREATE, DROP and ALTER: a plan made at an older version may name tables
     /// that are gone or miss new ones (prepared statements plan again).
     version: AtomicU64,
 }
@@ -66,6 +66,23 @@ impl Catalog {
         let dropped = self.tables.write().unwrap_or_else(|e| e.into_inner()).remove(name);
         self.version.fetch_add(1, Ordering::Relaxed);
         dropped
+    }
+
+    /// Puts `table` in the place of the table `old` (ALTER TABLE; `table` may have a new
+    /// name, which must be free).
+    pub fn replace_table(&self, old: &str, table: Arc<Table>) -> Result<()> {
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        if table.name != old
+            && (tables.contains_key(&table.name) || self.views.read().unwrap_or_else(|e| e.into_inner()).contains_key(&table.name))
+        {
+            return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", table.name)));
+        }
+        if tables.remove(old).is_none() {
+            return Err(ApiaryError::Catalog(format!("table \"{old}\" does not exist")));
+        }
+        tables.insert(table.name.clone(), table);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Changes with every CREATE and DROP.

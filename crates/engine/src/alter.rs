@@ -1,0 +1,392 @@
+//! ALTER TABLE: RENAME TO, RENAME COLUMN, ADD COLUMN, DROP COLUMN, and ALTER COLUMN
+//! SET/DROP DEFAULT, SET/DROP NOT NULL, TYPE.
+//!
+//! The statement takes the table's writer (so no row changes meanwhile), builds the new
+//! table from the old one's blocks — stripes of untouched columns are shared, an added
+//! column gets a stripe per block of its defaults, a retyped column one of its converted
+//! values, deleted rows are dropped first — and replaces the table in the catalog in one
+//! step (`Change::Replace`: made durable by a checkpoint). All operations of one statement
+//! apply together or not at all. Statements waiting for the old table's writer fail with
+//! 40001 once they get it (the table they would change is gone); a transaction that
+//! changed the table fails at COMMIT the same way.
+//!
+//! Views store their query as text and their columns as created, so an ALTER that changes
+//! the table's name or columns is refused while a view reads the table.
+
+use std::sync::Arc;
+
+use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
+use apiary_execution::expr::cast_vector;
+use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
+use apiary_sql::parser::{expression_text, parse_expression};
+use apiary_storage::{Block, CheckConstraint, ColumnStripe, Table, TableData, TableStats};
+use apiary_types::{DataChunk, Field, Schema, Vector};
+use sqlparser::ast;
+
+use crate::connection::Connection;
+use crate::database::Change;
+use crate::result::QueryResult;
+
+/// The table being built by an ALTER TABLE.
+struct Draft {
+    name: String,
+    fields: Vec<Field>,
+    primary_key: Vec<usize>,
+    unique: Vec<Vec<usize>>,
+    defaults: Vec<Option<String>>,
+    checks: Vec<CheckConstraint>,
+    /// Each block's row count and stripes (no deleted rows).
+    blocks: Vec<(usize, Vec<Arc<ColumnStripe>>)>,
+    stats: TableStats,
+    block_rows: usize,
+    packed: bool,
+    layout: u64,
+    /// The stored rows must be checked against the constraints again (a column added or
+    /// converted, NOT NULL set).
+    recheck: bool,
+}
+
+impl Draft {
+    fn of(table: &Table, data: &TableData) -> Result<Draft> {
+        let mut stats = data.stats.clone();
+        let mut blocks = Vec::with_capacity(data.blocks.len());
+        for block in &data.blocks {
+            if !block.has_deleted(0, block.row_count) {
+                blocks.push((block.row_count, block.columns.clone()));
+                continue;
+            }
+            stats.remove_block(block);
+            let live: Vec<u32> = (0..block.row_count as u32).filter(|&r| !block.is_deleted(r as usize)).collect();
+            if live.is_empty() {
+                continue;
+            }
+            let columns = block.gather(&live)?;
+            let compacted = Block::sealed(columns.clone(), table.packed);
+            stats.add_block(&compacted, &columns, true);
+            blocks.push((compacted.row_count, compacted.columns.clone()));
+        }
+        Ok(Draft {
+            name: table.name.clone(),
+            fields: table.schema.fields.clone(),
+            primary_key: table.primary_key.clone(),
+            unique: table.unique.clone(),
+            defaults: (0..table.schema.len()).map(|c| table.default_of(c).map(str::to_string)).collect(),
+            checks: table.checks.clone(),
+            blocks,
+            stats,
+            block_rows: table.block_rows,
+            packed: table.packed,
+            layout: data.layout,
+            recheck: false,
+        })
+    }
+
+    /// The table as drafted so far (its definition, and its rows unless `with_rows` is false).
+    fn table(&self, with_rows: bool) -> Table {
+        let table = Table::new(self.name.clone(), Schema::new(self.fields.clone()), self.block_rows)
+            .packed(self.packed)
+            .with_primary_key(self.primary_key.clone())
+            .with_unique(self.unique.clone())
+            .with_defaults(self.defaults.clone())
+            .with_checks(self.checks.clone());
+        if !with_rows {
+            return table;
+        }
+        let blocks = self.blocks.iter().map(|(rows, stripes)| Arc::new(Block::from_stripes(*rows, stripes.clone(), None))).collect();
+        // A new layout: row ids of the old table (a transaction's deletions) do not apply.
+        table.with_data(TableData { blocks, stats: self.stats.clone(), layout: self.layout + 1 })
+    }
+
+    fn position(&self, column: &ast::Ident) -> Result<usize> {
+        let name = normalize_ident(column);
+        self.fields
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| bind_err!("column \"{name}\" of relation \"{}\" does not exist", self.name))
+    }
+
+    /// A stripe holding `values` (one block's rows of a column).
+    fn stripe(&self, values: Vector) -> Arc<ColumnStripe> {
+        Arc::new(if self.packed { ColumnStripe::packed(values) } else { ColumnStripe::new(values) })
+    }
+
+    /// The statistics of column `column` recomputed from its stripes.
+    fn column_stats(&self, column: usize) -> Result<apiary_storage::ColumnStats> {
+        let mut stats = TableStats::empty(1);
+        for (rows, stripes) in &self.blocks {
+            let values = stripes[column].vector()?;
+            let block = Block::from_stripes(*rows, vec![Arc::clone(&stripes[column])], None);
+            stats.add_block(&block, &[values], true);
+        }
+        Ok(stats.columns.remove(0))
+    }
+}
+
+/// The CHECK constraints' SQL with column `old` renamed to `new`.
+fn rename_in_checks(checks: &mut [CheckConstraint], old: &str, new: &str) -> Result<()> {
+    for check in checks {
+        let mut expr = parse_expression(&check.sql)?;
+        let _ = ast::visit_expressions_mut(&mut expr, |e| {
+            match e {
+                ast::Expr::Identifier(ident) if normalize_ident(ident) == old => *ident = ast::Ident::with_quote('"', new),
+                ast::Expr::CompoundIdentifier(parts) => {
+                    if let Some(last) = parts.last_mut().filter(|last| normalize_ident(last) == old) {
+                        *last = ast::Ident::with_quote('"', new);
+                    }
+                }
+                _ => {}
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        check.sql = expression_text(&expr)?;
+    }
+    Ok(())
+}
+
+/// Whether a CHECK constraint's SQL names column `column`.
+fn check_reads(check: &CheckConstraint, column: &str) -> Result<bool> {
+    let expr = parse_expression(&check.sql)?;
+    let mut reads = false;
+    let _ = ast::visit_expressions(&expr, |e| {
+        reads |= match e {
+            ast::Expr::Identifier(ident) => normalize_ident(ident) == column,
+            ast::Expr::CompoundIdentifier(parts) => parts.last().is_some_and(|last| normalize_ident(last) == column),
+            _ => false,
+        };
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    Ok(reads)
+}
+
+impl Connection {
+    pub(crate) fn alter_table(&mut self, alter: &ast::AlterTable) -> Result<QueryResult> {
+        if alter.only || alter.location.is_some() || alter.on_cluster.is_some() || alter.table_type.is_some() {
+            return Err(not_impl_err!("this form of ALTER TABLE (ONLY, LOCATION, ON CLUSTER or a table type)"));
+        }
+        let name = object_name_to_table(&alter.name)?;
+        let Some(table) = self.db.catalog.get_table(&name) else {
+            if self.db.catalog.get_view(&name).is_some() {
+                return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is a view: ALTER TABLE changes tables")));
+            }
+            if alter.if_exists {
+                return Ok(QueryResult::statement(None));
+            }
+            return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist")));
+        };
+        if table.deferred_rows().is_some() {
+            return Err(ApiaryError::WrongObjectType(format!("cannot alter table \"{name}\": it reads a file")));
+        }
+        // The writer: no statement changes the rows while the new table is built.
+        let writer = table.appender()?;
+        if !self.db.catalog.get_table(&name).is_some_and(|current| Arc::ptr_eq(&current, &table)) {
+            return Err(ApiaryError::Serialization(format!("table \"{name}\" was altered or dropped meanwhile; run the statement again")));
+        }
+        let reshapes = alter.operations.iter().any(|op| {
+            !matches!(
+                op,
+                ast::AlterTableOperation::AlterColumn {
+                    op: ast::AlterColumnOperation::SetDefault { .. }
+                        | ast::AlterColumnOperation::DropDefault
+                        | ast::AlterColumnOperation::SetNotNull
+                        | ast::AlterColumnOperation::DropNotNull,
+                    ..
+                }
+            )
+        });
+        if reshapes {
+            if let Some(view) = self.db.catalog.dependent_views(std::slice::from_ref(&name)).first() {
+                return Err(ApiaryError::Dependency(format!(
+                    "cannot alter table \"{name}\" because view \"{}\" depends on it (drop the view first)",
+                    view.name
+                )));
+            }
+        }
+        let mut draft = Draft::of(&table, writer.base())?;
+        for operation in &alter.operations {
+            self.apply(&mut draft, operation)?;
+        }
+        if draft.name != name && (self.db.catalog.get_table(&draft.name).is_some() || self.db.catalog.get_view(&draft.name).is_some()) {
+            return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", draft.name)));
+        }
+        let altered = Arc::new(draft.table(true));
+        self.validate_defaults_and_checks(&Arc::new(draft.table(false)))?;
+        if draft.recheck {
+            self.check_stored_rows(&altered)?;
+        }
+        // Published while the old table's writer is held: a statement waiting for it then
+        // finds the table replaced.
+        self.db.commit(Change::Replace { old: Arc::clone(&table), new: altered })?;
+        drop(writer);
+        Ok(QueryResult::statement(None))
+    }
+
+    fn apply(&self, draft: &mut Draft, operation: &ast::AlterTableOperation) -> Result<()> {
+        use ast::AlterTableOperation as Op;
+        match operation {
+            Op::RenameTable { table_name: ast::RenameTableNameKind::To(new) | ast::RenameTableNameKind::As(new) } => {
+                draft.name = object_name_to_table(new)?;
+            }
+            Op::RenameColumn { old_column_name, new_column_name } => {
+                let position = draft.position(old_column_name)?;
+                let new = normalize_ident(new_column_name);
+                if draft.fields.iter().any(|f| f.name == new) {
+                    return Err(ApiaryError::Duplicate(format!("column \"{new}\" of relation \"{}\" already exists", draft.name)));
+                }
+                let old = std::mem::replace(&mut draft.fields[position].name, new.clone());
+                rename_in_checks(&mut draft.checks, &old, &new)?;
+            }
+            Op::AddColumn { if_not_exists, column_def, column_position: None, .. } => self.add_column(draft, column_def, *if_not_exists)?,
+            Op::DropColumn { column_names, if_exists, drop_behavior, .. } => {
+                for column in column_names {
+                    let position = match draft.position(column) {
+                        Ok(position) => position,
+                        Err(_) if *if_exists => continue,
+                        Err(e) => return Err(e),
+                    };
+                    if draft.fields.len() == 1 {
+                        return Err(not_impl_err!("dropping the last column of a table (drop the table)"));
+                    }
+                    let name = draft.fields[position].name.clone();
+                    let reading: Vec<String> =
+                        draft.checks.iter().filter(|c| check_reads(c, &name).unwrap_or(true)).map(|c| c.name.clone()).collect();
+                    if matches!(drop_behavior, Some(ast::DropBehavior::Restrict)) && !reading.is_empty() {
+                        return Err(ApiaryError::Dependency(format!(
+                            "cannot drop column \"{name}\": constraint \"{}\" depends on it",
+                            reading[0]
+                        )));
+                    }
+                    // As PostgreSQL: the constraints on the column go with it.
+                    draft.checks.retain(|c| !reading.contains(&c.name));
+                    if draft.primary_key.contains(&position) {
+                        draft.primary_key.clear();
+                    }
+                    draft.unique.retain(|u| !u.contains(&position));
+                    let shift = |c: &mut usize| {
+                        if *c > position {
+                            *c -= 1;
+                        }
+                    };
+                    draft.primary_key.iter_mut().for_each(shift);
+                    draft.unique.iter_mut().flatten().for_each(shift);
+                    draft.fields.remove(position);
+                    draft.defaults.remove(position);
+                    draft.stats.columns.remove(position);
+                    for (_, stripes) in &mut draft.blocks {
+                        stripes.remove(position);
+                    }
+                }
+            }
+            Op::AlterColumn { column_name, op } => {
+                let position = draft.position(column_name)?;
+                let column = draft.fields[position].name.clone();
+                match op {
+                    ast::AlterColumnOperation::SetDefault { value } => {
+                        draft.defaults[position] = Some(crate::constraints::default_text(value)?)
+                    }
+                    ast::AlterColumnOperation::DropDefault => draft.defaults[position] = None,
+                    ast::AlterColumnOperation::DropNotNull => {
+                        if draft.primary_key.contains(&position) {
+                            return Err(ApiaryError::Constraint(format!("column \"{column}\" is in a primary key")));
+                        }
+                        draft.fields[position].nullable = true;
+                    }
+                    ast::AlterColumnOperation::SetNotNull => {
+                        draft.fields[position].nullable = false;
+                        draft.recheck = true;
+                    }
+                    ast::AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                        if using.is_some() {
+                            return Err(not_impl_err!("ALTER COLUMN ... TYPE ... USING"));
+                        }
+                        let to = convert_data_type(data_type)?;
+                        for block in 0..draft.blocks.len() {
+                            let values = draft.blocks[block].1[position].vector()?;
+                            let converted = cast_vector(&values, to, None)?;
+                            draft.blocks[block].1[position] = draft.stripe(converted);
+                        }
+                        draft.fields[position].data_type = to;
+                        draft.stats.columns[position] = draft.column_stats(position)?;
+                        draft.recheck = true;
+                    }
+                    other => return Err(not_impl_err!("ALTER COLUMN ... {other}")),
+                }
+            }
+            other => return Err(not_impl_err!("ALTER TABLE ... {other}")),
+        }
+        Ok(())
+    }
+
+    /// `ADD [COLUMN] [IF NOT EXISTS] c type [NOT NULL] [DEFAULT e] [CHECK (...)]`: the stored
+    /// rows get the default (computed per row), or NULL.
+    fn add_column(&self, draft: &mut Draft, column: &ast::ColumnDef, if_not_exists: bool) -> Result<()> {
+        let name = normalize_ident(&column.name);
+        if draft.fields.iter().any(|f| f.name == name) {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(ApiaryError::Duplicate(format!("column \"{name}\" of relation \"{}\" already exists", draft.name)));
+        }
+        let data_type = convert_data_type(&column.data_type)?;
+        let (mut nullable, mut default, mut declared) = (true, None, Vec::new());
+        for option in &column.options {
+            match &option.option {
+                ast::ColumnOption::NotNull => nullable = false,
+                ast::ColumnOption::Null => {}
+                ast::ColumnOption::Default(expr) => default = Some(crate::constraints::default_text(expr)?),
+                ast::ColumnOption::Check(check) => declared.push(crate::constraints::DeclaredCheck {
+                    name: option.name.as_ref().or(check.name.as_ref()),
+                    column: Some(name.clone()),
+                    expr: &check.expr,
+                }),
+                other => return Err(not_impl_err!("column option {other} in ALTER TABLE ... ADD COLUMN")),
+            }
+        }
+        let mut checks = crate::constraints::name_checks(&draft.name, &declared)?;
+        for check in &mut checks {
+            let mut n = 0;
+            let base = check.name.clone();
+            while draft.checks.iter().any(|c| c.name == check.name) {
+                n += 1;
+                check.name = format!("{base}{n}");
+            }
+        }
+        draft.fields.push(Field::new(name, data_type, nullable));
+        draft.defaults.push(default);
+        draft.checks.extend(checks);
+        let position = draft.fields.len() - 1;
+        let definition = draft.table(false);
+        for block in 0..draft.blocks.len() {
+            let rows = draft.blocks[block].0;
+            let values = match definition.default_of(position) {
+                Some(_) => self.default_vectors(&definition, &[position], rows)?.remove(0),
+                None => Vector::nulls(data_type, rows),
+            };
+            let stripe = draft.stripe(values);
+            draft.blocks[block].1.push(stripe);
+        }
+        draft.stats.columns.push(Default::default());
+        draft.stats.columns[position] = draft.column_stats(position)?;
+        draft.recheck = true;
+        Ok(())
+    }
+
+    /// Checks every row of `table` (an altered table) against its NOT NULL columns and
+    /// CHECK constraints.
+    fn check_stored_rows(&self, table: &Table) -> Result<()> {
+        let data = table.snapshot();
+        let mut chunks = Vec::new();
+        for block in &data.blocks {
+            let columns = block.columns.iter().map(|stripe| stripe.vector()).collect::<Result<Vec<_>>>()?;
+            for (field, values) in table.schema.fields.iter().zip(&columns) {
+                if !field.nullable && values.null_count() > 0 {
+                    return Err(ApiaryError::NotNullViolation(format!(
+                        "column \"{}\" of relation \"{}\" contains null values",
+                        field.name, table.name
+                    )));
+                }
+            }
+            chunks.push(DataChunk::new(columns, block.row_count));
+        }
+        self.check_constraints(table, &chunks)
+    }
+}
