@@ -18,6 +18,10 @@ all three engines with the same DDL. Every engine then runs the same statements:
    lineitems from staging tables (staged untimed), RF2 deletes 0.1% of the orders and
    their lineitems by key (`DELETE ... WHERE key IN (SELECT k FROM rf2_keys)`). Times per
    engine and Apiary's ratio to DuckDB and to Hyper.
+3. upserts on a keyed copy of orders (`keyed (k BIGINT PRIMARY KEY, v DECIMAL(15,2))`,
+   loaded untimed): `INSERT ... ON CONFLICT (k) DO UPDATE` of 0.1% existing and 0.1% new
+   keys, the same change as `MERGE`, and one single-row upsert (median of --runs * 5).
+   Apiary and DuckDB (Hyper has neither statement).
 
 Engines are pinned to the first --threads cores when that is fewer than the machine's.
 """
@@ -53,6 +57,14 @@ RF1 = ["INSERT INTO orders SELECT * FROM rf1_orders", "INSERT INTO lineitem SELE
 RF2 = ["DELETE FROM orders WHERE o_orderkey IN (SELECT k FROM rf2_keys)",
        "DELETE FROM lineitem WHERE l_orderkey IN (SELECT k FROM rf2_keys)"]
 COUNTS = "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM lineitem)"
+# Upserts: 0.1% of the orders' keys changed and as many new keys, by ON CONFLICT and by MERGE.
+KEYED = ["CREATE TABLE keyed (k BIGINT PRIMARY KEY, v DECIMAL(15,2))", "INSERT INTO keyed SELECT o_orderkey, o_totalprice FROM orders"]
+CHANGES = ("SELECT o_orderkey AS k, o_totalprice + {delta} AS v FROM orders WHERE o_orderkey % 1000 = 7 "
+           "UNION ALL SELECT o_orderkey + {offset} AS k, o_totalprice AS v FROM orders WHERE o_orderkey % 1000 = 7")
+UPSERT = "INSERT INTO keyed " + CHANGES.format(delta=1, offset=300000000) + " ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+MERGE = ("MERGE INTO keyed USING (" + CHANGES.format(delta=2, offset=400000000) + ") AS s ON keyed.k = s.k "
+         "WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT VALUES (s.k, s.v)")
+SINGLE_UPSERT = "INSERT INTO keyed VALUES (7, 1.00) ON CONFLICT (k) DO UPDATE SET v = keyed.v + excluded.v"
 
 
 def build():
@@ -89,6 +101,17 @@ class Engine:
         return {q: median_time(lambda sql=query_text(q): self.fetch(sql), runs) for q in QUERIES}
 
 
+def measure_upserts(engine, runs):
+    """Bulk upsert, MERGE and single-row upsert times on the keyed copy of orders."""
+    for sql in KEYED:
+        engine.execute(sql)
+    before = engine.fetch("SELECT count(*) FROM keyed")[0][0]
+    result = {"upsert_s": engine.timed([UPSERT]), "merge_s": engine.timed([MERGE])}
+    result["upsert_rows_added"] = engine.fetch("SELECT count(*) FROM keyed")[0][0] - before
+    result["single_upsert_s"] = median_time(lambda: engine.execute(SINGLE_UPSERT), runs * 5)
+    return result
+
+
 def measure(engine, runs, checkpoint):
     """The scan and refresh measurements on one loaded engine."""
     result = {}
@@ -115,6 +138,8 @@ def measure(engine, runs, checkpoint):
     result["rf2_s"] = engine.timed(RF2)
     after_rf2 = list(engine.fetch(COUNTS)[0])
     result["rf_rows"] = {"inserted": [a - b for a, b in zip(after_rf1, before)], "deleted": [a - b for a, b in zip(after_rf1, after_rf2)]}
+    if engine.name != "hyper":
+        result["upserts"] = measure_upserts(engine, runs)
     return result
 
 
@@ -190,6 +215,11 @@ def main():
             print(f"apiary/{other}: RF1 {ours['rf1_s'] / theirs['rf1_s']:.2f}x, RF2 {ours['rf2_s'] / theirs['rf2_s']:.2f}x, "
                   f"TPC-H unmodified {ours['geomean_s']['unmodified'] / theirs['geomean_s']['unmodified']:.2f}x, "
                   f"after changes {ours['geomean_s']['after_changes'] / theirs['geomean_s']['after_changes']:.2f}x")
+            if "upserts" in theirs:
+                a, b = ours["upserts"], theirs["upserts"]
+                print(f"apiary/{other}: upsert {a['upsert_s'] / b['upsert_s']:.2f}x, MERGE {a['merge_s'] / b['merge_s']:.2f}x, "
+                      f"single-row upsert {a['single_upsert_s'] / b['single_upsert_s']:.2f}x "
+                      f"(apiary {a['upsert_s'] * 1e3:.1f} / {a['merge_s'] * 1e3:.1f} / {a['single_upsert_s'] * 1e3:.2f} ms)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"sf": args.sf, "threads": args.threads, "runs": args.runs, "results": results}, f, indent=1)

@@ -137,6 +137,22 @@ pub(crate) struct DmlSource {
     pub qualified_only: bool,
 }
 
+/// `VALUES` rows with each `DEFAULT` replaced by its column's DEFAULT expression (or NULL).
+fn with_defaults_in_values(table: &Table, positions: &[usize], values: &ast::Values) -> Result<ast::Values> {
+    let mut values = values.clone();
+    for row in &mut values.rows {
+        for (cell, &position) in row.content.iter_mut().zip(positions) {
+            if matches!(cell, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default")) {
+                *cell = match table.default_of(position) {
+                    Some(sql) => crate::parser::parse_expression(sql)?,
+                    None => ast::Expr::Value(ast::Value::Null.into()),
+                };
+            }
+        }
+    }
+    Ok(values)
+}
+
 /// A bound query: its plan, the user-visible output column names, and the next unused
 /// column id (the optimizer keeps numbering from there).
 #[derive(Debug, Clone)]
@@ -427,7 +443,8 @@ impl<'a> Binder<'a> {
             Some(values) => {
                 let targets: Vec<(String, DataType)> =
                     positions.iter().map(|&p| (table.schema.fields[p].name.clone(), table.schema.fields[p].data_type)).collect();
-                self.bind_values_typed(values, Some(&targets))?
+                let values = with_defaults_in_values(table, &positions, values)?;
+                self.bind_values_typed(&values, Some(&targets))?
             }
             None => self.bind_query_body(source)?,
         };
