@@ -234,17 +234,47 @@ impl Connection {
         };
         let excluded_rows = Arc::new(excluded.with_row_ids(&excluded_data));
         let has_rows = writer.base().row_count() > 0;
+        // DO UPDATE: the new versions of the rows holding a proposed row's key (those that
+        // pass its WHERE), as an UPDATE ... FROM excluded: per chunk of the query, the old
+        // row ids, the proposed rows, and the new values.
+        type Updates = Vec<(Vec<i64>, Vec<usize>, DataChunk)>;
+        let updates = |writer: &TableAppender<'_>| -> Result<Updates> {
+            let ConflictAction::Update { assignments, selection } = &action else { return Ok(Vec::new()) };
+            let mut projection = vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)];
+            projection.extend(new_values(target, assignments)?);
+            let query = conflict_query(target, constraints[arbiters[0]].0, projection, selection.cloned())?;
+            let rows = Arc::new(target.table.with_row_ids(writer.base()));
+            let mut updates = Vec::new();
+            for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), true)? {
+                let chunk = chunk.compact();
+                let len = chunk.physical_len();
+                let ids = (0..len).map(|row| row_id_at(&chunk.columns[0], row)).collect::<Result<Vec<_>>>()?;
+                let proposed = (0..len).map(|row| ordinal(row_id_at(&chunk.columns[1], row)?)).collect::<Result<Vec<_>>>()?;
+                updates.push((ids, proposed, DataChunk::new(chunk.columns[2..].to_vec(), len)));
+            }
+            Ok(updates)
+        };
         // Proposed rows whose key (of an arbiter) a row of the table holds, and that row.
+        // Without a WHERE, the DO UPDATE query pairs exactly those: it serves for both.
         let mut holder: HashMap<usize, i64> = HashMap::new();
+        let mut computed_updates = None;
         if has_rows {
-            for &n in &arbiters {
-                let query =
-                    conflict_query(target, constraints[n].0, vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)], None)?;
-                let rows = Arc::new(target.table.with_row_ids(writer.base()));
-                for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), false)? {
-                    let chunk = chunk.compact();
-                    for row in 0..chunk.physical_len() {
-                        holder.entry(ordinal(row_id_at(&chunk.columns[1], row)?)?).or_insert(row_id_at(&chunk.columns[0], row)?);
+            if matches!(action, ConflictAction::Update { selection: None, .. }) {
+                let found = updates(writer)?;
+                for (ids, rows, _) in &found {
+                    holder.extend(rows.iter().copied().zip(ids.iter().copied()));
+                }
+                computed_updates = Some(found);
+            } else {
+                for &n in &arbiters {
+                    let query =
+                        conflict_query(target, constraints[n].0, vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)], None)?;
+                    let rows = Arc::new(target.table.with_row_ids(writer.base()));
+                    for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), false)? {
+                        let chunk = chunk.compact();
+                        for row in 0..chunk.physical_len() {
+                            holder.entry(ordinal(row_id_at(&chunk.columns[1], row)?)?).or_insert(row_id_at(&chunk.columns[0], row)?);
+                        }
                     }
                 }
             }
@@ -287,25 +317,21 @@ impl Connection {
             }
             inserted[row] = !conflicting;
         }
-        // DO UPDATE: the new versions of the rows holding a proposed row's key (those
-        // that pass its WHERE), as an UPDATE ... FROM excluded.
         let mut updated_rows: Vec<Vector> = Vec::new();
         let mut updated_at: HashMap<usize, u32> = HashMap::new();
-        if let (ConflictAction::Update { assignments, selection }, false) = (&action, holder.is_empty()) {
-            let mut projection = vec![target.column(ROW_ID_COLUMN), excluded_column(ROW_ID_COLUMN)];
-            projection.extend(new_values(target, assignments)?);
-            let query = conflict_query(target, constraints[arbiters[0]].0, projection, selection.cloned())?;
-            let rows = Arc::new(target.table.with_row_ids(writer.base()));
+        if matches!(action, ConflictAction::Update { .. }) && !holder.is_empty() {
+            let found = match computed_updates {
+                Some(found) => found,
+                None => updates(writer)?,
+            };
             let mut old_ids = Vec::new();
-            let mut new_chunks = Vec::new();
-            for chunk in self.run_upsert_query(&query, target, rows, Arc::clone(&excluded_rows), true)? {
-                let chunk = chunk.compact();
-                for row in 0..chunk.physical_len() {
-                    old_ids.push(row_id_at(&chunk.columns[0], row)?);
-                    updated_at.insert(ordinal(row_id_at(&chunk.columns[1], row)?)?, (updated_at.len()) as u32);
+            let mut new_chunks = Vec::with_capacity(found.len());
+            for (ids, rows, values) in found {
+                old_ids.extend(ids);
+                for row in rows {
+                    updated_at.insert(row, updated_at.len() as u32);
                 }
-                let len = chunk.physical_len();
-                new_chunks.push(conform_chunk(table, DataChunk::new(chunk.columns[2..].to_vec(), len))?);
+                new_chunks.push(conform_chunk(table, values)?);
             }
             updated_rows = concat_chunks(table, &new_chunks);
             old_ids.sort_unstable();
