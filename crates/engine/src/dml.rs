@@ -489,7 +489,15 @@ impl Connection {
         // The clause of each matched pair: target rows changed twice are an error.
         let mut clause_of: HashMap<i64, i64> = HashMap::new();
         let mut modified = Vec::new();
-        if !matched.is_empty() {
+        // One MATCHED clause, an UPDATE: its own query finds the pairs (and a target row it
+        // would change twice), no separate choice of clauses is needed.
+        let single_update = matches!(matched.as_slice(), [(_, number)] if matches!(action_of(*number), ast::MergeAction::Update(_)));
+        let cardinality_error = || {
+            ApiaryError::CardinalityViolation(
+                "MERGE command cannot affect row a second time (more than one source row matches a target row it changes)".to_string(),
+            )
+        };
+        if !matched.is_empty() && !single_update {
             let projection = vec![target_id.clone(), chosen(&matched)];
             let query = select_query(
                 projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(),
@@ -505,10 +513,7 @@ impl Connection {
                         continue;
                     }
                     if clause_of.insert(id, number).is_some() {
-                        return Err(ApiaryError::CardinalityViolation(
-                            "MERGE command cannot affect row a second time (more than one source row matches a target row it changes)"
-                                .to_string(),
-                        ));
+                        return Err(cardinality_error());
                     }
                     modified.push(id);
                 }
@@ -552,9 +557,19 @@ impl Connection {
                         _ => (source_side()?, and(ast::Expr::IsNotNull(Box::new(target_id.clone())), equals(chosen(&matched), number))),
                     };
                     let query = select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), from, Some(selection))?;
+                    let record = single_update && clause.clause_kind == ast::MergeClauseKind::Matched;
                     for chunk in run(query, true)? {
                         let chunk = chunk.compact();
                         let len = chunk.physical_len();
+                        if record {
+                            for row in 0..len {
+                                let id = row_id_at(&chunk.columns[0], row)?;
+                                if clause_of.insert(id, number).is_some() {
+                                    return Err(cardinality_error());
+                                }
+                                modified.push(id);
+                            }
+                        }
                         new_chunks.push(conform_chunk(&target.table, DataChunk::new(chunk.columns[1..].to_vec(), len))?);
                     }
                 }
