@@ -372,21 +372,23 @@ impl Connection {
 
     /// Checks every row of `table` (an altered table) against its NOT NULL columns and
     /// CHECK constraints.
+    /// A block at a time: only the NOT NULL columns are read unless there are checks.
     fn check_stored_rows(&self, table: &Table) -> Result<()> {
         let data = table.snapshot();
-        let mut chunks = Vec::new();
         for block in &data.blocks {
-            let columns = block.columns.iter().map(|stripe| stripe.vector()).collect::<Result<Vec<_>>>()?;
-            for (field, values) in table.schema.fields.iter().zip(&columns) {
-                if !field.nullable && values.null_count() > 0 {
+            for (field, stripe) in table.schema.fields.iter().zip(&block.columns) {
+                if !field.nullable && stripe.vector()?.null_count() > 0 {
                     return Err(ApiaryError::NotNullViolation(format!(
                         "column \"{}\" of relation \"{}\" contains null values",
                         field.name, table.name
                     )));
                 }
             }
-            chunks.push(DataChunk::new(columns, block.row_count));
+            if !table.checks.is_empty() {
+                let columns = block.columns.iter().map(|stripe| stripe.vector()).collect::<Result<Vec<_>>>()?;
+                self.check_constraints(table, &[DataChunk::new(columns, block.row_count)])?;
+            }
         }
-        self.check_constraints(table, &chunks)
+        Ok(())
     }
 }

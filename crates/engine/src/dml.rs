@@ -384,8 +384,9 @@ impl Connection {
             ast::TableFactor::Table { name, alias: None, .. } => object_name_to_table(name)?,
             _ => return Err(not_impl_err!("this kind of MERGE source (name a table or a subquery with an alias)")),
         };
-        if source_name == target.qualifier() {
-            return Err(bind_err!("table name \"{source_name}\" specified more than once"));
+        // (Both are read by name in the statement's queries: they must differ.)
+        if source_name == target.qualifier() || source_name == target.name {
+            return Err(bind_err!("table name \"{source_name}\" specified more than once (give the MERGE source an alias)"));
         }
         let source = {
             let query = select_query(
