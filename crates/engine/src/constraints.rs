@@ -2,8 +2,8 @@
 //!
 //! Both are kept with the table as SQL text (`Table::defaults`, `Table::checks`; the
 //! database file stores them from format 6). A DEFAULT is bound where an INSERT (or COPY)
-//! leaves its column out, in the statement's own plan, so a volatile default such as
-//! `random()` or `now()` is computed per row (see `Binder::column_default`). CHECK
+//! leaves its column out, in the statement's own plan, so it is computed as the statement
+//! runs, never frozen at CREATE TABLE (`DEFAULT now()`; see `Binder::column_default`). CHECK
 //! constraints are tested on the rows a statement is about to store (INSERT, UPDATE's new
 //! versions, upserts, MERGE, COPY) before anything is published: the rows become a table
 //! of the target's name, and one query finds the first row for which a constraint is

@@ -502,7 +502,7 @@ impl<'a> Binder<'a> {
     }
 
     /// The value an INSERT gives a column it leaves out: its DEFAULT expression converted
-    /// to the column's type (evaluated per row: `DEFAULT random()` differs row by row), or
+    /// to the column's type, bound into the statement's plan (so computed as it runs), or
     /// NULL.
     fn column_default(&mut self, table: &Table, column: usize) -> Result<Expr> {
         let field = &table.schema.fields[column];
