@@ -18,7 +18,7 @@ use apiary_types::{DataChunk, Vector};
 use sqlparser::ast;
 
 use crate::connection::Connection;
-use crate::dml::{parsed_query, select_query};
+use crate::dml::{select_query, table_factor};
 
 /// A CHECK constraint named in CREATE TABLE: its name (if given), the column it was
 /// declared on (if any), and its condition.
@@ -187,12 +187,8 @@ fn check_query(table: &Table) -> Result<ast::Query> {
     };
     let any =
         conditions.into_iter().reduce(|a, b| ast::Expr::BinaryOp { left: Box::new(a), op: ast::BinaryOperator::Or, right: Box::new(b) });
-    let from = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', table.name.clone())))?;
-    let ast::SetExpr::Select(select) = *from.body else {
-        return Err(apiary_common::internal_err!("the template of a check is not a SELECT"));
-    };
     let projection = vec![ast::SelectItem::UnnamedExpr(which), ast::SelectItem::Wildcard(Default::default())];
-    let mut query = select_query(projection, select.from, any)?;
+    let mut query = select_query(projection, vec![table_factor(&table.name)?], any)?;
     query.limit_clause = Some(ast::LimitClause::LimitOffset {
         limit: Some(ast::Expr::value(ast::Value::Number("1".to_string(), false))),
         offset: None,

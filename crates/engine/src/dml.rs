@@ -59,11 +59,7 @@ impl Target {
 
     /// The target as a FROM item.
     fn factor(&self) -> Result<ast::TableWithJoins> {
-        let query = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', self.name.clone())))?;
-        let ast::SetExpr::Select(select) = *query.body else {
-            return Err(internal_err!("the template of a DELETE or UPDATE target is not a SELECT"));
-        };
-        let mut factor = select.from.into_iter().next().ok_or_else(|| internal_err!("the template has no FROM item"))?;
+        let mut factor = table_factor(&self.name)?;
         if let ast::TableFactor::Table { alias, .. } = &mut factor.relation {
             alias.clone_from(&self.alias);
         }
@@ -456,13 +452,7 @@ impl Connection {
             op: ast::BinaryOperator::Eq,
             right: Box::new(ast::Expr::value(ast::Value::Number(number.to_string(), false))),
         };
-        let source_factor = || -> Result<ast::TableWithJoins> {
-            let query = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', source_name.clone())))?;
-            let ast::SetExpr::Select(select) = *query.body else {
-                return Err(internal_err!("the template of a MERGE source is not a SELECT"));
-            };
-            select.from.into_iter().next().ok_or_else(|| internal_err!("the template has no FROM item"))
-        };
+        let source_factor = || table_factor(&source_name);
         // `left LEFT JOIN right ON condition`, as the one FROM item of a query.
         let left_join = |left: ast::TableWithJoins, right: ast::TableWithJoins| ast::TableWithJoins {
             relation: left.relation,
@@ -981,12 +971,7 @@ fn conflict_query(target: &Target, key: &[usize], projection: Vec<ast::Expr>, se
             None => nested,
         });
     }
-    let excluded = parsed_query(&format!("SELECT 1 FROM \"{EXCLUDED}\""))?;
-    let ast::SetExpr::Select(select) = *excluded.body else {
-        return Err(internal_err!("the template of the proposed rows is not a SELECT"));
-    };
-    let mut from = vec![target.factor()?];
-    from.extend(select.from);
+    let from = vec![target.factor()?, table_factor(EXCLUDED)?];
     select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), from, condition)
 }
 
@@ -1074,7 +1059,16 @@ pub(crate) fn select_query(
     Ok(query)
 }
 
-pub(crate) fn parsed_query(sql: &str) -> Result<ast::Query> {
+/// The table (or rows read in its place) called `name`, as a FROM item.
+pub(crate) fn table_factor(name: &str) -> Result<ast::TableWithJoins> {
+    let query = parsed_query(&format!("SELECT 1 FROM {}", ast::Ident::with_quote('"', name)))?;
+    let ast::SetExpr::Select(select) = *query.body else {
+        return Err(internal_err!("the template of a FROM item is not a SELECT"));
+    };
+    select.from.into_iter().next().ok_or_else(|| internal_err!("the template has no FROM item"))
+}
+
+fn parsed_query(sql: &str) -> Result<ast::Query> {
     match apiary_sql::parser::parse_sql(sql)?.pop() {
         Some(ast::Statement::Query(query)) => Ok(*query),
         _ => Err(internal_err!("{sql} does not parse as a query")),
