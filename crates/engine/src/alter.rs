@@ -48,23 +48,8 @@ struct Draft {
 
 impl Draft {
     fn of(table: &Table, data: &TableData) -> Result<Draft> {
-        let mut stats = data.stats.clone();
-        let mut blocks = Vec::with_capacity(data.blocks.len());
-        for block in &data.blocks {
-            if !block.has_deleted(0, block.row_count) {
-                blocks.push((block.row_count, block.columns.clone()));
-                continue;
-            }
-            stats.remove_block(block);
-            let live: Vec<u32> = (0..block.row_count as u32).filter(|&r| !block.is_deleted(r as usize)).collect();
-            if live.is_empty() {
-                continue;
-            }
-            let columns = block.gather(&live)?;
-            let compacted = Block::sealed(columns.clone(), table.packed);
-            stats.add_block(&compacted, &columns, true);
-            blocks.push((compacted.row_count, compacted.columns.clone()));
-        }
+        let data = table.without_deleted_rows(data)?;
+        let blocks = data.blocks.iter().map(|block| (block.row_count, block.columns.clone())).collect();
         Ok(Draft {
             name: table.name.clone(),
             fields: table.schema.fields.clone(),
@@ -73,9 +58,11 @@ impl Draft {
             defaults: (0..table.schema.len()).map(|c| table.default_of(c).map(str::to_string)).collect(),
             checks: table.checks.clone(),
             blocks,
-            stats,
+            stats: data.stats,
             block_rows: table.block_rows,
             packed: table.packed,
+            // A new layout (`without_deleted_rows` makes one): row ids of the old table (a
+            // transaction's deletions) do not apply.
             layout: data.layout,
             recheck: false,
         })
@@ -93,8 +80,7 @@ impl Draft {
             return table;
         }
         let blocks = self.blocks.iter().map(|(rows, stripes)| Arc::new(Block::from_stripes(*rows, stripes.clone(), None))).collect();
-        // A new layout: row ids of the old table (a transaction's deletions) do not apply.
-        table.with_data(TableData { blocks, stats: self.stats.clone(), layout: self.layout + 1 })
+        table.with_data(TableData { blocks, stats: self.stats.clone(), layout: self.layout })
     }
 
     fn position(&self, column: &ast::Ident) -> Result<usize> {

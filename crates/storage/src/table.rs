@@ -434,9 +434,16 @@ impl Table {
         if self.deferred.is_some() || base.blocks.iter().all(|b| b.deleted.is_none()) {
             return Ok(None);
         }
-        let mut stats = base.stats.clone();
-        let mut blocks = Vec::with_capacity(base.blocks.len());
-        for block in &base.blocks {
+        let data = Arc::new(self.without_deleted_rows(&base)?);
+        Ok(Some(Compaction { table: self, _guard: guard, data }))
+    }
+
+    /// `data` (one of this table's versions) with each block that has deleted rows
+    /// rewritten with its live rows (dropped when none is left), in a new layout.
+    pub fn without_deleted_rows(&self, data: &TableData) -> Result<TableData> {
+        let mut stats = data.stats.clone();
+        let mut blocks = Vec::with_capacity(data.blocks.len());
+        for block in &data.blocks {
             if block.deleted.is_none() {
                 blocks.push(Arc::clone(block));
                 continue;
@@ -454,8 +461,7 @@ impl Table {
             stats.add_block(&compacted, &columns, !self.scan_only);
             blocks.push(compacted);
         }
-        let data = Arc::new(TableData { blocks, stats, layout: base.layout + 1 });
-        Ok(Some(Compaction { table: self, _guard: guard, data }))
+        Ok(TableData { blocks, stats, layout: data.layout + 1 })
     }
 
     /// Replaces the table's contents with nothing (used by DROP to release memory early).
