@@ -123,11 +123,7 @@ impl Connection {
             None => {
                 self.check_constraints(&target.table, &chunks)?;
                 if insert.returning.is_none() {
-                    for chunk in &chunks {
-                        writer.append(chunk)?;
-                    }
-                    let prepared = writer.prepare()?;
-                    let rows = self.finish_write(&target.table, prepared)?;
+                    let rows = self.write_changes(&target.table, writer, Vec::new(), &chunks)?;
                     return Ok(QueryResult::statement(Some(rows)));
                 }
                 let count = chunks.iter().map(DataChunk::physical_len).sum();
@@ -144,9 +140,7 @@ impl Connection {
             Some(items) => Some(self.returning(&target, rows.clone(), count, items)?),
             None => None,
         };
-        writer.append(&DataChunk::new(rows, count))?;
-        let prepared = writer.prepare()?;
-        self.finish_write(&target.table, prepared)?;
+        self.write_changes(&target.table, writer, Vec::new(), &[DataChunk::new(rows, count)])?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
     }
 
@@ -464,7 +458,7 @@ impl Connection {
         };
         let source_side = || -> Result<Vec<ast::TableWithJoins>> { Ok(vec![left_join(source_factor()?, target.factor()?)]) };
         let target_side = || -> Result<Vec<ast::TableWithJoins>> { Ok(vec![left_join(target.factor()?, source_factor()?)]) };
-        let mut writer = self.table_writer(&target.table)?;
+        let writer = self.table_writer(&target.table)?;
         let base = Arc::clone(writer.base());
         let run = |query: ast::Query, cast: bool| -> Result<Vec<DataChunk>> {
             let rows = Arc::new(target.table.with_row_ids(&base));
@@ -634,14 +628,26 @@ impl Connection {
             }
             None => None,
         };
-        modified.sort_unstable();
-        writer.delete(&modified)?;
-        for chunk in &new_chunks {
+        self.write_changes(&target.table, writer, modified, &new_chunks)?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
+    }
+
+    /// A statement's change through `writer`: the rows `deleted` (ids, in any order) go,
+    /// `appended` comes; then it commits (see `finish_write`). Returns the rows appended.
+    fn write_changes(
+        &mut self,
+        table: &Arc<Table>,
+        mut writer: TableAppender<'_>,
+        mut deleted: Vec<i64>,
+        appended: &[DataChunk],
+    ) -> Result<u64> {
+        deleted.sort_unstable();
+        writer.delete(&deleted)?;
+        for chunk in appended {
             writer.append(chunk)?;
         }
         let prepared = writer.prepare()?;
-        self.finish_write(&target.table, prepared)?;
-        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
+        self.finish_write(table, prepared)
     }
 
     /// Binds, optimizes and runs a query of an INSERT ... ON CONFLICT over the target
@@ -755,7 +761,7 @@ impl Connection {
     /// `DELETE FROM t [AS a] [USING ...] [WHERE ...] [RETURNING ...]`.
     pub(crate) fn delete(&mut self, delete: &ast::Delete) -> Result<QueryResult> {
         let target = self.delete_target(delete)?;
-        let mut writer = self.table_writer(&target.table)?;
+        let writer = self.table_writer(&target.table)?;
         let query = delete_query(&target, delete)?;
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
         let chunks = self.run_dml_query(&query, &target, rows, false)?;
@@ -776,10 +782,9 @@ impl Connection {
             }
             None => None,
         };
-        writer.delete(&row_ids)?;
-        let prepared = writer.prepare()?;
-        self.finish_write(&target.table, prepared)?;
-        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
+        let deleted = row_ids.len() as u64;
+        self.write_changes(&target.table, writer, row_ids, &[])?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(deleted))))
     }
 
     /// `UPDATE t [AS a] SET c = e, ... [FROM ...] [WHERE ...] [RETURNING ...]`: the rows
@@ -787,7 +792,7 @@ impl Connection {
     pub(crate) fn update(&mut self, update: &ast::Update) -> Result<QueryResult> {
         let target = self.dml_target(&update.table, "UPDATE")?;
         let query = update_query(&target, update)?;
-        let mut writer = self.table_writer(&target.table)?;
+        let writer = self.table_writer(&target.table)?;
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
         let chunks = self.run_dml_query(&query, &target, rows, true)?;
         // Each target row once (the first of its join matches), in row id order.
@@ -817,15 +822,9 @@ impl Connection {
             }
             None => None,
         };
-        let mut sorted = row_ids.clone();
-        sorted.sort_unstable();
-        writer.delete(&sorted)?;
-        for chunk in &new_rows {
-            writer.append(chunk)?;
-        }
-        let prepared = writer.prepare()?;
-        self.finish_write(&target.table, prepared)?;
-        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(row_ids.len() as u64))))
+        let updated = row_ids.len() as u64;
+        self.write_changes(&target.table, writer, row_ids, &new_rows)?;
+        Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(updated))))
     }
 
     /// `TRUNCATE [TABLE] t, ...`: each table emptied in turn.
