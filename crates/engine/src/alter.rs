@@ -164,7 +164,7 @@ impl Connection {
         }
         // The writer: no statement changes the rows while the new table is built.
         let writer = table.appender()?;
-        if !self.db.catalog.get_table(&name).is_some_and(|current| Arc::ptr_eq(&current, &table)) {
+        if !self.db.catalog.holds(&table) {
             return Err(ApiaryError::Serialization(format!("table \"{name}\" was altered or dropped meanwhile; run the statement again")));
         }
         let reshapes = alter.operations.iter().any(|op| {

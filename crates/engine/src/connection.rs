@@ -144,7 +144,7 @@ impl Connection {
         let mut pending = vec![plan];
         while let Some(node) = pending.pop() {
             if let LogicalPlan::Scan(scan) = node {
-                let in_catalog = self.db.catalog.get_table(&scan.table.name).is_some_and(|t| Arc::ptr_eq(&t, &scan.table));
+                let in_catalog = self.db.catalog.holds(&scan.table);
                 tables.push((Arc::clone(&scan.table), in_catalog));
             }
             pending.extend(node.children());

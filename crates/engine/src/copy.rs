@@ -106,7 +106,7 @@ pub fn copy(
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
     let mut appender = table.appender()?;
-    if !conn.db.catalog.get_table(&table.name).is_some_and(|current| std::sync::Arc::ptr_eq(&current, &table)) {
+    if !conn.db.catalog.holds(&table) {
         return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile; run COPY again", table.name)));
     }
     let pool = std::sync::Arc::clone(&conn.db.pool);

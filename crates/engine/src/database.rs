@@ -234,7 +234,7 @@ impl DatabaseInner {
                 Ok(Change::CreateView { view, replace })
             }
             Change::Replace { old, new } => {
-                if !self.catalog.get_table(&old.name).is_some_and(|current| Arc::ptr_eq(&current, &old)) {
+                if !self.catalog.holds(&old) {
                     return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile", old.name)));
                 }
                 if new.name != old.name && (self.catalog.get_table(&new.name).is_some() || self.catalog.get_view(&new.name).is_some()) {

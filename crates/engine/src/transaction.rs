@@ -206,7 +206,7 @@ impl Connection {
                 let writer = table.appender()?;
                 // An ALTER or DROP may have replaced the table while this statement waited
                 // for its writer: its rows would go to a table no one reads.
-                if !self.db.catalog.get_table(&table.name).is_some_and(|current| Arc::ptr_eq(&current, table)) {
+                if !self.db.catalog.holds(table) {
                     return Err(ApiaryError::Serialization(format!(
                         "table \"{}\" was altered or dropped while this statement waited for it; run it again",
                         table.name
@@ -254,7 +254,7 @@ impl Connection {
         for (name, private) in &transaction.written {
             let (table, base) = &transaction.snapshot[name];
             let mut writer = table.appender()?;
-            if !self.db.catalog.get_table(name).is_some_and(|current| Arc::ptr_eq(&current, table)) {
+            if !self.db.catalog.holds(table) {
                 return Err(ApiaryError::Serialization(format!("table \"{name}\" was dropped or altered by another transaction")));
             }
             replay(&mut writer, base, private, transaction.truncated.contains(name))?;

@@ -33,6 +33,12 @@ impl Catalog {
         self.tables.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
     }
 
+    /// Whether `table` is the catalog's table of its name (not one since dropped or
+    /// replaced by ALTER TABLE).
+    pub fn holds(&self, table: &Arc<Table>) -> bool {
+        self.get_table(&table.name).is_some_and(|current| Arc::ptr_eq(&current, table))
+    }
+
     /// The table called `name`, or an error naming it and suggesting a close match.
     pub fn table(&self, name: &str) -> Result<Arc<Table>> {
         if let Some(table) = self.get_table(name) {
