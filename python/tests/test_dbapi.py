@@ -156,6 +156,22 @@ def test_commit_and_rollback(con):
     other.close()
 
 
+def test_ddl_inside_a_transaction(con):
+    con.begin()
+    con.execute("CREATE TABLE staged AS SELECT * FROM range(5) t(i)")
+    con.execute("ALTER TABLE staged ADD COLUMN doubled BIGINT")
+    con.execute("UPDATE staged SET doubled = i * 2")
+    assert con.sql("SELECT sum(doubled) FROM staged").fetchone() == (20,)
+    con.rollback()
+    with pytest.raises(apiary.ProgrammingError, match="does not exist"):
+        con.execute("SELECT * FROM staged")
+    con.begin()
+    con.execute("CREATE TABLE staged (i INTEGER)")
+    con.execute("INSERT INTO staged VALUES (7)")
+    con.commit()
+    assert con.sql("SELECT i FROM staged").fetchall() == [(7,)]
+
+
 def test_cursors_share_the_database():
     con = apiary.connect()
     con.execute("CREATE TABLE shared (a INTEGER)")

@@ -150,6 +150,22 @@ def main():
             except errors.SerializationFailure:
                 pass
         check(other.execute("SELECT b FROM t WHERE a = 10").fetchone()[0] == "first", "first committer wins")
+        # DDL in default mode (what pandas' to_sql and SQLAlchemy's create_all do): the
+        # table is the transaction's until commit; rollback removes it.
+        with psycopg.connect(conninfo) as conn:
+            conn.execute("CREATE TABLE made_in_tx (id INTEGER PRIMARY KEY, name VARCHAR)")
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO made_in_tx VALUES (%s, %s)", [(1, "a"), (2, "b")])
+            check(conn.execute("SELECT count(*) FROM made_in_tx").fetchone()[0] == 2, "a block reads its new table")
+            try:
+                other.execute("SELECT * FROM made_in_tx")
+                check(False, "an uncommitted table must not be visible")
+            except errors.UndefinedTable:
+                pass
+            conn.commit()
+            conn.execute("DROP TABLE made_in_tx")
+            conn.rollback()
+        check(other.execute("SELECT count(*) FROM made_in_tx").fetchone()[0] == 2, "committed DDL; rolled-back DROP")
     print("psycopg: ok")
 
 

@@ -698,6 +698,8 @@ struct Bank {
     ledger: BTreeSet<u64>,
     /// Rows of `bulk` per transaction that inserted them (and did not delete them since).
     bulk: BTreeMap<u64, i64>,
+    /// The tables named `side_*` (each DDL transaction replaces the last one's).
+    side_tables: BTreeSet<String>,
 }
 
 /// One step of the transaction test: a whole transaction block or a CHECKPOINT.
@@ -756,6 +758,17 @@ fn transaction_script(rng: &mut Lcg, bank: &Bank, first: u64, count: usize) -> V
                 );
                 (sql, Some(next), "bulk delete")
             }
+            85..=92 => {
+                // DDL in a block: a new table filled, the previous one dropped, a rename.
+                let drop_previous: String = bank.side_tables.iter().map(|t| format!("DROP TABLE {t}; ")).collect();
+                next.side_tables = BTreeSet::from([format!("side_{txn}")]);
+                next.ledger.insert(txn);
+                let sql = format!(
+                    "BEGIN; CREATE TABLE side_new AS SELECT {txn} AS txn, g FROM generate_series(1, 100) AS s(g); {drop_previous}\
+                     ALTER TABLE side_new RENAME TO side_{txn}; INSERT INTO ledger VALUES ({txn}, 1); COMMIT"
+                );
+                (sql, Some(next), "ddl")
+            }
             _ => ("CHECKPOINT".to_string(), None, "checkpoint"),
         };
         if let Some(state) = &commits {
@@ -771,20 +784,22 @@ fn read_bank(db: &Path) -> Bank {
     let out = run_ok(
         db,
         "SELECT id AS acct_id, balance AS acct_balance FROM acct ORDER BY id; SELECT txn AS ledger_txn FROM ledger ORDER BY txn; \
-         SELECT txn AS bulk_txn, count(*) AS bulk_rows FROM bulk GROUP BY txn ORDER BY txn",
+         SELECT txn AS bulk_txn, count(*) AS bulk_rows FROM bulk GROUP BY txn ORDER BY txn; \
+         SELECT table_name AS side_table FROM information_schema.tables WHERE table_name LIKE 'side%' ORDER BY 1",
     );
-    let parsed = sections(&out, &["acct_id,acct_balance", "ledger_txn", "bulk_txn,bulk_rows"]);
+    let parsed = sections(&out, &["acct_id,acct_balance", "ledger_txn", "bulk_txn,bulk_rows", "side_table"]);
     let ids: Vec<i64> = parsed["acct_id,acct_balance"].iter().map(|r| int(&r[0])).collect();
     assert_eq!(ids, (0..ACCOUNTS as i64).collect::<Vec<_>>(), "accounts");
     Bank {
         balances: parsed["acct_id,acct_balance"].iter().map(|r| int(&r[1])).collect(),
         ledger: parsed.get("ledger_txn").into_iter().flatten().map(|r| int(&r[0]) as u64).collect(),
         bulk: parsed.get("bulk_txn,bulk_rows").into_iter().flatten().map(|r| (int(&r[0]) as u64, int(&r[1]))).collect(),
+        side_tables: parsed.get("side_table").into_iter().flatten().map(|r| r[0].clone()).collect(),
     }
 }
 
-/// Transaction blocks (transfers, bulk inserts and deletes, upserts, MERGE, rollbacks)
-/// killed at random moments: after reopening, the database holds exactly the committed
+/// Transaction blocks (transfers, bulk inserts and deletes, upserts, MERGE, DDL,
+/// rollbacks) killed at random moments: after reopening, the database holds exactly the committed
 /// transactions — every acknowledged COMMIT, possibly the one in flight, nothing of a
 /// rolled-back or unfinished block — and the log replays again after a later kill.
 #[test]

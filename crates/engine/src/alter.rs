@@ -150,8 +150,8 @@ impl Connection {
             return Err(not_impl_err!("this form of ALTER TABLE (ONLY, LOCATION, ON CLUSTER or a table type)"));
         }
         let name = object_name_to_table(&alter.name)?;
-        let Some(table) = self.db.catalog.get_table(&name) else {
-            if self.db.catalog.get_view(&name).is_some() {
+        let Some(table) = self.catalog().get_table(&name) else {
+            if self.catalog().get_view(&name).is_some() {
                 return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is a view: ALTER TABLE changes tables")));
             }
             if alter.if_exists {
@@ -162,11 +162,9 @@ impl Connection {
         if table.deferred_rows().is_some() {
             return Err(ApiaryError::WrongObjectType(format!("cannot alter table \"{name}\": it reads a file")));
         }
-        // The writer: no statement changes the rows while the new table is built.
-        let writer = table.appender()?;
-        if !self.db.catalog.holds(&table) {
-            return Err(ApiaryError::Serialization(format!("table \"{name}\" was altered or dropped meanwhile; run the statement again")));
-        }
+        // The writer: no statement changes the rows while the new table is built (inside
+        // a transaction block, its private one: COMMIT checks that no one did).
+        let writer = self.table_writer(&table)?;
         let reshapes = alter.operations.iter().any(|op| {
             !matches!(
                 op,
@@ -180,7 +178,7 @@ impl Connection {
             )
         });
         if reshapes {
-            if let Some(view) = self.db.catalog.dependent_views(std::slice::from_ref(&name)).first() {
+            if let Some(view) = self.catalog().dependent_views(std::slice::from_ref(&name)).first() {
                 return Err(ApiaryError::Dependency(format!(
                     "cannot alter table \"{name}\" because view \"{}\" depends on it (drop the view first)",
                     view.name
@@ -191,7 +189,7 @@ impl Connection {
         for operation in &alter.operations {
             self.apply(&mut draft, operation)?;
         }
-        if draft.name != name && (self.db.catalog.get_table(&draft.name).is_some() || self.db.catalog.get_view(&draft.name).is_some()) {
+        if draft.name != name && (self.catalog().get_table(&draft.name).is_some() || self.catalog().get_view(&draft.name).is_some()) {
             return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", draft.name)));
         }
         let altered = Arc::new(draft.table(true));
@@ -201,7 +199,7 @@ impl Connection {
         }
         // Published while the old table's writer is held: a statement waiting for it then
         // finds the table replaced.
-        self.db.commit(Change::Replace { old: Arc::clone(&table), new: altered })?;
+        self.commit_change(Change::Replace { old: Arc::clone(&table), new: altered })?;
         drop(writer);
         Ok(QueryResult::statement(None))
     }

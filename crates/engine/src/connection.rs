@@ -282,7 +282,7 @@ impl Connection {
             S::Call(function) if function.name.to_string().eq_ignore_ascii_case("dbgen") => {
                 let sf = dbgen_scale_factor(function)?;
                 // Loading replaces the TPC-H tables; a CALL must not drop a user's data.
-                if let Some(existing) = crate::tpch::TABLES.iter().find(|t| self.db.catalog.get_table(t).is_some()) {
+                if let Some(existing) = crate::tpch::TABLES.iter().find(|t| self.catalog().get_table(t).is_some()) {
                     return Err(ApiaryError::Duplicate(format!(
                         "dbgen: table \"{existing}\" already exists (drop the TPC-H tables first)"
                     )));
@@ -299,7 +299,7 @@ impl Connection {
             threads: self.db.scheduler.threads(),
             pool: &self.db.pool,
             block_rows: self.settings.block_rows,
-            catalog: &self.db.catalog,
+            catalog: self.catalog(),
             scheduler: &self.db.scheduler,
             effects: true,
             session: &self.session,
@@ -335,7 +335,7 @@ impl Connection {
 
     /// A binder for this connection's statement (with its `$n` values, if any).
     pub(crate) fn binder<'a>(&'a self, functions: &'a EngineTableFunctions<'a>) -> Binder<'a> {
-        let mut binder = Binder::new(&self.db.catalog, functions);
+        let mut binder = Binder::new(self.catalog(), functions);
         if let Some(values) = &self.parameter_values {
             binder = binder.with_parameter_values(values.clone());
         }
@@ -355,7 +355,7 @@ impl Connection {
         parameter_types: &[DataType],
     ) -> Result<(BoundStatement, LogicalPlan)> {
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions).with_parameter_slots(parameter_types.to_vec());
+        let mut binder = Binder::new(self.catalog(), &functions).with_parameter_slots(parameter_types.to_vec());
         binder.block_rows = self.settings.block_rows;
         binder.time_zone = self.settings.execution.time_zone;
         let bound = binder.bind_query(query)?;
@@ -450,11 +450,11 @@ impl Connection {
 
     fn create_table(&mut self, create: &ast::CreateTable) -> Result<QueryResult> {
         let name = object_name_to_table(&create.name)?;
-        if self.db.catalog.get_table(&name).is_some() || self.db.catalog.get_view(&name).is_some() {
+        if self.catalog().get_table(&name).is_some() || self.catalog().get_view(&name).is_some() {
             if create.if_not_exists {
                 return Ok(QueryResult::statement(None));
             }
-            if self.db.catalog.get_view(&name).is_some() {
+            if self.catalog().get_view(&name).is_some() {
                 return Err(ApiaryError::Duplicate(format!("relation \"{name}\" already exists (a view)")));
             }
             return Err(ApiaryError::Duplicate(format!("table \"{name}\" already exists")));
@@ -476,7 +476,7 @@ impl Connection {
             let chunks = self.run_plan(&plan)?;
             let table = Arc::new(Table::new(name, Schema::new(fields), self.settings.block_rows).packed(self.settings.packed_blocks));
             let prepared = prepare_append(&table, chunks)?;
-            let rows = self.db.commit(Change::Create(Arc::clone(&table), Some(prepared)))?;
+            let rows = self.commit_change(Change::Create(Arc::clone(&table), Some(prepared)))?;
             return Ok(QueryResult::statement(Some(rows)));
         }
         if create.columns.is_empty() {
@@ -582,7 +582,7 @@ impl Connection {
                 .with_checks(checks),
         );
         self.validate_defaults_and_checks(&table)?;
-        self.db.commit(Change::Create(table, None))?;
+        self.commit_change(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }
 
@@ -598,7 +598,7 @@ impl Connection {
         let mut dropped = Vec::new();
         for name in names {
             let name = object_name_to_table(name)?;
-            let (is_table, is_view) = (self.db.catalog.get_table(&name).is_some(), self.db.catalog.get_view(&name).is_some());
+            let (is_table, is_view) = (self.catalog().get_table(&name).is_some(), self.catalog().get_view(&name).is_some());
             match (view, is_table, is_view) {
                 (false, true, _) | (true, _, true) => dropped.push(name),
                 (false, _, true) => {
@@ -616,7 +616,7 @@ impl Connection {
         }
         if !dropped.is_empty() {
             let (tables, views) = if view { (Vec::new(), dropped) } else { (dropped, Vec::new()) };
-            self.db.commit(Change::Drop { tables, views, cascade })?;
+            self.commit_change(Change::Drop { tables, views, cascade })?;
         }
         Ok(QueryResult::statement(None))
     }
@@ -642,7 +642,7 @@ impl Connection {
             return Err(not_impl_err!("{what}"));
         }
         let name = object_name_to_table(&create.name)?;
-        if create.if_not_exists && (self.db.catalog.get_view(&name).is_some() || self.db.catalog.get_table(&name).is_some()) {
+        if create.if_not_exists && (self.catalog().get_view(&name).is_some() || self.catalog().get_table(&name).is_some()) {
             return Ok(QueryResult::statement(None));
         }
         let query = apiary_sql::parser::printable_query(&create.query);
@@ -654,7 +654,7 @@ impl Connection {
         }
         // Bound without `$n` values: a view has no parameters.
         let functions = self.table_functions();
-        let mut binder = Binder::new(&self.db.catalog, &functions);
+        let mut binder = Binder::new(self.catalog(), &functions);
         binder.block_rows = self.settings.block_rows;
         let bound = binder.bind_query(&create.query)?;
         let dependencies = binder.referenced_relations();
@@ -681,7 +681,7 @@ impl Connection {
             columns.push(Field::new(column_name, data_type, true));
         }
         let view = Arc::new(View::new(name, sql, columns, dependencies));
-        self.db.commit(Change::CreateView { view, replace: create.or_replace })?;
+        self.commit_change(Change::CreateView { view, replace: create.or_replace })?;
         Ok(QueryResult::statement(None))
     }
 
@@ -853,8 +853,8 @@ impl Connection {
 
     /// `SHOW TABLES`: the tables and views, by name.
     fn show_tables(&mut self) -> Result<QueryResult> {
-        let mut names = self.db.catalog.table_names();
-        names.extend(self.db.catalog.views().iter().map(|v| v.name.clone()));
+        let mut names = self.catalog().table_names();
+        names.extend(self.catalog().views().iter().map(|v| v.name.clone()));
         names.sort();
         Ok(text_result("name", names))
     }
@@ -862,9 +862,9 @@ impl Connection {
     /// `DESCRIBE t`: the columns of a table or view.
     fn describe(&mut self, name: &ast::ObjectName) -> Result<QueryResult> {
         let name = object_name_to_table(name)?;
-        let fields = match self.db.catalog.get_view(&name) {
+        let fields = match self.catalog().get_view(&name) {
             Some(view) => view.columns.clone(),
-            None => self.db.catalog.table(&name)?.schema.fields.clone(),
+            None => self.catalog().table(&name)?.schema.fields.clone(),
         };
         let mut names = StrColumnBuilder::new();
         let mut types = StrColumnBuilder::new();

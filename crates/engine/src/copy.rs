@@ -14,7 +14,6 @@ use sqlparser::ast;
 
 use crate::connection::{conform_chunk, Connection};
 use crate::csv::{for_each_piece, write_field, CsvOptions};
-use crate::database::Change;
 use crate::parquet_io::{read_parquet, write_parquet, ParquetFooter};
 use crate::result::QueryResult;
 
@@ -86,7 +85,7 @@ pub fn copy(
     let ast::CopySource::Table { table_name, columns } = source else {
         return Err(bind_err!("COPY ... FROM needs a table, not a query"));
     };
-    let table = conn.db.catalog.table(&object_name_to_table(table_name)?)?;
+    let table = conn.catalog().table(&object_name_to_table(table_name)?)?;
     // The file holds the listed columns (all, by default); the others get their DEFAULT.
     let positions: Vec<usize> = if columns.is_empty() {
         (0..table.schema.len()).collect()
@@ -102,15 +101,13 @@ pub fn copy(
     let file_fields: Vec<Field> = positions.iter().map(|&p| table.schema.fields[p].clone()).collect();
     // The columns the file leaves out that have a DEFAULT (the others get NULL).
     let defaulted: Vec<usize> = (0..table.schema.len()).filter(|c| !positions.contains(c) && table.default_of(*c).is_some()).collect();
+    let mut appender = conn.table_writer(&table)?;
     let checker: &Connection = conn;
     let path = Path::new(filename);
     let threads = conn.db.scheduler.threads();
-    let mut appender = table.appender()?;
-    if !conn.db.catalog.holds(&table) {
-        return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile; run COPY again", table.name)));
-    }
     let pool = std::sync::Arc::clone(&conn.db.pool);
-    let store = conn.db.store.clone();
+    // Inside a transaction block the rows stay the transaction's (in memory) until COMMIT.
+    let store = if conn.in_transaction() { None } else { conn.db.store.clone() };
     // Bytes loaded and not yet written to the database file (all of them for an in-memory
     // database, whose rows stay in memory).
     let mut loaded_bytes = 0usize;
@@ -159,7 +156,7 @@ pub fn copy(
             }
         }
     }
-    let rows = conn.db.commit(Change::Append(&table, appender.prepare()?))?;
+    let rows = conn.finish_write(&table, appender.prepare()?)?;
     Ok(QueryResult::statement(Some(rows)))
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use apiary_common::{ApiaryError, Result};
+use apiary_common::{internal_err, ApiaryError, Result};
 use apiary_execution::Scheduler;
 use apiary_storage::pool::default_memory_limit;
 use apiary_storage::{BufferPool, Catalog, CommitGuard, DurableStore, LogEntry, PreparedAppend, Table, TableData, View};
@@ -136,6 +136,41 @@ pub(crate) enum Change<'a> {
     Replace { old: Arc<Table>, new: Arc<Table> },
 }
 
+/// A change of which tables and views exist, kept by a transaction to replay at COMMIT
+/// (a [`Change`] holds no table's writer).
+pub(crate) enum CatalogChange {
+    Create(Arc<Table>),
+    Drop { tables: Vec<String>, views: Vec<String>, cascade: bool },
+    CreateView { view: Arc<View>, replace: bool },
+    Replace { old: Arc<Table>, new: Arc<Table> },
+}
+
+impl CatalogChange {
+    /// The catalog part of `change` (a new table's first rows are not part of it).
+    pub(crate) fn of(change: &Change<'_>) -> Result<CatalogChange> {
+        Ok(match change {
+            Change::Create(table, _) => CatalogChange::Create(Arc::clone(table)),
+            Change::Drop { tables, views, cascade } => {
+                CatalogChange::Drop { tables: tables.clone(), views: views.clone(), cascade: *cascade }
+            }
+            Change::CreateView { view, replace } => CatalogChange::CreateView { view: Arc::clone(view), replace: *replace },
+            Change::Replace { old, new } => CatalogChange::Replace { old: Arc::clone(old), new: Arc::clone(new) },
+            Change::Append(..) | Change::Writes(_) => return Err(internal_err!("a write is not a catalog change")),
+        })
+    }
+
+    pub(crate) fn change(&self) -> Change<'static> {
+        match self {
+            CatalogChange::Create(table) => Change::Create(Arc::clone(table), None),
+            CatalogChange::Drop { tables, views, cascade } => {
+                Change::Drop { tables: tables.clone(), views: views.clone(), cascade: *cascade }
+            }
+            CatalogChange::CreateView { view, replace } => Change::CreateView { view: Arc::clone(view), replace: *replace },
+            CatalogChange::Replace { old, new } => Change::Replace { old: Arc::clone(old), new: Arc::clone(new) },
+        }
+    }
+}
+
 impl DatabaseInner {
     /// Makes `change` durable (for a database file) and then visible; returns the rows it
     /// added. A change that fails leaves nothing behind.
@@ -145,139 +180,90 @@ impl DatabaseInner {
             _ => Some(self.catalog_changes.lock().unwrap_or_else(|e| e.into_inner())),
         };
         let mut guard = self.store.as_ref().map(|s| s.lock());
-        let change = self.check_catalog_change(change)?;
+        let change = check_catalog_change(&self.catalog, change)?;
         if let Some(guard) = guard.as_mut() {
             self.make_durable(guard, &change)?;
         }
         let rows = match change {
-            Change::Create(table, rows) => {
-                let appended = rows.map_or(0, |r| r.publish());
-                self.catalog.create_table(table)?;
-                appended
-            }
             Change::Append(_, prepared) => prepared.publish(),
             Change::Writes(writes) => {
                 let _publishing = self.publish_lock.write().unwrap_or_else(|e| e.into_inner());
                 writes.into_iter().map(|(_, prepared)| prepared.publish()).sum()
             }
-            Change::Drop { tables, views, .. } => {
-                for name in views {
-                    self.catalog.drop_view(&name);
-                }
-                for name in tables {
-                    if let Some(dropped) = self.catalog.drop_table(&name) {
-                        dropped.clear();
-                    }
-                }
-                0
+            Change::Create(table, rows) => {
+                let appended = rows.map_or(0, |r| r.publish());
+                apply_catalog_change(&self.catalog, Change::Create(table, None))?;
+                appended
             }
-            Change::CreateView { view, .. } => {
-                self.catalog.put_view(view)?;
-                0
-            }
-            Change::Replace { old, new } => {
-                self.catalog.replace_table(&old.name, new)?;
+            other => {
+                for dropped in apply_catalog_change(&self.catalog, other)? {
+                    dropped.clear();
+                }
                 0
             }
         };
+        self.after_commit(guard.as_mut());
+        Ok(rows as u64)
+    }
+
+    /// Commits a transaction block that changed which tables and views exist: its
+    /// catalog changes (`operations`, as it made them) are checked again and applied, in
+    /// order, to the catalog as committed now; then its writes (`writes`, of the tables
+    /// in the resulting catalog) are made durable with them in one checkpoint and
+    /// published together with the new catalog.
+    pub(crate) fn commit_transaction(&self, operations: Vec<CatalogChange>, writes: Vec<(&Arc<Table>, PreparedAppend<'_>)>) -> Result<()> {
+        let _catalog_change = self.catalog_changes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.store.as_ref().map(|s| s.lock());
+        let catalog = self.catalog.copy();
+        let mut dropped = Vec::new();
+        for operation in operations {
+            let operation = check_catalog_change(&catalog, operation.change())?;
+            dropped.extend(apply_catalog_change(&catalog, operation)?);
+        }
+        if let Some((table, _)) = writes.iter().find(|(table, _)| !catalog.holds(table)) {
+            return Err(ApiaryError::Serialization(format!("table \"{}\" was dropped or altered by another transaction", table.name)));
+        }
+        if let Some(guard) = guard.as_mut() {
+            let state: Vec<(Arc<Table>, Arc<TableData>)> = catalog
+                .tables()
+                .into_iter()
+                .map(|table| {
+                    let written = writes.iter().find(|(t, _)| Arc::ptr_eq(t, &table)).map(|(_, prepared)| Arc::clone(prepared.data()));
+                    let data = written.unwrap_or_else(|| table.snapshot());
+                    (table, data)
+                })
+                .collect();
+            guard.checkpoint(&state, &catalog.views(), self.scheduler.threads())?;
+        }
+        {
+            let _publishing = self.publish_lock.write().unwrap_or_else(|e| e.into_inner());
+            for (_, prepared) in writes {
+                prepared.publish();
+            }
+            self.catalog.assign(&catalog);
+        }
+        for table in dropped {
+            table.clear();
+        }
+        self.after_commit(guard.as_mut());
+        Ok(())
+    }
+
+    /// What follows every commit: an in-memory database's memory accounting, a file's
+    /// log folded in once it has grown.
+    fn after_commit(&self, guard: Option<&mut CommitGuard<'_>>) {
         if self.store.is_none() {
             // An in-memory database's tables cannot be evicted: they count against the
             // memory budget.
             let bytes = self.catalog.tables().iter().map(|t| t.snapshot().memory_bytes()).sum();
             self.pool.set_table_bytes(bytes);
         }
-        if let Some(guard) = guard.as_mut() {
+        if let Some(guard) = guard {
             if guard.wal_bytes() > WAL_CHECKPOINT_BYTES {
-                // The statement is committed (in the log); a failed fold is retried by the
+                // The change is committed (in the log); a failed fold is retried by the
                 // next checkpoint, so its error is not the statement's.
                 let _ = self.checkpoint_locked(guard);
             }
-        }
-        Ok(rows as u64)
-    }
-
-    /// Checks a change of which tables and views exist against the catalog (under
-    /// [`Self::catalog_changes`]): names free, a replaced view's columns kept, a view's
-    /// dependencies present, nothing dropped that a remaining view reads. Returns the
-    /// change with the views a CASCADE drops added.
-    fn check_catalog_change<'a>(&self, change: Change<'a>) -> Result<Change<'a>> {
-        match change {
-            Change::Create(table, rows) => {
-                if self.catalog.get_table(&table.name).is_some() {
-                    return Err(ApiaryError::Duplicate(format!("table \"{}\" already exists", table.name)));
-                }
-                if self.catalog.get_view(&table.name).is_some() {
-                    return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
-                }
-                Ok(Change::Create(table, rows))
-            }
-            Change::CreateView { view, replace } => {
-                if self.catalog.get_table(&view.name).is_some() {
-                    return Err(match replace {
-                        true => ApiaryError::WrongObjectType(format!("\"{}\" is a table, not a view", view.name)),
-                        false => ApiaryError::Duplicate(format!("relation \"{}\" already exists (a table)", view.name)),
-                    });
-                }
-                if let Some(old) = self.catalog.get_view(&view.name) {
-                    if !replace {
-                        return Err(ApiaryError::Duplicate(format!("view \"{}\" already exists", view.name)));
-                    }
-                    check_view_replacement(&old, &view)?;
-                }
-                for dependency in &view.dependencies {
-                    if self.catalog.get_table(dependency).is_none() && self.catalog.get_view(dependency).is_none() {
-                        return Err(ApiaryError::Catalog(format!(
-                            "relation \"{dependency}\" does not exist (dropped while the view was created)"
-                        )));
-                    }
-                }
-                Ok(Change::CreateView { view, replace })
-            }
-            Change::Replace { old, new } => {
-                if !self.catalog.holds(&old) {
-                    return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile", old.name)));
-                }
-                if new.name != old.name && (self.catalog.get_table(&new.name).is_some() || self.catalog.get_view(&new.name).is_some()) {
-                    return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", new.name)));
-                }
-                Ok(Change::Replace { old, new })
-            }
-            Change::Drop { tables, mut views, cascade } => {
-                let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
-                let dependents = self.catalog.dependent_views(&dropped);
-                let mut blocking = Vec::new();
-                for dependent in dependents {
-                    if dropped.contains(&dependent.name) {
-                        continue;
-                    }
-                    if cascade {
-                        dropped.push(dependent.name.clone());
-                        views.push(dependent.name.clone());
-                    } else {
-                        blocking.push(dependent);
-                    }
-                }
-                if let Some(first) = blocking.first() {
-                    let object = |name: &String| match self.catalog.get_view(name) {
-                        Some(_) => format!("view {name}"),
-                        None => format!("table {name}"),
-                    };
-                    let target = first.dependencies.iter().find(|d| dropped.contains(*d)).map(object).unwrap_or_default();
-                    let details: Vec<String> = blocking
-                        .iter()
-                        .map(|view| {
-                            let on = view.dependencies.iter().find(|d| dropped.contains(*d) || blocking.iter().any(|b| b.name == **d));
-                            format!("view {} depends on {}", view.name, on.map(object).unwrap_or_default())
-                        })
-                        .collect();
-                    return Err(ApiaryError::Dependency(format!(
-                        "cannot drop {target} because other objects depend on it ({}); use DROP ... CASCADE to drop the dependent objects too",
-                        details.join(", ")
-                    )));
-                }
-                Ok(Change::Drop { tables, views, cascade })
-            }
-            other => Ok(other),
         }
     }
 
@@ -398,6 +384,109 @@ impl Drop for DatabaseInner {
             }
         }
     }
+}
+
+/// Checks a change of which tables and views exist against the catalog (under
+/// [`DatabaseInner::catalog_changes`]): names free, a replaced view's columns kept, a view's
+/// dependencies present, nothing dropped that a remaining view reads. Returns the
+/// change with the views a CASCADE drops added.
+pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) -> Result<Change<'a>> {
+    match change {
+        Change::Create(table, rows) => {
+            if catalog.get_table(&table.name).is_some() {
+                return Err(ApiaryError::Duplicate(format!("table \"{}\" already exists", table.name)));
+            }
+            if catalog.get_view(&table.name).is_some() {
+                return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
+            }
+            Ok(Change::Create(table, rows))
+        }
+        Change::CreateView { view, replace } => {
+            if catalog.get_table(&view.name).is_some() {
+                return Err(match replace {
+                    true => ApiaryError::WrongObjectType(format!("\"{}\" is a table, not a view", view.name)),
+                    false => ApiaryError::Duplicate(format!("relation \"{}\" already exists (a table)", view.name)),
+                });
+            }
+            if let Some(old) = catalog.get_view(&view.name) {
+                if !replace {
+                    return Err(ApiaryError::Duplicate(format!("view \"{}\" already exists", view.name)));
+                }
+                check_view_replacement(&old, &view)?;
+            }
+            for dependency in &view.dependencies {
+                if catalog.get_table(dependency).is_none() && catalog.get_view(dependency).is_none() {
+                    return Err(ApiaryError::Catalog(format!(
+                        "relation \"{dependency}\" does not exist (dropped while the view was created)"
+                    )));
+                }
+            }
+            Ok(Change::CreateView { view, replace })
+        }
+        Change::Replace { old, new } => {
+            if !catalog.holds(&old) {
+                return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile", old.name)));
+            }
+            if new.name != old.name && (catalog.get_table(&new.name).is_some() || catalog.get_view(&new.name).is_some()) {
+                return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", new.name)));
+            }
+            Ok(Change::Replace { old, new })
+        }
+        Change::Drop { tables, mut views, cascade } => {
+            let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
+            let dependents = catalog.dependent_views(&dropped);
+            let mut blocking = Vec::new();
+            for dependent in dependents {
+                if dropped.contains(&dependent.name) {
+                    continue;
+                }
+                if cascade {
+                    dropped.push(dependent.name.clone());
+                    views.push(dependent.name.clone());
+                } else {
+                    blocking.push(dependent);
+                }
+            }
+            if let Some(first) = blocking.first() {
+                let object = |name: &String| match catalog.get_view(name) {
+                    Some(_) => format!("view {name}"),
+                    None => format!("table {name}"),
+                };
+                let target = first.dependencies.iter().find(|d| dropped.contains(*d)).map(object).unwrap_or_default();
+                let details: Vec<String> = blocking
+                    .iter()
+                    .map(|view| {
+                        let on = view.dependencies.iter().find(|d| dropped.contains(*d) || blocking.iter().any(|b| b.name == **d));
+                        format!("view {} depends on {}", view.name, on.map(object).unwrap_or_default())
+                    })
+                    .collect();
+                return Err(ApiaryError::Dependency(format!(
+                    "cannot drop {target} because other objects depend on it ({}); use DROP ... CASCADE to drop the dependent objects too",
+                    details.join(", ")
+                )));
+            }
+            Ok(Change::Drop { tables, views, cascade })
+        }
+        other => Ok(other),
+    }
+}
+
+/// Applies a checked catalog change to `catalog` (a table's first rows are published by
+/// the caller); returns the tables it dropped.
+pub(crate) fn apply_catalog_change(catalog: &Catalog, change: Change<'_>) -> Result<Vec<Arc<Table>>> {
+    match change {
+        Change::Create(table, _) => catalog.create_table(table)?,
+        Change::Drop { tables, views, .. } => {
+            for name in views {
+                catalog.drop_view(&name);
+            }
+            return Ok(tables.iter().filter_map(|name| catalog.drop_table(name)).collect());
+        }
+        Change::CreateView { view, .. } => catalog.put_view(view)?,
+        Change::Replace { old, new } => catalog.replace_table(&old.name, new)?,
+        Change::Append(..) | Change::Writes(_) => return Err(internal_err!("a write is not a catalog change")),
+    }
+    Ok(Vec::new())
 }
 
 /// The log entries of a table's change, in the order the writer made them: a TRUNCATE,

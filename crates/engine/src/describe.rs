@@ -40,7 +40,7 @@ impl Connection {
     pub fn describe_statement(&self, statement: &ast::Statement, declared: &[Option<DataType>]) -> Result<StatementDescription> {
         // Describing must not cancel anything: `apiary_cancel` runs at execution.
         let functions = EngineTableFunctions { effects: false, ..self.table_functions() };
-        let mut binder = Binder::new(&self.db.catalog, &functions).with_parameters(declared.to_vec());
+        let mut binder = Binder::new(self.catalog(), &functions).with_parameters(declared.to_vec());
         binder.block_rows = self.settings.block_rows;
         let text = DataType::Varchar(None);
         let columns = match statement {
@@ -53,7 +53,7 @@ impl Connection {
                     return Err(bind_err!("INSERT INTO a table function"));
                 };
                 let name = object_name_to_table(name)?;
-                let table = self.db.catalog.table(&name)?;
+                let table = self.catalog().table(&name)?;
                 if let Some(source) = &insert.source {
                     let columns: Vec<ast::Ident> =
                         insert.columns.iter().filter_map(|c| c.0.last().and_then(|p| p.as_ident()).cloned()).collect();

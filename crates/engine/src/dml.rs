@@ -95,10 +95,10 @@ impl Connection {
             return Err(not_impl_err!("INSERT INTO a table function"));
         };
         let name = object_name_to_table(name)?;
-        if self.db.catalog.get_view(&name).is_some() {
+        if self.catalog().get_view(&name).is_some() {
             return Err(ApiaryError::WrongObjectType(format!("cannot insert into view \"{name}\"")));
         }
-        let table = self.db.catalog.table(&name)?;
+        let table = self.catalog().table(&name)?;
         let target = Target { table, name, alias: insert_alias(insert) };
         let columns: Vec<ast::Ident> = insert
             .columns
@@ -732,7 +732,7 @@ impl Connection {
             return Err(bind_err!("{what} target alias cannot rename columns"));
         }
         let name = object_name_to_table(name)?;
-        if self.db.catalog.get_view(&name).is_some() {
+        if self.catalog().get_view(&name).is_some() {
             let verb = match what {
                 "DELETE" => "delete from",
                 "MERGE" => "merge into",
@@ -740,7 +740,7 @@ impl Connection {
             };
             return Err(ApiaryError::WrongObjectType(format!("cannot {verb} view \"{name}\"")));
         }
-        let table = self.db.catalog.table(&name)?;
+        let table = self.catalog().table(&name)?;
         if table.deferred_rows().is_some() {
             return Err(ApiaryError::WrongObjectType(format!("cannot change table \"{name}\": it reads a file")));
         }
@@ -838,10 +838,10 @@ impl Connection {
         let mut tables = Vec::new();
         for target in &truncate.table_names {
             let name = object_name_to_table(&target.name)?;
-            if self.db.catalog.get_view(&name).is_some() {
+            if self.catalog().get_view(&name).is_some() {
                 return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a table")));
             }
-            match self.db.catalog.get_table(&name) {
+            match self.catalog().get_table(&name) {
                 Some(table) => tables.push(table),
                 None if truncate.if_exists => {}
                 None => return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist"))),

@@ -330,7 +330,7 @@ pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
     conn.execute(SCHEMA)?;
     let threads = conn.db.scheduler.threads();
     for table_name in TABLES {
-        let table = conn.db.catalog.table(table_name)?;
+        let table = conn.catalog().table(table_name)?;
         let types = table.schema.types();
         let parts = part_count(table_name, threads, sf);
         let next = std::sync::atomic::AtomicI32::new(1);
@@ -343,7 +343,7 @@ pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
         let progress = std::sync::Mutex::new(Progress { ready: Default::default(), appended: 0, stop: false });
         let changed = std::sync::Condvar::new();
         let lock = || progress.lock().unwrap_or_else(|e| e.into_inner());
-        let mut appender = table.appender()?;
+        let mut appender = conn.table_writer(&table)?;
         let appended: Result<()> = std::thread::scope(|scope| {
             for _ in 0..threads.min(parts as usize) {
                 scope.spawn(|| loop {
@@ -386,7 +386,7 @@ pub fn load(conn: &mut Connection, sf: f64) -> Result<()> {
             result
         });
         appended?;
-        conn.db.commit(crate::database::Change::Append(&table, appender.prepare()?))?;
+        conn.finish_write(&table, appender.prepare()?)?;
     }
     Ok(())
 }

@@ -19,8 +19,19 @@
 //!
 //! Key constraints are checked among a statement's rows when it runs and against the
 //! committed table at COMMIT (a duplicate of a row committed by another transaction, or
-//! of one the snapshot holds, fails the COMMIT, which then rolls back). DDL, COPY FROM
-//! and CHECKPOINT are not allowed inside a transaction block yet.
+//! of one the snapshot holds, fails the COMMIT, which then rolls back).
+//!
+//! DDL inside a block (CREATE / DROP / ALTER TABLE, CREATE / DROP VIEW, CREATE TABLE AS,
+//! CALL dbgen) changes the transaction's own catalog: a copy of the committed one made at
+//! its first DDL, which its statements read from then on (`Connection::catalog`). A new
+//! or altered table is a table object no one else sees; its rows are written like any
+//! other table's. COMMIT replays the catalog changes, in order and checked again, on the
+//! catalog as committed then, and makes them and the writes durable in one checkpoint
+//! (`DatabaseInner::commit_transaction`). An ALTER of a committed table fails the COMMIT
+//! (40001) if another transaction changed the table's rows since this one's snapshot
+//! (the altered table was built from them); a DROP removes the rows committed meanwhile
+//! too, as PostgreSQL's (which waits for the table's lock) does. CHECKPOINT, which moves
+//! rows, is refused inside a block.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -28,12 +39,12 @@ use std::sync::Arc;
 use apiary_common::{not_impl_err, ApiaryError, Result};
 use apiary_sql::binder::normalize_ident;
 use apiary_storage::table::row_id;
-use apiary_storage::{PreparedAppend, Table, TableAppender, TableData};
+use apiary_storage::{Catalog, PreparedAppend, Table, TableAppender, TableData};
 use apiary_types::DataChunk;
 use sqlparser::ast;
 
 use crate::connection::Connection;
-use crate::database::Change;
+use crate::database::{apply_catalog_change, check_catalog_change, CatalogChange, Change};
 use crate::result::QueryResult;
 
 /// A transaction block's state.
@@ -49,12 +60,24 @@ pub(crate) struct Transaction {
     savepoints: Vec<Savepoint>,
     /// A statement failed: only ROLLBACK (or ROLLBACK TO a savepoint) is accepted.
     failed: bool,
+    /// After the transaction's first DDL, its own catalog (see the module docs); `None`:
+    /// it reads the committed catalog.
+    catalog: Option<Arc<Catalog>>,
+    /// Its DDL, in order, replayed on the committed catalog at COMMIT.
+    operations: Vec<CatalogChange>,
+    /// Committed tables an ALTER replaced, with the contents its snapshot had of them:
+    /// COMMIT fails if another transaction has changed them since.
+    altered: Vec<(Arc<Table>, Arc<TableData>)>,
 }
 
 struct Savepoint {
     name: String,
     written: BTreeMap<String, Arc<TableData>>,
     truncated: BTreeSet<String>,
+    snapshot: HashMap<String, (Arc<Table>, Arc<TableData>)>,
+    catalog: Option<Arc<Catalog>>,
+    operations: usize,
+    altered: usize,
 }
 
 impl Transaction {
@@ -75,6 +98,45 @@ impl Transaction {
     pub(crate) fn tables(&self) -> HashMap<String, Arc<Table>> {
         self.snapshot.iter().map(|(name, (table, _))| (name.clone(), Arc::new(table.at(self.contents(table))))).collect()
     }
+
+    /// Applies a DDL statement's change to the transaction's catalog (see the module
+    /// docs); `committed` is the database's. Returns the rows it added (CREATE TABLE AS).
+    fn apply(&mut self, committed: &Catalog, change: Change<'_>) -> Result<u64> {
+        let catalog = self.catalog.as_deref().unwrap_or(committed).copy();
+        let checked = check_catalog_change(&catalog, change)?;
+        let change = CatalogChange::of(&checked)?;
+        // A new table is the transaction's alone until COMMIT: its first rows (CREATE
+        // TABLE AS) are its contents now.
+        let rows = match checked {
+            Change::Create(_, Some(rows)) => rows.publish(),
+            _ => 0,
+        };
+        match &change {
+            CatalogChange::Create(table) => {
+                self.snapshot.insert(table.name.clone(), (Arc::clone(table), table.snapshot()));
+            }
+            CatalogChange::Drop { tables, .. } => tables.iter().for_each(|name| self.forget(name)),
+            CatalogChange::Replace { old, new } => {
+                if let Some((_, base)) = self.snapshot.get(&old.name).filter(|_| committed.holds(old)) {
+                    self.altered.push((Arc::clone(old), Arc::clone(base)));
+                }
+                self.forget(&old.name);
+                self.snapshot.insert(new.name.clone(), (Arc::clone(new), new.snapshot()));
+            }
+            _ => {}
+        }
+        apply_catalog_change(&catalog, change.change())?;
+        self.operations.push(change);
+        self.catalog = Some(Arc::new(catalog));
+        Ok(rows as u64)
+    }
+
+    /// A table the transaction dropped or replaced: its changes of it go.
+    fn forget(&mut self, name: &str) {
+        self.snapshot.remove(name);
+        self.written.remove(name);
+        self.truncated.remove(name);
+    }
 }
 
 /// Whether a statement may run inside a transaction block.
@@ -84,17 +146,31 @@ fn allowed_in_transaction(statement: &ast::Statement) -> Result<()> {
         S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) | S::Merge(_) | S::Truncate(_) | S::Explain { .. } => return Ok(()),
         S::Set(_) | S::Reset(_) | S::ShowVariable { .. } | S::ShowTables { .. } | S::ExplainTable { .. } => return Ok(()),
         S::Copy { to: true, .. } => return Ok(()),
-        S::CreateTable(_) => "CREATE TABLE",
-        S::CreateView(_) => "CREATE VIEW",
-        S::Drop { .. } => "DROP",
-        S::Copy { .. } => "COPY FROM",
-        S::Call(_) => "CALL",
+        S::CreateTable(_) | S::CreateView(_) | S::Drop { .. } | S::AlterTable(_) | S::Copy { .. } => return Ok(()),
+        // CHECKPOINT moves rows (compaction), which would fail this transaction's COMMIT.
+        S::Call(function) if apiary_sql::parser::is_checkpoint(function) => "CHECKPOINT",
+        S::Call(_) => return Ok(()),
         _ => "this statement",
     };
     Err(not_impl_err!("{what} inside a transaction block (run it outside BEGIN ... COMMIT)"))
 }
 
 impl Connection {
+    /// The catalog statements read: the transaction's own after its first DDL, else the
+    /// database's.
+    pub(crate) fn catalog(&self) -> &Catalog {
+        self.transaction.as_ref().and_then(|t| t.catalog.as_deref()).unwrap_or(&self.db.catalog)
+    }
+
+    /// Commits a change of which tables and views exist: into the transaction's catalog
+    /// inside a block, else durably and visibly. Returns the rows it added.
+    pub(crate) fn commit_change(&mut self, change: Change<'_>) -> Result<u64> {
+        match self.transaction.as_mut() {
+            Some(transaction) => transaction.apply(&self.db.catalog, change),
+            None => self.db.commit(change),
+        }
+    }
+
     /// Whether a transaction block is open.
     pub fn in_transaction(&self) -> bool {
         self.transaction.is_some()
@@ -165,7 +241,15 @@ impl Connection {
         if transaction.failed {
             return Err(ApiaryError::InFailedTransaction);
         }
-        transaction.savepoints.push(Savepoint { name, written: transaction.written.clone(), truncated: transaction.truncated.clone() });
+        transaction.savepoints.push(Savepoint {
+            name,
+            written: transaction.written.clone(),
+            truncated: transaction.truncated.clone(),
+            snapshot: transaction.snapshot.clone(),
+            catalog: transaction.catalog.clone(),
+            operations: transaction.operations.len(),
+            altered: transaction.altered.len(),
+        });
         Ok(QueryResult::statement(None))
     }
 
@@ -178,6 +262,10 @@ impl Connection {
         let savepoint = &transaction.savepoints[position];
         transaction.written = savepoint.written.clone();
         transaction.truncated = savepoint.truncated.clone();
+        transaction.snapshot = savepoint.snapshot.clone();
+        transaction.catalog = savepoint.catalog.clone();
+        transaction.operations.truncate(savepoint.operations);
+        transaction.altered.truncate(savepoint.altered);
         transaction.failed = false;
         Ok(QueryResult::statement(None))
     }
@@ -199,7 +287,13 @@ impl Connection {
             Some(transaction) => {
                 // A table created after the snapshot: its contents now are the base the
                 // commit replays the changes against.
-                transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
+                let (known, _) = transaction.snapshot.entry(table.name.clone()).or_insert_with(|| (Arc::clone(table), table.snapshot()));
+                if !Arc::ptr_eq(known, table) {
+                    return Err(ApiaryError::Serialization(format!(
+                        "table \"{}\" was altered or replaced by another transaction since this one began",
+                        table.name
+                    )));
+                }
                 table.private_writer(transaction.contents(table))
             }
             None => {
@@ -243,6 +337,10 @@ impl Connection {
             // PostgreSQL answers COMMIT of a failed block with ROLLBACK.
             return Ok(QueryResult::statement(None));
         }
+        if !transaction.operations.is_empty() {
+            self.commit_with_ddl(transaction)?;
+            return Ok(QueryResult::statement(None));
+        }
         if transaction.written.is_empty() {
             return Ok(QueryResult::statement(None));
         }
@@ -262,6 +360,37 @@ impl Connection {
         }
         self.db.commit(Change::Writes(prepared))?;
         Ok(QueryResult::statement(None))
+    }
+
+    /// COMMIT of a transaction that ran DDL. The writers of the tables it wrote and of the
+    /// committed tables it altered are taken in name order (a table it created or altered
+    /// is its own: no one else waits for that writer), then the whole is committed by
+    /// [`DatabaseInner::commit_transaction`](crate::database::DatabaseInner::commit_transaction).
+    fn commit_with_ddl(&self, transaction: Transaction) -> Result<()> {
+        let mut locks: Vec<(&str, &Arc<Table>, Option<&Arc<TableData>>)> =
+            transaction.altered.iter().map(|(table, base)| (table.name.as_str(), table, Some(base))).collect();
+        locks.extend(transaction.written.keys().map(|name| (name.as_str(), &transaction.snapshot[name].0, None)));
+        locks.sort_by_key(|(name, ..)| *name);
+        let mut altered_writers = Vec::new();
+        let mut prepared = Vec::with_capacity(transaction.written.len());
+        for (name, table, altered_from) in locks {
+            let mut writer = table.appender()?;
+            if let Some(base) = altered_from {
+                // The altered table was built from the snapshot's rows: rows committed
+                // since would be lost.
+                if self.db.catalog.holds(table) && !Arc::ptr_eq(writer.base(), base) {
+                    return Err(ApiaryError::Serialization(format!(
+                        "table \"{name}\" was changed by another transaction after this one altered it"
+                    )));
+                }
+                altered_writers.push(writer);
+                continue;
+            }
+            let (_, base) = &transaction.snapshot[name];
+            replay(&mut writer, base, &transaction.written[name], transaction.truncated.contains(name))?;
+            prepared.push((table, writer.prepare()?));
+        }
+        self.db.commit_transaction(transaction.operations, prepared)
     }
 }
 

@@ -80,7 +80,7 @@ fn rollback_and_savepoints_undo_and_a_failed_block_waits_for_rollback() {
     run(&mut a, "COMMIT");
     assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [1, 100, 100]);
     assert!(a.execute("ROLLBACK TO SAVEPOINT s").is_err(), "no block open");
-    assert!(a.execute("BEGIN; CREATE TABLE x (a INTEGER)").is_err(), "DDL inside a block is refused");
+    assert!(a.execute("BEGIN; CHECKPOINT").is_err(), "CHECKPOINT (which moves rows) inside a block is refused");
     run(&mut a, "ROLLBACK");
 }
 
@@ -297,4 +297,67 @@ fn concurrent_transfers_match_a_sequential_model() {
     }
     assert_eq!(ints(&mut setup, "SELECT balance FROM acct ORDER BY id"), expected, "after {conflicts} retried conflicts");
     assert_eq!(ints(&mut setup, "SELECT sum(balance) FROM acct"), [1000 * ACCOUNTS]);
+}
+
+/// DDL inside a block is the block's alone until COMMIT, then everyone's.
+#[test]
+fn ddl_in_a_block_is_seen_by_others_only_after_commit() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; CREATE TABLE made (x INTEGER); INSERT INTO made VALUES (1), (2); DROP TABLE acct");
+    assert!(b.execute("SELECT * FROM made").is_err(), "not committed yet");
+    assert_eq!(ints(&mut b, "SELECT count(*) FROM acct"), [3], "the drop is not committed yet");
+    // Another connection's writes to the table the block drops are dropped with it.
+    run(&mut b, "INSERT INTO acct VALUES (4, 4)");
+    run(&mut a, "COMMIT");
+    assert_eq!(ints(&mut b, "SELECT sum(x) FROM made"), [3]);
+    assert!(b.execute("SELECT * FROM acct").is_err());
+}
+
+/// Two blocks create a table of the same name: the second COMMIT fails and leaves
+/// nothing of its block.
+#[test]
+fn a_block_creating_a_name_another_committed_first_fails_at_commit() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; CREATE TABLE twin (a INTEGER); INSERT INTO twin VALUES (1)");
+    run(&mut b, "BEGIN; CREATE TABLE twin (b VARCHAR); INSERT INTO acct VALUES (9, 9)");
+    run(&mut a, "COMMIT");
+    let error = b.execute("COMMIT").unwrap_err();
+    assert_eq!(error.sqlstate(), "42P07", "{error}");
+    assert_eq!(ints(&mut a, "SELECT a FROM twin"), [1]);
+    assert_eq!(ints(&mut a, "SELECT count(*) FROM acct"), [3], "the failed block's insert is gone too");
+    assert!(!b.in_transaction());
+}
+
+/// An ALTER inside a block rewrites the table from its snapshot: if another connection
+/// changed the table since, the COMMIT fails (40001) rather than losing that change.
+#[test]
+fn an_alter_in_a_block_fails_at_commit_when_the_table_changed_meanwhile() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN; ALTER TABLE acct ADD COLUMN note VARCHAR DEFAULT 'x'");
+    run(&mut b, "UPDATE acct SET balance = 0 WHERE id = 1");
+    let error = a.execute("COMMIT").unwrap_err();
+    assert_eq!(error.sqlstate(), "40001", "{error}");
+    assert_eq!(ints(&mut b, "SELECT balance FROM acct ORDER BY id"), [0, 100, 100]);
+    assert!(b.execute("SELECT note FROM acct").is_err(), "the ALTER rolled back");
+    // Unchanged meanwhile, it commits; a block that wrote the old table then fails.
+    run(&mut b, "BEGIN; UPDATE acct SET balance = balance + 1 WHERE id = 2");
+    run(&mut a, "BEGIN; ALTER TABLE acct ADD COLUMN note VARCHAR DEFAULT 'x'; UPDATE acct SET note = 'y' WHERE id = 3; COMMIT");
+    let error = b.execute("COMMIT").unwrap_err();
+    assert_eq!(error.sqlstate(), "40001", "{error}");
+    assert_eq!(ints(&mut a, "SELECT count(*) FROM acct WHERE note = 'x'"), [2]);
+    assert_eq!(ints(&mut a, "SELECT balance FROM acct ORDER BY id"), [0, 100, 100]);
+}
+
+/// A block that began before another connection altered a table cannot write the new
+/// table against its snapshot of the old one.
+#[test]
+fn a_block_cannot_write_a_table_altered_after_it_began() {
+    let (_db, mut a, mut b) = accounts();
+    run(&mut a, "BEGIN");
+    assert_eq!(ints(&mut a, "SELECT count(*) FROM acct"), [3]);
+    run(&mut b, "ALTER TABLE acct ADD COLUMN note VARCHAR");
+    run(&mut a, "CREATE TABLE other (x INTEGER)");
+    let error = a.execute("INSERT INTO acct VALUES (7, 7, 'n')").unwrap_err();
+    assert_eq!(error.sqlstate(), "40001", "{error}");
+    run(&mut a, "ROLLBACK");
 }

@@ -91,6 +91,22 @@ impl Catalog {
         Ok(())
     }
 
+    /// A separate catalog holding the same tables and views (a transaction's own, which
+    /// its DDL changes until COMMIT).
+    pub fn copy(&self) -> Catalog {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let views = self.views.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Catalog { tables: RwLock::new(tables), views: RwLock::new(views), version: AtomicU64::new(self.version()) }
+    }
+
+    /// Makes this catalog hold what `other` holds (a committing transaction's catalog).
+    pub fn assign(&self, other: &Catalog) {
+        let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
+        *tables = other.tables.read().unwrap_or_else(|e| e.into_inner()).clone();
+        *self.views.write().unwrap_or_else(|e| e.into_inner()) = other.views.read().unwrap_or_else(|e| e.into_inner()).clone();
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Changes with every CREATE and DROP.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Relaxed)
