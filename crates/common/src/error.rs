@@ -130,6 +130,23 @@ pub enum ApiaryError {
     #[error("query interrupted")]
     Interrupted,
 
+    /// A sequence reached its maximum (or minimum) value and does not cycle.
+    #[error("{0}")]
+    SequenceLimit(String),
+
+    /// A value out of the range allowed (a `setval` past a sequence's bounds).
+    #[error("{0}")]
+    OutOfRange(String),
+
+    /// An option or argument with a value it may not take (a sequence's MINVALUE above
+    /// its MAXVALUE).
+    #[error("{0}")]
+    InvalidParameter(String),
+
+    /// An explicit value for a `GENERATED ALWAYS AS IDENTITY` column.
+    #[error("{0}")]
+    GeneratedAlways(String),
+
     /// A transaction's commit found that another transaction changed the same rows (or
     /// moved them) after its snapshot: retry the transaction.
     #[error("could not serialize access: {0}")]
@@ -172,6 +189,10 @@ impl ApiaryError {
             ApiaryError::NotImplemented(_) => "0A000",
             ApiaryError::TooComplex(_) => "54001",
             ApiaryError::Interrupted => "57014",
+            ApiaryError::SequenceLimit(_) => "2200H",
+            ApiaryError::OutOfRange(_) => "22003",
+            ApiaryError::InvalidParameter(_) => "22023",
+            ApiaryError::GeneratedAlways(_) => "428C9",
             ApiaryError::Serialization(_) => "40001",
             ApiaryError::InFailedTransaction => "25P02",
             ApiaryError::Internal(_) => "XX000",

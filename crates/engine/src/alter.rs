@@ -19,7 +19,7 @@ use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
 use apiary_execution::expr::cast_vector;
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::{expression_text, parse_expression};
-use apiary_storage::{Block, CheckConstraint, ColumnStripe, Table, TableData, TableStats};
+use apiary_storage::{Block, CheckConstraint, ColumnStripe, OwnedSequence, Table, TableData, TableStats};
 use apiary_types::{DataChunk, Field, Schema, Vector};
 use sqlparser::ast;
 
@@ -35,6 +35,8 @@ struct Draft {
     unique: Vec<Vec<usize>>,
     defaults: Vec<Option<String>>,
     checks: Vec<CheckConstraint>,
+    /// The sequences its columns own (a dropped column's goes with it).
+    sequences: Vec<OwnedSequence>,
     /// Each block's row count and stripes (no deleted rows).
     blocks: Vec<(usize, Vec<Arc<ColumnStripe>>)>,
     stats: TableStats,
@@ -57,6 +59,7 @@ impl Draft {
             unique: table.unique.clone(),
             defaults: (0..table.schema.len()).map(|c| table.default_of(c).map(str::to_string)).collect(),
             checks: table.checks.clone(),
+            sequences: table.sequences.clone(),
             blocks,
             stats: data.stats,
             block_rows: table.block_rows,
@@ -75,7 +78,8 @@ impl Draft {
             .with_primary_key(self.primary_key.clone())
             .with_unique(self.unique.clone())
             .with_defaults(self.defaults.clone())
-            .with_checks(self.checks.clone());
+            .with_checks(self.checks.clone())
+            .with_sequences(self.sequences.clone());
         if !with_rows {
             return table;
         }
@@ -250,8 +254,10 @@ impl Connection {
                             *c -= 1;
                         }
                     };
+                    draft.sequences.retain(|owned| owned.column != position);
                     draft.primary_key.iter_mut().for_each(shift);
                     draft.unique.iter_mut().flatten().for_each(shift);
+                    draft.sequences.iter_mut().for_each(|owned| shift(&mut owned.column));
                     draft.fields.remove(position);
                     draft.defaults.remove(position);
                     draft.stats.columns.remove(position);

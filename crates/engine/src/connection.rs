@@ -228,7 +228,10 @@ impl Connection {
         self.begin_statement(statement);
         // A panic is a bug; report it as an error instead of taking the caller down.
         let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.transaction_control(statement).unwrap_or_else(|| self.dispatch(statement))
+            let result = self.transaction_control(statement).unwrap_or_else(|| self.dispatch(statement))?;
+            // The sequence values the statement took (a write logged them with its rows).
+            self.db.log_sequences()?;
+            Ok(result)
         })) {
             // The result shows TIMESTAMPTZ values in the zone in force after the
             // statement (a `SET TimeZone` applies to what follows it).
@@ -270,6 +273,7 @@ impl Connection {
                 self.drop(*object_type, *if_exists, names, *cascade)
             }
             S::CreateView(create) => self.create_view(create),
+            S::CreateSequence { .. } => self.create_sequence(statement),
             S::Set(set) => self.set(set),
             S::Reset(reset) => self.reset(reset),
             S::ShowTables { .. } => self.show_tables(),
@@ -506,16 +510,39 @@ impl Connection {
         }
         let mut defaults: Vec<Option<String>> = Vec::with_capacity(create.columns.len());
         let mut fields: Vec<Field> = Vec::new();
+        let mut sequences: Vec<apiary_storage::OwnedSequence> = Vec::new();
         for column in &create.columns {
             let column_name = normalize_ident(&column.name);
             if fields.iter().any(|f| f.name == column_name) {
                 return Err(bind_err!("column \"{column_name}\" specified more than once"));
             }
-            let data_type = convert_data_type(&column.data_type)?;
+            let serial = crate::sequences::serial_type(&column.data_type);
+            let data_type = match serial {
+                Some(data_type) => data_type,
+                None => convert_data_type(&column.data_type)?,
+            };
             let mut nullable = true;
             let mut default = None;
+            // SERIAL, or GENERATED ... AS IDENTITY [(options)]: a sequence the column owns.
+            let mut identity: Option<(bool, &[ast::SequenceOptions])> = serial.map(|_| (false, &[][..]));
             for option in &column.options {
                 match &option.option {
+                    ast::ColumnOption::Generated {
+                        generated_as: generated_as @ (ast::GeneratedAs::Always | ast::GeneratedAs::ByDefault),
+                        sequence_options,
+                        generation_expr: None,
+                        ..
+                    } => {
+                        if identity.is_some() {
+                            return Err(bind_err!(
+                                "both a SERIAL type and identity, or two identities, specified for column \"{column_name}\""
+                            ));
+                        }
+                        identity = Some((*generated_as == ast::GeneratedAs::Always, sequence_options.as_deref().unwrap_or_default()));
+                    }
+                    ast::ColumnOption::Generated { .. } => {
+                        return Err(not_impl_err!("generated columns (GENERATED ALWAYS AS (expression))"))
+                    }
                     ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => nullable = false,
                     ast::ColumnOption::Unique(_) => unique_names.push(vec![column_name.clone()]),
                     ast::ColumnOption::Null => {}
@@ -534,6 +561,17 @@ impl Connection {
                     }
                     other => return Err(not_impl_err!("column option {other}")),
                 }
+            }
+            if let Some((always, options)) = identity {
+                if default.is_some() {
+                    return Err(bind_err!("both default and identity specified for column \"{column_name}\" of table \"{name}\""));
+                }
+                let chosen: Vec<String> = sequences.iter().map(|o| o.sequence.name.clone()).collect();
+                let sequence_name = crate::sequences::owned_sequence_name(self.catalog(), &name, &column_name, &chosen);
+                let sequence = crate::sequences::column_sequence(sequence_name, options, data_type)?;
+                default = Some(crate::sequences::nextval_default(&sequence.name));
+                sequences.push(apiary_storage::OwnedSequence { column: fields.len(), sequence, always });
+                nullable = false;
             }
             defaults.push(default);
             if primary_key.contains(&column_name) {
@@ -579,44 +617,57 @@ impl Connection {
                 .with_primary_key(key_columns)
                 .with_unique(unique)
                 .with_defaults(defaults)
-                .with_checks(checks),
+                .with_checks(checks)
+                .with_sequences(sequences),
         );
         self.validate_defaults_and_checks(&table)?;
         self.commit_change(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))
     }
 
-    /// `DROP TABLE` / `DROP VIEW [IF EXISTS] names [CASCADE]`: all or none of them. A
-    /// view that reads one of them makes it fail, unless CASCADE drops the view too.
+    /// `DROP TABLE` / `DROP VIEW` / `DROP SEQUENCE [IF EXISTS] names [CASCADE]`: all or
+    /// none of them. A view that reads one of them makes it fail, unless CASCADE drops
+    /// the view too.
     fn drop(&mut self, object_type: ast::ObjectType, if_exists: bool, names: &[ast::ObjectName], cascade: bool) -> Result<QueryResult> {
-        let view = match object_type {
-            ast::ObjectType::Table => false,
-            ast::ObjectType::View => true,
+        let kind = match object_type {
+            ast::ObjectType::Table => "table",
+            ast::ObjectType::View => "view",
+            ast::ObjectType::Sequence => "sequence",
             other => return Err(not_impl_err!("DROP {other}")),
         };
-        // Check all first so a failing DROP of several tables drops none.
+        // Check all first so a failing DROP of several drops none.
         let mut dropped = Vec::new();
         for name in names {
             let name = object_name_to_table(name)?;
-            let (is_table, is_view) = (self.catalog().get_table(&name).is_some(), self.catalog().get_view(&name).is_some());
-            match (view, is_table, is_view) {
-                (false, true, _) | (true, _, true) => dropped.push(name),
-                (false, _, true) => {
-                    return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a table: use DROP VIEW to remove a view")))
+            let catalog = self.catalog();
+            let found = match (catalog.get_table(&name), catalog.get_view(&name), catalog.get_sequence(&name)) {
+                (Some(_), ..) => "table",
+                (_, Some(_), _) => "view",
+                (.., Some(_)) if catalog.sequences().iter().any(|s| s.name == name) => "sequence",
+                (.., Some(_)) => {
+                    let owner = catalog.tables().into_iter().find(|t| t.sequences.iter().any(|o| o.sequence.name == name));
+                    let owner = owner.map(|t| format!("table {}", t.name)).unwrap_or_default();
+                    return Err(ApiaryError::Dependency(format!(
+                        "cannot drop sequence {name} because a column of {owner} requires it (drop the column or the table)"
+                    )));
                 }
-                (true, true, _) => {
-                    return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a view: use DROP TABLE to remove a table")))
-                }
-                _ if if_exists => {}
-                _ => {
-                    let kind = if view { "view" } else { "table" };
-                    return Err(ApiaryError::Catalog(format!("{kind} \"{name}\" does not exist")));
-                }
+                _ if if_exists => continue,
+                _ => return Err(ApiaryError::Catalog(format!("{kind} \"{name}\" does not exist"))),
+            };
+            if found != kind {
+                let hint = format!("use DROP {} to remove a {found}", found.to_ascii_uppercase());
+                return Err(ApiaryError::WrongObjectType(format!("\"{name}\" is not a {kind}: {hint}")));
             }
+            dropped.push(name);
         }
         if !dropped.is_empty() {
-            let (tables, views) = if view { (Vec::new(), dropped) } else { (dropped, Vec::new()) };
-            self.commit_change(Change::Drop { tables, views, cascade })?;
+            let (mut tables, mut views, mut sequences) = (Vec::new(), Vec::new(), Vec::new());
+            match object_type {
+                ast::ObjectType::Table => tables = dropped,
+                ast::ObjectType::View => views = dropped,
+                _ => sequences = dropped,
+            }
+            self.commit_change(Change::Drop { tables, views, sequences, cascade })?;
         }
         Ok(QueryResult::statement(None))
     }

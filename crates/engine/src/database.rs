@@ -7,7 +7,7 @@ use std::sync::Arc;
 use apiary_common::{internal_err, ApiaryError, Result};
 use apiary_execution::Scheduler;
 use apiary_storage::pool::default_memory_limit;
-use apiary_storage::{BufferPool, Catalog, CommitGuard, DurableStore, LogEntry, PreparedAppend, Table, TableData, View};
+use apiary_storage::{BufferPool, Catalog, CommitGuard, DurableStore, LogEntry, PreparedAppend, Sequence, Table, TableData, View};
 
 use crate::connection::Connection;
 
@@ -77,6 +77,9 @@ impl Database {
         for view in recovered.views {
             catalog.put_view(view)?;
         }
+        for sequence in recovered.sequences {
+            catalog.create_sequence(sequence)?;
+        }
         let scheduler = Scheduler::new(default_threads(), Arc::clone(&pool));
         let inner = DatabaseInner {
             catalog,
@@ -126,9 +129,11 @@ pub(crate) enum Change<'a> {
     /// A transaction's changes of several tables: logged in one record, published
     /// together.
     Writes(Vec<(&'a Arc<Table>, PreparedAppend<'a>)>),
-    /// DROP TABLE / DROP VIEW. The views that read them are dropped too with `cascade`,
-    /// else they make the statement fail.
-    Drop { tables: Vec<String>, views: Vec<String>, cascade: bool },
+    /// DROP TABLE / DROP VIEW / DROP SEQUENCE. The views that read them are dropped too
+    /// with `cascade`, else they make the statement fail.
+    Drop { tables: Vec<String>, views: Vec<String>, sequences: Vec<String>, cascade: bool },
+    /// CREATE SEQUENCE.
+    CreateSequence(Arc<Sequence>),
     /// CREATE VIEW; with `replace`, a view of that name is replaced if the new one keeps
     /// its columns (CREATE OR REPLACE VIEW).
     CreateView { view: Arc<View>, replace: bool },
@@ -140,7 +145,8 @@ pub(crate) enum Change<'a> {
 /// (a [`Change`] holds no table's writer).
 pub(crate) enum CatalogChange {
     Create(Arc<Table>),
-    Drop { tables: Vec<String>, views: Vec<String>, cascade: bool },
+    Drop { tables: Vec<String>, views: Vec<String>, sequences: Vec<String>, cascade: bool },
+    CreateSequence(Arc<Sequence>),
     CreateView { view: Arc<View>, replace: bool },
     Replace { old: Arc<Table>, new: Arc<Table> },
 }
@@ -150,9 +156,10 @@ impl CatalogChange {
     pub(crate) fn of(change: &Change<'_>) -> Result<CatalogChange> {
         Ok(match change {
             Change::Create(table, _) => CatalogChange::Create(Arc::clone(table)),
-            Change::Drop { tables, views, cascade } => {
-                CatalogChange::Drop { tables: tables.clone(), views: views.clone(), cascade: *cascade }
+            Change::Drop { tables, views, sequences, cascade } => {
+                CatalogChange::Drop { tables: tables.clone(), views: views.clone(), sequences: sequences.clone(), cascade: *cascade }
             }
+            Change::CreateSequence(sequence) => CatalogChange::CreateSequence(Arc::clone(sequence)),
             Change::CreateView { view, replace } => CatalogChange::CreateView { view: Arc::clone(view), replace: *replace },
             Change::Replace { old, new } => CatalogChange::Replace { old: Arc::clone(old), new: Arc::clone(new) },
             Change::Append(..) | Change::Writes(_) => return Err(internal_err!("a write is not a catalog change")),
@@ -162,9 +169,10 @@ impl CatalogChange {
     pub(crate) fn change(&self) -> Change<'static> {
         match self {
             CatalogChange::Create(table) => Change::Create(Arc::clone(table), None),
-            CatalogChange::Drop { tables, views, cascade } => {
-                Change::Drop { tables: tables.clone(), views: views.clone(), cascade: *cascade }
+            CatalogChange::Drop { tables, views, sequences, cascade } => {
+                Change::Drop { tables: tables.clone(), views: views.clone(), sequences: sequences.clone(), cascade: *cascade }
             }
+            CatalogChange::CreateSequence(sequence) => Change::CreateSequence(Arc::clone(sequence)),
             CatalogChange::CreateView { view, replace } => Change::CreateView { view: Arc::clone(view), replace: *replace },
             CatalogChange::Replace { old, new } => Change::Replace { old: Arc::clone(old), new: Arc::clone(new) },
         }
@@ -233,7 +241,7 @@ impl DatabaseInner {
                     (table, data)
                 })
                 .collect();
-            guard.checkpoint(&state, &catalog.views(), self.scheduler.threads())?;
+            guard.checkpoint(&state, &catalog.views(), &catalog.sequences(), self.scheduler.threads())?;
         }
         {
             let _publishing = self.publish_lock.write().unwrap_or_else(|e| e.into_inner());
@@ -277,55 +285,74 @@ impl DatabaseInner {
             Change::Create(table, Some(prepared)) if large(table, prepared) => {
                 let mut state = self.committed_state(&[]);
                 state.push((Arc::clone(table), Arc::clone(prepared.data())));
-                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), &self.catalog.sequences(), self.scheduler.threads())
             }
             Change::Append(table, prepared) if large(table, prepared) => {
                 let mut state = self.committed_state(&[table.name.as_str()]);
                 state.push((Arc::clone(table), Arc::clone(prepared.data())));
-                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), &self.catalog.sequences(), self.scheduler.threads())
             }
             Change::Writes(writes) if writes.iter().any(|(table, prepared)| large(table, prepared)) => {
                 let names: Vec<&str> = writes.iter().map(|(table, _)| table.name.as_str()).collect();
                 let mut state = self.committed_state(&names);
                 state.extend(writes.iter().map(|(table, prepared)| (Arc::clone(table), Arc::clone(prepared.data()))));
-                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), &self.catalog.sequences(), self.scheduler.threads())
             }
             Change::Writes(writes) => {
                 let mut entries = Vec::new();
                 for (table, prepared) in writes {
                     entries.extend(write_entries(table, prepared)?);
                 }
-                if entries.is_empty() {
-                    return Ok(());
-                }
-                guard.log(&entries)
+                self.log(guard, entries)
             }
             Change::Create(table, rows) => {
                 let mut entries = vec![LogEntry::CreateTable(Arc::clone(table))];
                 if let Some(prepared) = rows.as_ref().filter(|r| r.appended_rows() > 0) {
                     entries.push(LogEntry::Append { table: table.name.clone(), columns: prepared.appended_columns()? });
                 }
-                guard.log(&entries)
+                self.log(guard, entries)
             }
             Change::Append(table, prepared) => {
                 let entries = write_entries(table, prepared)?;
-                if entries.is_empty() {
-                    return Ok(());
-                }
-                guard.log(&entries)
+                self.log(guard, entries)
             }
-            Change::Drop { tables, views, .. } => {
+            Change::Drop { tables, views, sequences, .. } => {
                 let views = views.iter().map(|n| LogEntry::DropView(n.clone()));
-                guard.log(&views.chain(tables.iter().map(|n| LogEntry::DropTable(n.clone()))).collect::<Vec<_>>())
+                let sequences = sequences.iter().map(|n| LogEntry::DropSequence(n.clone()));
+                self.log(guard, views.chain(sequences).chain(tables.iter().map(|n| LogEntry::DropTable(n.clone()))).collect())
             }
-            Change::CreateView { view, .. } => guard.log(&[LogEntry::CreateView(Arc::clone(view))]),
+            Change::CreateSequence(sequence) => self.log(guard, vec![LogEntry::CreateSequence(Arc::clone(sequence))]),
+            Change::CreateView { view, .. } => self.log(guard, vec![LogEntry::CreateView(Arc::clone(view))]),
             // A new definition and rewritten rows: a checkpoint (shared stripes already in
             // the file are not written again).
             Change::Replace { old, new } => {
                 let mut state = self.committed_state(&[old.name.as_str()]);
                 state.push((Arc::clone(new), new.snapshot()));
-                guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())
+                guard.checkpoint(&state, &self.catalog.views(), &self.catalog.sequences(), self.scheduler.threads())
             }
+        }
+    }
+
+    /// Logs `entries` as one record, after the state of every sequence that changed since
+    /// the last record: a row's sequence value is durable no later than the row.
+    fn log(&self, guard: &mut CommitGuard<'_>, mut entries: Vec<LogEntry>) -> Result<()> {
+        let changed: Vec<_> =
+            self.catalog.all_sequences().iter().filter_map(|s| s.take_changed().map(|state| (s.name.clone(), state))).collect();
+        if !changed.is_empty() {
+            entries.insert(0, LogEntry::SequenceValues(changed));
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        guard.log(&entries)
+    }
+
+    /// Makes the sequences a statement advanced durable (a `SELECT nextval(...)` writes
+    /// nothing else; a write logs them with its rows).
+    pub(crate) fn log_sequences(&self) -> Result<()> {
+        match &self.store {
+            Some(store) if self.catalog.all_sequences().iter().any(|s| s.is_changed()) => self.log(&mut store.lock(), Vec::new()),
+            _ => Ok(()),
         }
     }
 
@@ -367,7 +394,7 @@ impl DatabaseInner {
                 (Arc::clone(table), data)
             })
             .collect();
-        guard.checkpoint(&state, &self.catalog.views(), self.scheduler.threads())?;
+        guard.checkpoint(&state, &self.catalog.views(), &self.catalog.sequences(), self.scheduler.threads())?;
         compactions.into_iter().flatten().for_each(|c| c.publish());
         Ok(())
     }
@@ -380,7 +407,12 @@ impl Drop for DatabaseInner {
         if let Some(store) = &self.store {
             let mut guard = store.lock();
             if guard.wal_bytes() > apiary_storage::store::WAL_HEADER_BYTES {
-                let _ = guard.checkpoint(&self.committed_state(&[]), &self.catalog.views(), self.scheduler.threads());
+                let _ = guard.checkpoint(
+                    &self.committed_state(&[]),
+                    &self.catalog.views(),
+                    &self.catalog.sequences(),
+                    self.scheduler.threads(),
+                );
             }
         }
     }
@@ -399,9 +431,23 @@ pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) ->
             if catalog.get_view(&table.name).is_some() {
                 return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
             }
+            for name in std::iter::once(&table.name).chain(table.sequences.iter().map(|o| &o.sequence.name)) {
+                if catalog.get_sequence(name).is_some() {
+                    return Err(ApiaryError::Duplicate(format!("relation \"{name}\" already exists (a sequence)")));
+                }
+            }
             Ok(Change::Create(table, rows))
         }
+        Change::CreateSequence(sequence) => {
+            if catalog.relation_exists(&sequence.name) {
+                return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", sequence.name)));
+            }
+            Ok(Change::CreateSequence(sequence))
+        }
         Change::CreateView { view, replace } => {
+            if catalog.get_sequence(&view.name).is_some() {
+                return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a sequence)", view.name)));
+            }
             if catalog.get_table(&view.name).is_some() {
                 return Err(match replace {
                     true => ApiaryError::WrongObjectType(format!("\"{}\" is a table, not a view", view.name)),
@@ -427,12 +473,12 @@ pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) ->
             if !catalog.holds(&old) {
                 return Err(ApiaryError::Serialization(format!("table \"{}\" was altered or dropped meanwhile", old.name)));
             }
-            if new.name != old.name && (catalog.get_table(&new.name).is_some() || catalog.get_view(&new.name).is_some()) {
+            if new.name != old.name && catalog.relation_exists(&new.name) {
                 return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", new.name)));
             }
             Ok(Change::Replace { old, new })
         }
-        Change::Drop { tables, mut views, cascade } => {
+        Change::Drop { tables, mut views, sequences, cascade } => {
             let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
             let dependents = catalog.dependent_views(&dropped);
             let mut blocking = Vec::new();
@@ -465,7 +511,7 @@ pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) ->
                     details.join(", ")
                 )));
             }
-            Ok(Change::Drop { tables, views, cascade })
+            Ok(Change::Drop { tables, views, sequences, cascade })
         }
         other => Ok(other),
     }
@@ -476,12 +522,16 @@ pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) ->
 pub(crate) fn apply_catalog_change(catalog: &Catalog, change: Change<'_>) -> Result<Vec<Arc<Table>>> {
     match change {
         Change::Create(table, _) => catalog.create_table(table)?,
-        Change::Drop { tables, views, .. } => {
+        Change::Drop { tables, views, sequences, .. } => {
             for name in views {
                 catalog.drop_view(&name);
             }
+            for name in sequences {
+                catalog.drop_sequence(&name);
+            }
             return Ok(tables.iter().filter_map(|name| catalog.drop_table(name)).collect());
         }
+        Change::CreateSequence(sequence) => catalog.create_sequence(sequence)?,
         Change::CreateView { view, .. } => catalog.put_view(view)?,
         Change::Replace { old, new } => catalog.replace_table(&old.name, new)?,
         Change::Append(..) | Change::Writes(_) => return Err(internal_err!("a write is not a catalog change")),

@@ -105,6 +105,7 @@ impl Connection {
             .iter()
             .map(|c| c.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid column name {c}")))
             .collect::<Result<_>>()?;
+        check_generated_always(&target.table, &columns, insert.source.as_deref())?;
         let functions = self.table_functions();
         let mut binder = self.binder(&functions);
         let bound = match &insert.source {
@@ -1072,4 +1073,30 @@ fn parsed_query(sql: &str) -> Result<ast::Query> {
         Some(ast::Statement::Query(query)) => Ok(*query),
         _ => Err(internal_err!("{sql} does not parse as a query")),
     }
+}
+
+/// Fails (428C9) when an INSERT gives a `GENERATED ALWAYS AS IDENTITY` column a value
+/// other than DEFAULT (PostgreSQL's OVERRIDING SYSTEM VALUE is not parsed).
+fn check_generated_always(table: &Table, columns: &[ast::Ident], source: Option<&ast::Query>) -> Result<()> {
+    for owned in table.sequences.iter().filter(|o| o.always) {
+        let column = &table.schema.fields[owned.column].name;
+        let position = match columns.is_empty() {
+            true => Some(owned.column),
+            false => columns.iter().position(|c| normalize_ident(c) == *column),
+        };
+        let Some(position) = position else { continue };
+        let is_default = |cell: &ast::Expr| matches!(cell, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"));
+        let all_default = match source.map(|s| s.body.as_ref()) {
+            Some(ast::SetExpr::Values(values)) => values.rows.iter().all(|row| row.content.get(position).is_none_or(is_default)),
+            // A query's rows give every column they reach.
+            Some(ast::SetExpr::Select(_) | ast::SetExpr::Query(_) | ast::SetExpr::SetOperation { .. }) => false,
+            _ => true,
+        };
+        if !all_default {
+            return Err(ApiaryError::GeneratedAlways(format!(
+                "cannot insert a non-DEFAULT value into column \"{column}\": it is an identity column defined as GENERATED ALWAYS"
+            )));
+        }
+    }
+    Ok(())
 }

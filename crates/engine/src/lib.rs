@@ -44,6 +44,7 @@ pub mod pg_catalog;
 mod prepared;
 mod read_files;
 mod result;
+mod sequences;
 mod series;
 mod settings;
 mod shared_operators;

@@ -47,7 +47,9 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 /// a string longer than its column 22001, a column assigned twice 42601, an unknown table
 /// 42P01, a statement in a failed transaction block 25P02, a row changed twice by ON
 /// CONFLICT DO UPDATE or MERGE (or a scalar subquery with several rows) 21000, a conflict
-/// target no constraint matches 42P10, a subquery in a DEFAULT 0A000.
+/// target no constraint matches 42P10, a subquery in a DEFAULT 0A000, a sequence at its
+/// limit 2200H, a `setval` out of its bounds 22003, a value for a GENERATED ALWAYS
+/// identity column 428C9, a sequence a column owns dropped alone 2BP01.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
@@ -70,6 +72,11 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("CREATE TABLE c (a INTEGER CHECK (a > 0)); INSERT INTO c VALUES (0)", "23514"),
         ("CREATE TABLE d (a INTEGER DEFAULT (SELECT 1))", "0A000"),
         ("MERGE INTO k USING (VALUES (1), (1)) AS s(id) ON k.id = s.id WHEN MATCHED THEN DELETE", "21000"),
+        ("CREATE SEQUENCE one MAXVALUE 2; SELECT nextval('one'), nextval('one'), nextval('one')", "2200H"),
+        ("CREATE SEQUENCE bad MINVALUE 5 MAXVALUE 5", "22023"),
+        ("CREATE SEQUENCE two MAXVALUE 2; SELECT setval('two', 3)", "22003"),
+        ("CREATE TABLE ga (id INTEGER GENERATED ALWAYS AS IDENTITY); INSERT INTO ga VALUES (1)", "428C9"),
+        ("CREATE TABLE ser (id SERIAL); DROP SEQUENCE ser_id_seq", "2BP01"),
     ];
     for (sql, expected) in cases {
         let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

@@ -250,12 +250,20 @@ pub enum ScalarFunction {
     /// TIMESTAMP read as local time in `zone` becomes a TIMESTAMPTZ; a TIMESTAMPTZ
     /// becomes the TIMESTAMP of its local time in `zone`. `zone` is text or an INTERVAL.
     AtTimeZone,
+    /// `nextval('s')`, args `(handle)`: the sequence's next value for each row (the
+    /// handle is [`apiary_storage::Sequence::handle`], a BIGINT literal). Not constant.
+    NextVal,
+    /// `setval('s', value [, is_called])`, args `(handle, value, is_called)`: sets the
+    /// sequence for each row; returns `value`. Not constant.
+    SetVal,
 }
 
 impl ScalarFunction {
     pub fn name(&self) -> String {
         use ScalarFunction::*;
         match self {
+            NextVal => "nextval".into(),
+            SetVal => "setval".into(),
             Substring => "substring".into(),
             Extract(field) => format!("extract_{field:?}").to_lowercase(),
             Upper => "upper".into(),
@@ -771,8 +779,24 @@ impl Expr {
     /// (foldable).
     pub fn is_constant(&self) -> bool {
         let mut constant = true;
-        self.visit(&mut |e| constant &= !matches!(e, Expr::Column(_) | Expr::Subquery(_) | Expr::Parameter { .. }));
+        self.visit(&mut |e| {
+            constant &= !matches!(
+                e,
+                Expr::Column(_)
+                    | Expr::Subquery(_)
+                    | Expr::Parameter { .. }
+                    | Expr::Function { func: ScalarFunction::NextVal | ScalarFunction::SetVal, .. }
+            )
+        });
         constant
+    }
+
+    /// Whether the expression reads nothing of a row (no column, subquery or parameter):
+    /// a constant, or one with an effect such as `nextval(...)`.
+    pub fn reads_no_row(&self) -> bool {
+        let mut free = true;
+        self.visit(&mut |e| free &= !matches!(e, Expr::Column(_) | Expr::Subquery(_) | Expr::Parameter { .. }));
+        free
     }
 
     /// Whether a `$n` parameter appears in the expression.

@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 use apiary_common::error::closest_name;
 use apiary_common::{ApiaryError, Result};
 
+use crate::sequence::Sequence;
 use crate::table::Table;
 use crate::view::View;
 
@@ -19,6 +20,8 @@ use crate::view::View;
 pub struct Catalog {
     tables: RwLock<BTreeMap<String, Arc<Table>>>,
     views: RwLock<BTreeMap<String, Arc<View>>>,
+    /// Sequences of CREATE SEQUENCE (a table's own are kept with it).
+    sequences: RwLock<BTreeMap<String, Arc<Sequence>>>,
     /// Bumped by every CREATE, DROP and ALTER: a plan made at an older version may name tables
     /// that are gone or miss new ones (prepared statements plan again).
     version: AtomicU64,
@@ -96,7 +99,13 @@ impl Catalog {
     pub fn copy(&self) -> Catalog {
         let tables = self.tables.read().unwrap_or_else(|e| e.into_inner()).clone();
         let views = self.views.read().unwrap_or_else(|e| e.into_inner()).clone();
-        Catalog { tables: RwLock::new(tables), views: RwLock::new(views), version: AtomicU64::new(self.version()) }
+        let sequences = self.sequences.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Catalog {
+            tables: RwLock::new(tables),
+            views: RwLock::new(views),
+            sequences: RwLock::new(sequences),
+            version: AtomicU64::new(self.version()),
+        }
     }
 
     /// Makes this catalog hold what `other` holds (a committing transaction's catalog).
@@ -104,6 +113,7 @@ impl Catalog {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         *tables = other.tables.read().unwrap_or_else(|e| e.into_inner()).clone();
         *self.views.write().unwrap_or_else(|e| e.into_inner()) = other.views.read().unwrap_or_else(|e| e.into_inner()).clone();
+        *self.sequences.write().unwrap_or_else(|e| e.into_inner()) = other.sequences.read().unwrap_or_else(|e| e.into_inner()).clone();
         self.version.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -144,6 +154,51 @@ impl Catalog {
     /// Removes a view; returns it, or `None` when it did not exist.
     pub fn drop_view(&self, name: &str) -> Option<Arc<View>> {
         let dropped = self.views.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        dropped
+    }
+
+    /// The sequence called `name`: one of CREATE SEQUENCE, or one a table's column owns.
+    pub fn get_sequence(&self, name: &str) -> Option<Arc<Sequence>> {
+        if let Some(sequence) = self.sequences.read().unwrap_or_else(|e| e.into_inner()).get(name) {
+            return Some(Arc::clone(sequence));
+        }
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        tables.values().flat_map(|t| &t.sequences).find(|owned| owned.sequence.name == name).map(|owned| Arc::clone(&owned.sequence))
+    }
+
+    /// The sequences of CREATE SEQUENCE, by name.
+    pub fn sequences(&self) -> Vec<Arc<Sequence>> {
+        self.sequences.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// Every sequence: those of CREATE SEQUENCE and those tables own.
+    pub fn all_sequences(&self) -> Vec<Arc<Sequence>> {
+        let mut all = self.sequences();
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        all.extend(tables.values().flat_map(|t| &t.sequences).map(|owned| Arc::clone(&owned.sequence)));
+        all
+    }
+
+    /// Whether `name` is taken by a table, a view or a sequence (one namespace, as
+    /// PostgreSQL's relations).
+    pub fn relation_exists(&self, name: &str) -> bool {
+        self.get_table(name).is_some() || self.get_view(name).is_some() || self.get_sequence(name).is_some()
+    }
+
+    /// Registers a sequence of CREATE SEQUENCE; fails if the name is taken.
+    pub fn create_sequence(&self, sequence: Arc<Sequence>) -> Result<()> {
+        if self.relation_exists(&sequence.name) {
+            return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", sequence.name)));
+        }
+        self.sequences.write().unwrap_or_else(|e| e.into_inner()).insert(sequence.name.clone(), sequence);
+        self.version.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Removes a sequence of CREATE SEQUENCE; returns it, or `None` when there is none.
+    pub fn drop_sequence(&self, name: &str) -> Option<Arc<Sequence>> {
+        let dropped = self.sequences.write().unwrap_or_else(|e| e.into_inner()).remove(name);
         self.version.fetch_add(1, Ordering::Relaxed);
         dropped
     }

@@ -28,7 +28,7 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
 /// views, format 3 no TIMESTAMPTZ or TIME columns, format 4 no deleted rows).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -46,6 +46,9 @@ pub const DELETIONS_FORMAT_VERSION: u32 = 5;
 /// The first format whose table definitions may hold DEFAULT expressions and CHECK
 /// constraints.
 pub const DEFAULTS_AND_CHECKS_FORMAT_VERSION: u32 = 6;
+
+/// The first format with sequences (CREATE SEQUENCE, SERIAL and identity columns).
+pub const SEQUENCES_FORMAT_VERSION: u32 = 7;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;

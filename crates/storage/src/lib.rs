@@ -8,7 +8,8 @@
 //!    │                         Block { row_count, columns: [Arc<ColumnStripe>], deleted rows }
 //!    │                                                   │
 //!    │                     ColumnStripe { encoded values, validity, ZoneMap(min, max, nulls) }
-//!    └── name ──▶ View { SQL text, columns, dependencies }      (see [`view`])
+//!    ├── name ──▶ View { SQL text, columns, dependencies }      (see [`view`])
+//!    └── name ──▶ Sequence { options, state }                   (see [`sequence`])
 //! ```
 //!
 //! * A block holds at most [`BLOCK_ROWS`] rows, one stripe per column. Blocks never change
@@ -31,6 +32,7 @@ pub mod encoding;
 pub mod file;
 pub mod packed;
 pub mod pool;
+pub mod sequence;
 pub mod stats;
 pub mod store;
 pub mod table;
@@ -40,6 +42,7 @@ pub mod view;
 pub use block::{Block, ColumnStripe, StripeValues, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
 pub use pool::BufferPool;
+pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
 pub use table::{CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, PreparedAppend, Table, TableAppender, TableData};

@@ -32,6 +32,7 @@ use crate::codec::{checksum, Reader, Writer};
 use crate::encoding::{decode, encode, encode_with_dictionary, Encoding, MAX_STRIPE_ROWS};
 use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
 use crate::pool::BufferPool;
+use crate::sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
 use crate::table::{Table, TableData};
 use crate::view::View;
 
@@ -58,12 +59,19 @@ pub enum LogEntry {
     },
     /// TRUNCATE: every row removed.
     Truncate(String),
+    /// CREATE SEQUENCE (with its state).
+    CreateSequence(Arc<Sequence>),
+    DropSequence(String),
+    /// Where sequences (of CREATE SEQUENCE or owned by a table) stand now: logged with,
+    /// or before, the rows that use their values.
+    SequenceValues(Vec<(String, SequenceState)>),
 }
 
-/// What a database file holds: its tables (with their contents) and views.
+/// What a database file holds: its tables (with their contents), views and sequences.
 pub struct Recovered {
     pub tables: Vec<Arc<Table>>,
     pub views: Vec<Arc<View>>,
+    pub sequences: Vec<Arc<Sequence>>,
 }
 
 struct WalState {
@@ -96,6 +104,10 @@ const HAS_UNIQUE_CONSTRAINTS: u32 = 1 << 31;
 /// (format 6).
 const HAS_DEFAULTS_OR_CHECKS: u32 = 1 << 30;
 
+/// Set in the primary-key count when the sequences the table's columns own follow
+/// (format 7).
+const HAS_SEQUENCES: u32 = 1 << 29;
+
 /// Whether a table's definition needs format 6 (DEFAULT expressions, CHECK constraints).
 fn has_defaults_or_checks(table: &Table) -> bool {
     !table.defaults.is_empty() || !table.checks.is_empty()
@@ -107,6 +119,9 @@ fn table_definition(writer: &mut Writer, table: &Table) {
     let mut flags = if table.unique.is_empty() { 0 } else { HAS_UNIQUE_CONSTRAINTS };
     if has_defaults_or_checks(table) {
         flags |= HAS_DEFAULTS_OR_CHECKS;
+    }
+    if !table.sequences.is_empty() {
+        flags |= HAS_SEQUENCES;
     }
     writer.u32(table.primary_key.len() as u32 | flags);
     table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
@@ -133,7 +148,46 @@ fn table_definition(writer: &mut Writer, table: &Table) {
             writer.str(&check.sql);
         }
     }
+    if !table.sequences.is_empty() {
+        writer.u32(table.sequences.len() as u32);
+        for owned in &table.sequences {
+            writer.u32(owned.column as u32);
+            writer.u8(owned.always as u8);
+            sequence_definition(writer, &owned.sequence);
+        }
+    }
     writer.u64(table.block_rows as u64);
+}
+
+fn sequence_definition(writer: &mut Writer, sequence: &Sequence) {
+    writer.str(&sequence.name);
+    let options = &sequence.options;
+    for value in [options.start, options.increment, options.min, options.max] {
+        writer.u64(value as u64);
+    }
+    writer.u8(options.cycle as u8);
+    sequence_state(writer, sequence.state());
+}
+
+fn sequence_state(writer: &mut Writer, state: SequenceState) {
+    writer.u64(state.last as u64);
+    writer.u8(state.called as u8);
+}
+
+fn read_sequence_state(reader: &mut Reader<'_>) -> Result<SequenceState> {
+    let last = reader.u64()? as i64;
+    let called = reader.u8()? != 0;
+    Ok(SequenceState { last, called })
+}
+
+fn read_sequence_definition(reader: &mut Reader<'_>) -> Result<Arc<Sequence>> {
+    let name = reader.str()?;
+    let [start, increment, min, max] = [reader.u64()?, reader.u64()?, reader.u64()?, reader.u64()?].map(|v| v as i64);
+    let cycle = reader.u8()? != 0;
+    let options = SequenceOptions { start, increment, min, max, cycle };
+    options.validate(&name).map_err(|e| reader.corrupt(&format!("an invalid sequence: {e}")))?;
+    let state = read_sequence_state(reader)?;
+    Ok(Sequence::with_state(name, options, state))
 }
 
 fn view_definition(writer: &mut Writer, view: &View) {
@@ -176,7 +230,8 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
     let name = reader.str()?;
     let schema = reader.schema()?;
     let key_field = reader.u32()?;
-    let key = read_key_columns(reader, (key_field & !(HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS)) as usize, schema.len())?;
+    let key =
+        read_key_columns(reader, (key_field & !(HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS | HAS_SEQUENCES)) as usize, schema.len())?;
     let mut unique = Vec::new();
     if key_field & HAS_UNIQUE_CONSTRAINTS != 0 {
         let count = reader.u32()? as usize;
@@ -209,11 +264,31 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
             checks.push(crate::table::CheckConstraint { name, sql });
         }
     }
+    let mut sequences = Vec::new();
+    if key_field & HAS_SEQUENCES != 0 {
+        let count = reader.u32()? as usize;
+        if count > schema.len() {
+            return Err(reader.corrupt("more owned sequences than columns"));
+        }
+        for _ in 0..count {
+            let column = reader.u32()? as usize;
+            if column >= schema.len() {
+                return Err(reader.corrupt("a sequence owned by a column out of range"));
+            }
+            let always = reader.u8()? != 0;
+            sequences.push(OwnedSequence { column, always, sequence: read_sequence_definition(reader)? });
+        }
+    }
     let block_rows = reader.u64()?;
     if block_rows == 0 || block_rows > MAX_STRIPE_ROWS as u64 {
         return Err(reader.corrupt(&format!("invalid block size {block_rows}")));
     }
-    Ok(Table::new(name, schema, block_rows as usize).with_primary_key(key).with_unique(unique).with_defaults(defaults).with_checks(checks))
+    Ok(Table::new(name, schema, block_rows as usize)
+        .with_primary_key(key)
+        .with_unique(unique)
+        .with_defaults(defaults)
+        .with_checks(checks)
+        .with_sequences(sequences))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {
@@ -253,12 +328,15 @@ impl DurableStore {
         if let Some(root) = root {
             let metadata = file.read_extent(root.metadata, root.metadata_checksum, "the catalog metadata")?;
             used.push(root.metadata);
-            let (tables, views) = read_metadata(&file, &metadata, &mut used)?;
+            let (tables, views, sequences) = read_metadata(&file, &metadata, &mut used)?;
             for table in tables {
                 catalog.tables.insert(table.name.clone(), Arc::new(table));
             }
             for view in views {
                 catalog.views.insert(view.name.clone(), Arc::new(view));
+            }
+            for sequence in sequences {
+                catalog.sequences.insert(sequence.name.clone(), sequence);
             }
         }
         file.init_space(&used);
@@ -290,7 +368,11 @@ impl DurableStore {
             store.lock().reset_wal(generation)?;
             crate::file::sync_parent_directory(&store.wal_path)?;
         }
-        let recovered = Recovered { tables: catalog.tables.into_values().collect(), views: catalog.views.into_values().collect() };
+        let recovered = Recovered {
+            tables: catalog.tables.into_values().collect(),
+            views: catalog.views.into_values().collect(),
+            sequences: catalog.sequences.into_values().collect(),
+        };
         Ok((store, recovered))
     }
 
@@ -329,6 +411,14 @@ impl CommitGuard<'_> {
         }
         if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_defaults_or_checks(table))) {
             self.store.file.require_format(crate::file::DEFAULTS_AND_CHECKS_FORMAT_VERSION)?;
+        }
+        let sequences = |e: &LogEntry| match e {
+            LogEntry::CreateTable(table) => !table.sequences.is_empty(),
+            LogEntry::CreateSequence(_) | LogEntry::DropSequence(_) | LogEntry::SequenceValues(_) => true,
+            _ => false,
+        };
+        if entries.iter().any(sequences) {
+            self.store.file.require_format(crate::file::SEQUENCES_FORMAT_VERSION)?;
         }
         let mut writer = Writer::new();
         writer.u32(entries.len() as u32);
@@ -369,6 +459,22 @@ impl CommitGuard<'_> {
                     writer.u8(7);
                     writer.str(table);
                 }
+                LogEntry::CreateSequence(sequence) => {
+                    writer.u8(8);
+                    sequence_definition(&mut writer, sequence);
+                }
+                LogEntry::DropSequence(name) => {
+                    writer.u8(9);
+                    writer.str(name);
+                }
+                LogEntry::SequenceValues(values) => {
+                    writer.u8(10);
+                    writer.u64(values.len() as u64);
+                    for (name, state) in values {
+                        writer.str(name);
+                        sequence_state(&mut writer, *state);
+                    }
+                }
             }
         }
         let mut record = Writer::new();
@@ -387,12 +493,21 @@ impl CommitGuard<'_> {
         Ok(())
     }
 
-    /// Writes `tables` (with their contents) and `views` (the complete committed state)
-    /// as the new checkpoint and resets the log.
-    pub fn checkpoint(&mut self, tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], threads: usize) -> Result<()> {
+    /// Writes `tables` (with their contents), `views` and `sequences` (of CREATE
+    /// SEQUENCE): the complete committed state, as the new checkpoint, and resets the log.
+    pub fn checkpoint(
+        &mut self,
+        tables: &[(Arc<Table>, Arc<TableData>)],
+        views: &[Arc<View>],
+        sequences: &[Arc<Sequence>],
+        threads: usize,
+    ) -> Result<()> {
         let file = &self.store.file;
         if !views.is_empty() {
             file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
+        }
+        if !sequences.is_empty() || tables.iter().any(|(table, _)| !table.sequences.is_empty()) {
+            file.require_format(crate::file::SEQUENCES_FORMAT_VERSION)?;
         }
         if tables.iter().any(|(table, _)| has_time_zone_types(table)) {
             file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
@@ -411,7 +526,7 @@ impl CommitGuard<'_> {
         write_stripes(file, &pending, threads)?;
         // 2. The metadata, then the root.
         let mut used = Vec::new();
-        let metadata = write_metadata(tables, views, &mut used);
+        let metadata = write_metadata(tables, views, sequences, &mut used);
         let metadata_extent = file.write_extent(&metadata)?;
         let generation = self.state.root.map_or(0, |r| r.generation) + 1;
         let root = Root { generation, metadata: metadata_extent, metadata_checksum: checksum(&metadata) };
@@ -499,8 +614,14 @@ fn write_stripes(file: &Arc<DatabaseFile>, pending: &[(Arc<ColumnStripe>, Arc<st
 }
 
 /// The catalog metadata: the tables (definition, statistics, blocks), then, since format
-/// 3 and only when there are any, the views.
-fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], used: &mut Vec<Extent>) -> Vec<u8> {
+/// 3 and only when there are any views or sequences, the views, then, since format 7 and
+/// only when there are any, the sequences of CREATE SEQUENCE.
+fn write_metadata(
+    tables: &[(Arc<Table>, Arc<TableData>)],
+    views: &[Arc<View>],
+    sequences: &[Arc<Sequence>],
+    used: &mut Vec<Extent>,
+) -> Vec<u8> {
     let mut writer = Writer::new();
     writer.u32(tables.len() as u32);
     for (table, data) in tables {
@@ -526,14 +647,20 @@ fn write_metadata(tables: &[(Arc<Table>, Arc<TableData>)], views: &[Arc<View>], 
             }
         }
     }
-    if !views.is_empty() {
+    if !views.is_empty() || !sequences.is_empty() {
         writer.u32(views.len() as u32);
         views.iter().for_each(|view| view_definition(&mut writer, view));
+    }
+    if !sequences.is_empty() {
+        writer.u64(sequences.len() as u64);
+        sequences.iter().for_each(|sequence| sequence_definition(&mut writer, sequence));
     }
     writer.bytes
 }
 
-fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>) -> Result<(Vec<Table>, Vec<View>)> {
+type Metadata = (Vec<Table>, Vec<View>, Vec<Arc<Sequence>>);
+
+fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>) -> Result<Metadata> {
     let mut reader = Reader::new(bytes, "the catalog metadata");
     let count = reader.u32()? as usize;
     let mut tables = Vec::with_capacity(count.min(1 << 16));
@@ -595,10 +722,17 @@ fn read_metadata(file: &Arc<DatabaseFile>, bytes: &[u8], used: &mut Vec<Extent>)
             views.push(read_view_definition(&mut reader)?);
         }
     }
+    let mut sequences = Vec::new();
+    if !reader.is_at_end() {
+        let count = reader.len(8)?;
+        for _ in 0..count {
+            sequences.push(read_sequence_definition(&mut reader)?);
+        }
+    }
     if !reader.is_at_end() {
         return Err(reader.corrupt("trailing bytes"));
     }
-    Ok((tables, views))
+    Ok((tables, views, sequences))
 }
 
 /// Set in a block's stored row count when a list of its deleted rows follows (format 5).
@@ -645,6 +779,7 @@ fn read_deleted_rows(reader: &mut Reader<'_>, row_count: usize) -> Result<apiary
 struct Entries {
     tables: BTreeMap<String, Arc<Table>>,
     views: BTreeMap<String, Arc<View>>,
+    sequences: BTreeMap<String, Arc<Sequence>>,
 }
 
 /// Applies the log's records for `generation` to `tables`; returns the length of the
@@ -774,6 +909,26 @@ fn apply_record(record: &[u8], catalog: &mut Entries) -> Result<()> {
                 let mut appender = table.appender()?;
                 appender.truncate()?;
                 appender.commit()?;
+            }
+            8 => {
+                let sequence = read_sequence_definition(&mut reader)?;
+                catalog.sequences.insert(sequence.name.clone(), sequence);
+            }
+            9 => {
+                let name = reader.str()?;
+                catalog.sequences.remove(&name);
+            }
+            10 => {
+                let count = reader.len(9)?;
+                for _ in 0..count {
+                    let name = reader.str()?;
+                    let state = read_sequence_state(&mut reader)?;
+                    let owned = tables.values().flat_map(|t| &t.sequences).map(|o| &o.sequence);
+                    // A sequence dropped later in the log may be gone already.
+                    if let Some(sequence) = catalog.sequences.values().chain(owned).find(|s| s.name == name) {
+                        sequence.restore(state);
+                    }
+                }
             }
             other => return Err(reader.corrupt(&format!("unknown log entry {other}"))),
         }

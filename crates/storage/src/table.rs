@@ -76,6 +76,8 @@ pub struct Table {
     pub defaults: Vec<Option<String>>,
     /// CHECK constraints: every row stored makes each one true or NULL.
     pub checks: Vec<CheckConstraint>,
+    /// The sequences its SERIAL and identity columns own.
+    pub sequences: Vec<crate::sequence::OwnedSequence>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -180,6 +182,7 @@ impl Table {
             unique: Vec::new(),
             defaults: Vec::new(),
             checks: Vec::new(),
+            sequences: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -246,6 +249,12 @@ impl Table {
     /// Declares CHECK constraints.
     pub fn with_checks(mut self, checks: Vec<CheckConstraint>) -> Table {
         self.checks = checks;
+        self
+    }
+
+    /// Declares the sequences its columns own (SERIAL, identity columns).
+    pub fn with_sequences(mut self, sequences: Vec<crate::sequence::OwnedSequence>) -> Table {
+        self.sequences = sequences;
         self
     }
 
@@ -390,6 +399,7 @@ impl Table {
             unique: self.unique.clone(),
             defaults: self.defaults.clone(),
             checks: self.checks.clone(),
+            sequences: self.sequences.clone(),
             data: RwLock::new(data),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),

@@ -37,6 +37,7 @@ mod logic;
 mod narrow_decimal;
 mod query_mask;
 mod regex;
+mod sequence;
 pub mod simd;
 mod string;
 mod text;
@@ -297,6 +298,11 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             }
         }
         Expr::Function { func: ScalarFunction::QueryMask, args, .. } => query_mask::compile(args, layout, options)?,
+        Expr::Function { func: ScalarFunction::NextVal, args, .. } => sequence::compile_next_value(args.first().and_then(literal_of))?,
+        Expr::Function { func: ScalarFunction::SetVal, args, .. } => match args.as_slice() {
+            [handle, value, called] => sequence::compile_set_value(literal_of(handle), compile(value, layout)?, compile(called, layout)?)?,
+            _ => return Err(internal_err!("setval with {} arguments", args.len())),
+        },
         Expr::Function { func, args, data_type } => {
             let compiled = args.iter().map(|a| compile(a, layout)).collect::<Result<Vec<_>>>()?;
             let literals: Vec<Option<&ScalarValue>> = args.iter().map(literal_of).collect();
@@ -391,6 +397,7 @@ fn compile_function(
         }
         F::DateTrunc => functions::date_trunc(args, literals, zone)?,
         F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
+        F::NextVal | F::SetVal => return Err(internal_err!("{} is compiled with its sequence", func.name())),
         F::AverageOf => functions::average_of(args, data_type)?,
         F::MaskAnd => functions::mask_and(args)?,
         F::TryCast => {

@@ -738,8 +738,12 @@ impl Binder<'_> {
             return Err(bind_err!("FILTER specified, but {name} is not an aggregate function"));
         }
         let mut args = Vec::new();
-        for arg in &arg_list {
+        for (position, arg) in arg_list.iter().enumerate() {
             match arg {
+                // PostgreSQL's `nextval('s'::regclass)` (as pg_dump and \d show defaults).
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Cast {
+                    expr, data_type: ast::DataType::Regclass, ..
+                })) if position == 0 && (name == "nextval" || name == "setval") => args.push(self.bind_expr(expr, scope)?),
                 ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(self.bind_expr(e, scope)?),
                 other => return Err(bind_err!("unsupported argument {other} to function {name}")),
             }

@@ -157,6 +157,23 @@ impl Binder<'_> {
         };
         let text = DataType::Varchar(None);
         match name {
+            "nextval" => {
+                arity(1, 1)?;
+                let handle = self.sequence_arg(name, &args[0])?;
+                Ok(Expr::Function { func: F::NextVal, args: vec![handle], data_type: DataType::BigInt })
+            }
+            "setval" => {
+                arity(2, 3)?;
+                let mut it = args.into_iter();
+                let handle = self.sequence_arg(name, &it.next().expect("arity"))?;
+                let value = self.integer_arg(name, it.next().expect("arity"))?;
+                let called = match it.next() {
+                    Some(called) if called.data_type() == DataType::Boolean => called,
+                    Some(other) => return Err(type_err!("function setval needs a boolean is_called, not {}", other.data_type())),
+                    None => Expr::boolean(true),
+                };
+                Ok(Expr::Function { func: F::SetVal, args: vec![handle, value, called], data_type: DataType::BigInt })
+            }
             "substring" | "substr" => {
                 arity(2, 3)?;
                 let mut it = args.into_iter();
@@ -394,6 +411,23 @@ impl Binder<'_> {
         super::expr::extract_call(field, value)
     }
 
+    /// The sequence a `nextval` / `setval` names (a string literal, read as an
+    /// identifier: lower-cased unless double-quoted) as its handle literal.
+    fn sequence_arg(&self, function: &str, arg: &Expr) -> Result<Expr> {
+        let Expr::Literal(ScalarValue::Utf8(text), _) = arg else {
+            return Err(not_impl_err!("{function} of a sequence named by anything but a string literal"));
+        };
+        let name = match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+            Some(quoted) => quoted.replace("\"\"", "\""),
+            None => text.to_lowercase(),
+        };
+        let own = self.default_sequences.iter().find(|s| s.name == name).cloned();
+        let sequence = own
+            .or_else(|| self.catalog.get_sequence(&name))
+            .ok_or_else(|| apiary_common::ApiaryError::Catalog(format!("relation \"{name}\" does not exist (no sequence of that name)")))?;
+        Ok(Expr::Literal(ScalarValue::Int64(sequence.handle() as i64), DataType::BigInt))
+    }
+
     pub(crate) fn string_arg(&self, function: &str, arg: Expr) -> Result<Expr> {
         let t = arg.data_type();
         if t.is_string() {
@@ -427,6 +461,8 @@ impl Binder<'_> {
 }
 
 const KNOWN_SCALAR_FUNCTIONS: &[&str] = &[
+    "nextval",
+    "setval",
     "substring",
     "substr",
     "upper",

@@ -250,6 +250,9 @@ pub(crate) struct AggregateCollector {
 
 pub struct Binder<'a> {
     catalog: &'a Catalog,
+    /// While a column's DEFAULT is bound: the sequences its table owns (see
+    /// `column_default`).
+    default_sequences: Vec<Arc<apiary_storage::Sequence>>,
     table_functions: &'a dyn TableFunctionProvider,
     next_column_id: u32,
     /// CTE frames, innermost last.
@@ -315,6 +318,7 @@ impl<'a> Binder<'a> {
     pub fn new(catalog: &'a Catalog, table_functions: &'a dyn TableFunctionProvider) -> Self {
         Binder {
             catalog,
+            default_sequences: Vec::new(),
             table_functions,
             next_column_id: 0,
             ctes: Vec::new(),
@@ -510,8 +514,11 @@ impl<'a> Binder<'a> {
             return Ok(Expr::Literal(ScalarValue::Null, field.data_type));
         };
         let expr = crate::parser::parse_expression(sql)?;
-        let bound = self.bind_expr(&expr, &Scope::default())?;
-        self.assignment_cast(bound, &field.data_type, &field.name)
+        // A new table's own sequences (SERIAL) are not in the catalog yet.
+        self.default_sequences = table.sequences.iter().map(|owned| Arc::clone(&owned.sequence)).collect();
+        let bound = self.bind_expr(&expr, &Scope::default());
+        self.default_sequences.clear();
+        self.assignment_cast(bound?, &field.data_type, &field.name)
     }
 
     /// Binds `rows` rows of the defaults of `columns` of `table` (`INSERT INTO table

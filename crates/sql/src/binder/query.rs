@@ -10,7 +10,7 @@ use sqlparser::ast;
 use super::grouping::{expand_grouping_sets, GroupingContext};
 use super::{normalize_ident, object_name_to_table, AggregateCollector, Binder, Scope, ScopeColumn, TableArg};
 use crate::coercion::common_type;
-use crate::expr::{ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
+use crate::expr::{BinaryOp, ColumnId, ColumnRef, Expr, ScalarFunction, SortKey};
 use crate::plan::{GroupingSets, JoinKind, LogicalPlan, Scan};
 
 /// Output columns of a bound query: (visible name, column).
@@ -219,7 +219,7 @@ impl Binder<'_> {
                     left_columns
                         .iter()
                         .zip(&right_columns)
-                        .map(|((_, l), (_, r))| Expr::compare(crate::expr::BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
+                        .map(|((_, l), (_, r))| Expr::compare(BinaryOp::IsNotDistinctFrom, l.expr(), r.expr())),
                 );
                 let joined = LogicalPlan::Join { kind, left: Box::new(left_plan), right: Box::new(right_plan), condition, mark: None };
                 Ok((joined, left_columns))
@@ -361,7 +361,7 @@ impl Binder<'_> {
                 .enumerate()
                 .map(|(column, e)| self.bind_expr_hinted(e, &Scope::default(), targets.map(|t| t[column].1)))
                 .collect::<Result<_>>()?;
-            if let Some(e) = bound.iter().find(|e| !e.is_constant()) {
+            if let Some(e) = bound.iter().find(|e| !e.reads_no_row()) {
                 return Err(not_impl_err!("non-constant expression in VALUES: {e}"));
             }
             rows.push(bound);
@@ -407,14 +407,63 @@ impl Binder<'_> {
             }
             converted.push(out);
         }
-        let rows = converted;
+        let mut rows = converted;
+        // Cells with an effect (`nextval(...)`, a SERIAL's DEFAULT) run once per row: the
+        // VALUES rows hold a NULL there and which expression the row has, and a
+        // projection computes it.
+        let effect_columns: Vec<usize> = (0..width).filter(|&c| rows.iter().any(|r| !r[c].is_constant())).collect();
+        let mut variants: Vec<Vec<Expr>> = vec![Vec::new(); effect_columns.len()];
+        for row in &mut rows {
+            for (k, &column) in effect_columns.iter().enumerate() {
+                let mut selector = 0;
+                if !row[column].is_constant() {
+                    let expr = std::mem::replace(&mut row[column], Expr::Literal(ScalarValue::Null, types[column]));
+                    let expr = if expr.data_type() == types[column] { expr } else { self.cast(expr, types[column])? };
+                    selector = match variants[k].iter().position(|v| *v == expr) {
+                        Some(i) => i + 1,
+                        None => {
+                            variants[k].push(expr);
+                            variants[k].len()
+                        }
+                    };
+                }
+                row.push(Expr::Literal(ScalarValue::Int32(selector as i32), DataType::Integer));
+            }
+        }
         let mut output = Vec::new();
         for (i, t) in types.iter().enumerate() {
             let nullable = rows.iter().any(|r| r[i].nullable());
             output.push((format!("column{}", i + 1), self.new_column(&format!("column{}", i + 1), *t, nullable)));
         }
-        let plan = LogicalPlan::Values { rows, output: output.iter().map(|(_, c)| c.clone()).collect() };
-        Ok((plan, output))
+        let selectors: Vec<ColumnRef> =
+            (0..effect_columns.len()).map(|k| self.new_column(&format!("effect{k}"), DataType::Integer, false)).collect();
+        let columns = output.iter().map(|(_, c)| c.clone()).chain(selectors.iter().cloned()).collect();
+        let plan = LogicalPlan::Values { rows, output: columns };
+        if effect_columns.is_empty() {
+            return Ok((plan, output));
+        }
+        let mut exprs = Vec::with_capacity(width);
+        let mut projected = Vec::with_capacity(width);
+        for (column, (name, value)) in output.into_iter().enumerate() {
+            let expr = match effect_columns.iter().position(|&c| c == column) {
+                Some(k) => {
+                    let whens = variants[k]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, variant)| {
+                            let chosen = Expr::Literal(ScalarValue::Int32(i as i32 + 1), DataType::Integer);
+                            (Expr::compare(BinaryOp::Eq, selectors[k].expr(), chosen), variant.clone())
+                        })
+                        .collect();
+                    Expr::Case { whens, otherwise: Some(Box::new(value.expr())), data_type: value.data_type }
+                }
+                None => value.expr(),
+            };
+            let out = self.new_column(&name, value.data_type, true);
+            exprs.push((expr, out.clone()));
+            projected.push((name, out));
+        }
+        Ok((LogicalPlan::Project { exprs, input: Box::new(plan) }, projected))
     }
 
     /// ORDER BY for set operations and VALUES: keys must name output columns.
@@ -790,7 +839,7 @@ impl Binder<'_> {
         let row_number = self.new_column("row_number", DataType::BigInt, false);
         let call = crate::window::WindowCall::row_number(keys.iter().map(ColumnRef::expr).collect(), sort_keys[prefix..].to_vec());
         let windowed = LogicalPlan::Window { windows: vec![(call, row_number.clone())], input: Box::new(plan) };
-        let first = Expr::compare(crate::expr::BinaryOp::Eq, row_number.expr(), Expr::literal(ScalarValue::Int64(1)));
+        let first = Expr::compare(BinaryOp::Eq, row_number.expr(), Expr::literal(ScalarValue::Int64(1)));
         Ok(LogicalPlan::Filter { predicate: first, input: Box::new(windowed) })
     }
 
@@ -1032,7 +1081,7 @@ impl Binder<'_> {
                 .lookup(None, name)?
                 .ok_or_else(|| bind_err!("column \"{name}\" specified in USING clause does not exist in right table"))?;
             let (l, r) = (l.column.clone(), r.column.clone());
-            let condition = self.bind_comparison(crate::expr::BinaryOp::Eq, l.expr(), r.expr())?;
+            let condition = self.bind_comparison(BinaryOp::Eq, l.expr(), r.expr())?;
             conditions.push(condition);
             let (hide, keep) = match kind {
                 JoinKind::Right => (l.id, r.id),
