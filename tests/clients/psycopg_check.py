@@ -153,9 +153,12 @@ def main():
         # DDL in default mode (what pandas' to_sql and SQLAlchemy's create_all do): the
         # table is the transaction's until commit; rollback removes it.
         with psycopg.connect(conninfo) as conn:
-            conn.execute("CREATE TABLE made_in_tx (id INTEGER PRIMARY KEY, name VARCHAR)")
+            conn.execute("CREATE TABLE made_in_tx (id SERIAL PRIMARY KEY, name VARCHAR)")
             with conn.cursor() as cur:
-                cur.executemany("INSERT INTO made_in_tx VALUES (%s, %s)", [(1, "a"), (2, "b")])
+                cur.executemany("INSERT INTO made_in_tx (name) VALUES (%s)", [("a",), ("b",)])
+            new_id = conn.execute("INSERT INTO made_in_tx (name) VALUES (%s) RETURNING id", ("c",)).fetchone()[0]
+            check(new_id == 3, "SERIAL ids with RETURNING")
+            conn.execute("DELETE FROM made_in_tx WHERE id = 3")
             check(conn.execute("SELECT count(*) FROM made_in_tx").fetchone()[0] == 2, "a block reads its new table")
             try:
                 other.execute("SELECT * FROM made_in_tx")

@@ -225,6 +225,8 @@ impl Connection {
             }
         };
         let chunks = self.run_physical(physical, bypass_admission)?;
+        // The sequence values the query took (`nextval`), as `execute_statement` does.
+        self.db.log_sequences()?;
         Ok(QueryResult::rows_result(names, types, chunks).in_time_zone(self.settings.execution.time_zone))
     }
 

@@ -918,7 +918,14 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
         assert_eq!(scalar(&recovered, "SELECT max(id) FROM g"), ScalarValue::Int64(1001));
         // A rolled-back insert's values stay used.
         run(&db, "BEGIN; INSERT INTO t (v) VALUES (9); ROLLBACK");
-        run(&db, "SELECT setval('s', 1000)");
+        run(&db, "SELECT setval('s', 980)");
+        // A prepared statement's cached plan takes values too.
+        let mut conn = db.connect();
+        let mut next = conn.prepare("SELECT nextval('s')").unwrap();
+        for expected in [990, 1000] {
+            let result = conn.execute_prepared(&mut next).unwrap();
+            assert_eq!(result.rows().next().unwrap()[0], ScalarValue::Int64(expected));
+        }
         let recovered = crash_copy("crashed_again");
         assert_eq!(scalar(&recovered, "SELECT nextval('s')"), ScalarValue::Int64(1010));
         run(&recovered, "INSERT INTO t (v) VALUES (5)");
