@@ -138,6 +138,15 @@ pub enum ApiaryError {
     #[error("{0}")]
     OutOfRange(String),
 
+    /// A row naming a parent row that does not exist, or a parent row removed while rows
+    /// name it (FOREIGN KEY).
+    #[error("{0}")]
+    ForeignKeyViolation(String),
+
+    /// A FOREIGN KEY that names no primary key or UNIQUE constraint of its parent.
+    #[error("{0}")]
+    InvalidForeignKey(String),
+
     /// An option or argument with a value it may not take (a sequence's MINVALUE above
     /// its MAXVALUE).
     #[error("{0}")]
@@ -192,6 +201,8 @@ impl ApiaryError {
             ApiaryError::SequenceLimit(_) => "2200H",
             ApiaryError::OutOfRange(_) => "22003",
             ApiaryError::InvalidParameter(_) => "22023",
+            ApiaryError::ForeignKeyViolation(_) => "23503",
+            ApiaryError::InvalidForeignKey(_) => "42830",
             ApiaryError::GeneratedAlways(_) => "428C9",
             ApiaryError::Serialization(_) => "40001",
             ApiaryError::InFailedTransaction => "25P02",

@@ -19,7 +19,7 @@ use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
 use apiary_execution::expr::cast_vector;
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::{expression_text, parse_expression};
-use apiary_storage::{Block, CheckConstraint, ColumnStripe, OwnedSequence, Table, TableData, TableStats};
+use apiary_storage::{Block, CheckConstraint, ColumnStripe, ForeignKey, OwnedSequence, Table, TableData, TableStats};
 use apiary_types::{DataChunk, Field, Schema, Vector};
 use sqlparser::ast;
 
@@ -37,6 +37,8 @@ struct Draft {
     checks: Vec<CheckConstraint>,
     /// The sequences its columns own (a dropped column's goes with it).
     sequences: Vec<OwnedSequence>,
+    /// Its FOREIGN KEYs (one on a dropped column goes with it).
+    foreign_keys: Vec<ForeignKey>,
     /// Each block's row count and stripes (no deleted rows).
     blocks: Vec<(usize, Vec<Arc<ColumnStripe>>)>,
     stats: TableStats,
@@ -60,6 +62,7 @@ impl Draft {
             defaults: (0..table.schema.len()).map(|c| table.default_of(c).map(str::to_string)).collect(),
             checks: table.checks.clone(),
             sequences: table.sequences.clone(),
+            foreign_keys: table.foreign_keys.clone(),
             blocks,
             stats: data.stats,
             block_rows: table.block_rows,
@@ -79,7 +82,8 @@ impl Draft {
             .with_unique(self.unique.clone())
             .with_defaults(self.defaults.clone())
             .with_checks(self.checks.clone())
-            .with_sequences(self.sequences.clone());
+            .with_sequences(self.sequences.clone())
+            .with_foreign_keys(self.foreign_keys.clone());
         if !with_rows {
             return table;
         }
@@ -189,6 +193,15 @@ impl Connection {
                 )));
             }
         }
+        // Foreign keys name their parent and its columns by name and position.
+        let referenced = crate::foreign_keys::referencing(self.catalog(), &name).into_iter().any(|(child, _)| child.name != name);
+        let moves_columns = alter
+            .operations
+            .iter()
+            .any(|op| matches!(op, ast::AlterTableOperation::RenameTable { .. } | ast::AlterTableOperation::DropColumn { .. }));
+        if referenced && moves_columns {
+            return Err(not_impl_err!("renaming a table, or dropping a column of one, that a FOREIGN KEY of another table references"));
+        }
         let mut draft = Draft::of(&table, writer.base())?;
         for operation in &alter.operations {
             self.apply(&mut draft, operation)?;
@@ -212,7 +225,12 @@ impl Connection {
         use ast::AlterTableOperation as Op;
         match operation {
             Op::RenameTable { table_name: ast::RenameTableNameKind::To(new) | ast::RenameTableNameKind::As(new) } => {
-                draft.name = object_name_to_table(new)?;
+                let new = object_name_to_table(new)?;
+                // A key on the table itself follows it.
+                for key in draft.foreign_keys.iter_mut().filter(|key| key.parent == draft.name) {
+                    key.parent = new.clone();
+                }
+                draft.name = new;
             }
             Op::RenameColumn { old_column_name, new_column_name } => {
                 let position = draft.position(old_column_name)?;
@@ -255,9 +273,21 @@ impl Connection {
                         }
                     };
                     draft.sequences.retain(|owned| owned.column != position);
+                    if draft.foreign_keys.iter().any(|key| key.parent == draft.name && key.parent_columns.contains(&position)) {
+                        return Err(ApiaryError::Dependency(format!(
+                            "cannot drop column \"{name}\": a foreign key of the table references it"
+                        )));
+                    }
+                    draft.foreign_keys.retain(|key| !key.columns.contains(&position));
                     draft.primary_key.iter_mut().for_each(shift);
                     draft.unique.iter_mut().flatten().for_each(shift);
                     draft.sequences.iter_mut().for_each(|owned| shift(&mut owned.column));
+                    for key in &mut draft.foreign_keys {
+                        key.columns.iter_mut().for_each(shift);
+                        if key.parent == draft.name {
+                            key.parent_columns.iter_mut().for_each(shift);
+                        }
+                    }
                     draft.fields.remove(position);
                     draft.defaults.remove(position);
                     draft.stats.columns.remove(position);

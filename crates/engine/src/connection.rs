@@ -498,6 +498,7 @@ impl Connection {
         let mut primary_key: Vec<String> = Vec::new();
         let mut unique_names: Vec<Vec<String>> = Vec::new();
         let mut declared_checks = Vec::new();
+        let mut declared_keys = Vec::new();
         for constraint in &create.constraints {
             match constraint {
                 ast::TableConstraint::PrimaryKey(pk) => primary_key.extend(key_names(&pk.columns, "PRIMARY KEY")?),
@@ -505,6 +506,7 @@ impl Connection {
                 ast::TableConstraint::Check(check) if check.enforced != Some(false) => {
                     declared_checks.push(crate::constraints::DeclaredCheck { name: check.name.as_ref(), column: None, expr: &check.expr })
                 }
+                ast::TableConstraint::ForeignKey(key) => declared_keys.push(crate::foreign_keys::declared(key, None, None)?),
                 other => return Err(not_impl_err!("table constraint {other}")),
             }
         }
@@ -542,6 +544,9 @@ impl Connection {
                     }
                     ast::ColumnOption::Generated { .. } => {
                         return Err(not_impl_err!("generated columns (GENERATED ALWAYS AS (expression))"))
+                    }
+                    ast::ColumnOption::ForeignKey(key) => {
+                        declared_keys.push(crate::foreign_keys::declared(key, Some(&column_name), option.name.as_ref())?)
                     }
                     ast::ColumnOption::NotNull | ast::ColumnOption::PrimaryKey(_) => nullable = false,
                     ast::ColumnOption::Unique(_) => unique_names.push(vec![column_name.clone()]),
@@ -611,15 +616,15 @@ impl Connection {
             }
         }
         let checks = crate::constraints::name_checks(&name, &declared_checks)?;
-        let table = Arc::new(
-            Table::new(name, Schema::new(fields), self.settings.block_rows)
-                .packed(self.settings.packed_blocks)
-                .with_primary_key(key_columns)
-                .with_unique(unique)
-                .with_defaults(defaults)
-                .with_checks(checks)
-                .with_sequences(sequences),
-        );
+        let mut table = Table::new(name, Schema::new(fields), self.settings.block_rows)
+            .packed(self.settings.packed_blocks)
+            .with_primary_key(key_columns)
+            .with_unique(unique)
+            .with_defaults(defaults)
+            .with_checks(checks)
+            .with_sequences(sequences);
+        table.foreign_keys = crate::foreign_keys::resolve(self.catalog(), &table, declared_keys)?;
+        let table = Arc::new(table);
         self.validate_defaults_and_checks(&table)?;
         self.commit_change(Change::Create(table, None))?;
         Ok(QueryResult::statement(None))

@@ -156,7 +156,13 @@ pub fn copy(
             }
         }
     }
-    let rows = conn.finish_write(&table, appender.prepare()?)?;
+    let before = std::sync::Arc::clone(appender.base());
+    let prepared = appender.prepare()?;
+    if !table.foreign_keys.is_empty() && prepared.appended_rows() > 0 {
+        let added = DataChunk::new(prepared.appended_columns()?, prepared.appended_rows());
+        conn.check_foreign_keys(&table, &before, &prepared, &[added])?;
+    }
+    let rows = conn.finish_write(&table, prepared)?;
     Ok(QueryResult::statement(Some(rows)))
 }
 

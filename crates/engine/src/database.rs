@@ -479,6 +479,18 @@ pub(crate) fn check_catalog_change<'a>(catalog: &Catalog, change: Change<'a>) ->
             Ok(Change::Replace { old, new })
         }
         Change::Drop { tables, mut views, sequences, cascade } => {
+            for name in &tables {
+                let outside = crate::foreign_keys::referencing(catalog, name).into_iter().find(|(child, _)| !tables.contains(&child.name));
+                if let Some((child, key)) = outside {
+                    return Err(ApiaryError::Dependency(format!(
+                        "cannot drop table {name} because constraint {} on table {} depends on it (drop table {} first{})",
+                        key.name,
+                        child.name,
+                        child.name,
+                        if cascade { "; CASCADE does not drop foreign keys yet" } else { "" }
+                    )));
+                }
+            }
             let mut dropped: Vec<String> = tables.iter().chain(&views).cloned().collect();
             let dependents = catalog.dependent_views(&dropped);
             let mut blocking = Vec::new();

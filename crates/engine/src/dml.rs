@@ -643,11 +643,13 @@ impl Connection {
         appended: &[DataChunk],
     ) -> Result<u64> {
         deleted.sort_unstable();
+        let before = Arc::clone(writer.base());
         writer.delete(&deleted)?;
         for chunk in appended {
             writer.append(chunk)?;
         }
         let prepared = writer.prepare()?;
+        self.check_foreign_keys(table, &before, &prepared, appended)?;
         self.finish_write(table, prepared)
     }
 
@@ -846,6 +848,19 @@ impl Connection {
                 Some(table) => tables.push(table),
                 None if truncate.if_exists => {}
                 None => return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist"))),
+            }
+        }
+        for table in &tables {
+            let outside = crate::foreign_keys::referencing(self.catalog(), &table.name)
+                .into_iter()
+                .find(|(child, _)| !tables.iter().any(|t| t.name == child.name));
+            if let Some((child, key)) = outside {
+                return Err(not_impl_err!(
+                    "cannot truncate a table referenced in a foreign key constraint: table \"{}\" references \"{}\" ({}); truncate it in the same statement",
+                    child.name,
+                    table.name,
+                    key.name
+                ));
             }
         }
         for table in &tables {

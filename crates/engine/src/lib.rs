@@ -39,6 +39,7 @@ mod database;
 mod describe;
 mod dml;
 mod external;
+mod foreign_keys;
 mod parquet_io;
 pub mod pg_catalog;
 mod prepared;

@@ -49,7 +49,9 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 /// CONFLICT DO UPDATE or MERGE (or a scalar subquery with several rows) 21000, a conflict
 /// target no constraint matches 42P10, a subquery in a DEFAULT 0A000, a sequence at its
 /// limit 2200H, a `setval` out of its bounds 22003, a value for a GENERATED ALWAYS
-/// identity column 428C9, a sequence a column owns dropped alone 2BP01.
+/// identity column 428C9, a sequence a column owns dropped alone 2BP01, a FOREIGN KEY
+/// violated 23503 (either side), one naming no key of its parent 42830, a parent table
+/// dropped under its children 2BP01.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
@@ -77,6 +79,10 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("CREATE SEQUENCE two MAXVALUE 2; SELECT setval('two', 3)", "22003"),
         ("CREATE TABLE ga (id INTEGER GENERATED ALWAYS AS IDENTITY); INSERT INTO ga VALUES (1)", "428C9"),
         ("CREATE TABLE ser (id SERIAL); DROP SEQUENCE ser_id_seq", "2BP01"),
+        ("CREATE TABLE fk (a INTEGER REFERENCES k); INSERT INTO fk VALUES (99)", "23503"),
+        ("CREATE TABLE fk2 (a INTEGER REFERENCES k); INSERT INTO fk2 SELECT min(id) FROM k; DELETE FROM k", "23503"),
+        ("CREATE TABLE fk3 (a VARCHAR REFERENCES k (name))", "42830"),
+        ("CREATE TABLE fk4 (a INTEGER REFERENCES k); DROP TABLE k", "2BP01"),
     ];
     for (sql, expected) in cases {
         let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

@@ -907,6 +907,7 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
         let db = Database::open(&path).unwrap();
         run(&db, "CREATE SEQUENCE s INCREMENT BY 10 START WITH 5; CREATE TABLE t (id SERIAL PRIMARY KEY, v INTEGER)");
         run(&db, "CREATE TABLE g (id BIGINT GENERATED ALWAYS AS IDENTITY, v INTEGER)");
+        run(&db, "CREATE TABLE child (t_id INTEGER REFERENCES t, CONSTRAINT self FOREIGN KEY (t_id) REFERENCES t (id))");
         run(&db, "INSERT INTO t (v) VALUES (1), (2), (3); INSERT INTO g (v) SELECT * FROM generate_series(1, 1000)");
         assert_eq!(scalar(&db, "SELECT nextval('s')"), ScalarValue::Int64(5));
         assert_eq!(scalar(&db, "SELECT nextval('s')"), ScalarValue::Int64(15), "returned, so never again");
@@ -939,5 +940,10 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
     assert_eq!(query(&db, "SELECT id, v FROM t ORDER BY id").len(), 5);
     assert_eq!(scalar(&db, "SELECT id FROM t WHERE v = 7"), ScalarValue::Int32(6));
     assert!(db.connect().execute("INSERT INTO g VALUES (1, 1)").is_err(), "still GENERATED ALWAYS");
+    run(&db, "INSERT INTO child VALUES (1), (NULL)");
+    let error = db.connect().execute("INSERT INTO child VALUES (999)").unwrap_err();
+    assert_eq!(error.sqlstate(), "23503", "the foreign keys survive: {error}");
+    assert!(error.to_string().contains("child_t_id_fkey") || error.to_string().contains("\"self\""), "{error}");
+    assert_eq!(db.connect().execute("DELETE FROM t WHERE id = 1").unwrap_err().sqlstate(), "23503");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -47,7 +47,8 @@ pub const DELETIONS_FORMAT_VERSION: u32 = 5;
 /// constraints.
 pub const DEFAULTS_AND_CHECKS_FORMAT_VERSION: u32 = 6;
 
-/// The first format with sequences (CREATE SEQUENCE, SERIAL and identity columns).
+/// The first format with sequences (CREATE SEQUENCE, SERIAL and identity columns) and
+/// FOREIGN KEY constraints.
 pub const SEQUENCES_FORMAT_VERSION: u32 = 7;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";

@@ -45,5 +45,7 @@ pub use pool::BufferPool;
 pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
-pub use table::{CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, PreparedAppend, Table, TableAppender, TableData};
+pub use table::{
+    CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, ForeignKey, PreparedAppend, Table, TableAppender, TableData,
+};
 pub use view::View;

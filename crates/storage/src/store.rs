@@ -108,6 +108,9 @@ const HAS_DEFAULTS_OR_CHECKS: u32 = 1 << 30;
 /// (format 7).
 const HAS_SEQUENCES: u32 = 1 << 29;
 
+/// Set in the primary-key count when FOREIGN KEY constraints follow (format 7).
+const HAS_FOREIGN_KEYS: u32 = 1 << 28;
+
 /// Whether a table's definition needs format 6 (DEFAULT expressions, CHECK constraints).
 fn has_defaults_or_checks(table: &Table) -> bool {
     !table.defaults.is_empty() || !table.checks.is_empty()
@@ -122,6 +125,9 @@ fn table_definition(writer: &mut Writer, table: &Table) {
     }
     if !table.sequences.is_empty() {
         flags |= HAS_SEQUENCES;
+    }
+    if !table.foreign_keys.is_empty() {
+        flags |= HAS_FOREIGN_KEYS;
     }
     writer.u32(table.primary_key.len() as u32 | flags);
     table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
@@ -154,6 +160,15 @@ fn table_definition(writer: &mut Writer, table: &Table) {
             writer.u32(owned.column as u32);
             writer.u8(owned.always as u8);
             sequence_definition(writer, &owned.sequence);
+        }
+    }
+    if !table.foreign_keys.is_empty() {
+        writer.u32(table.foreign_keys.len() as u32);
+        for key in &table.foreign_keys {
+            writer.str(&key.name);
+            writer.str(&key.parent);
+            writer.u32(key.columns.len() as u32);
+            key.columns.iter().chain(&key.parent_columns).for_each(|&c| writer.u32(c as u32));
         }
     }
     writer.u64(table.block_rows as u64);
@@ -230,8 +245,8 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
     let name = reader.str()?;
     let schema = reader.schema()?;
     let key_field = reader.u32()?;
-    let key =
-        read_key_columns(reader, (key_field & !(HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS | HAS_SEQUENCES)) as usize, schema.len())?;
+    let flags = HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS | HAS_SEQUENCES | HAS_FOREIGN_KEYS;
+    let key = read_key_columns(reader, (key_field & !flags) as usize, schema.len())?;
     let mut unique = Vec::new();
     if key_field & HAS_UNIQUE_CONSTRAINTS != 0 {
         let count = reader.u32()? as usize;
@@ -279,6 +294,22 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
             sequences.push(OwnedSequence { column, always, sequence: read_sequence_definition(reader)? });
         }
     }
+    let mut foreign_keys = Vec::new();
+    if key_field & HAS_FOREIGN_KEYS != 0 {
+        let count = reader.u32()? as usize;
+        if count.saturating_mul(20) > reader.len_left() {
+            return Err(reader.corrupt("more foreign keys than bytes"));
+        }
+        for _ in 0..count {
+            let name = reader.str()?;
+            let parent = reader.str()?;
+            let width = reader.u32()? as usize;
+            let columns = read_key_columns(reader, width, schema.len())?;
+            // The parent's columns are checked against the parent once it is read.
+            let parent_columns = (0..width).map(|_| reader.u32().map(|c| c as usize)).collect::<Result<Vec<_>>>()?;
+            foreign_keys.push(crate::table::ForeignKey { name, columns, parent, parent_columns });
+        }
+    }
     let block_rows = reader.u64()?;
     if block_rows == 0 || block_rows > MAX_STRIPE_ROWS as u64 {
         return Err(reader.corrupt(&format!("invalid block size {block_rows}")));
@@ -288,7 +319,8 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
         .with_unique(unique)
         .with_defaults(defaults)
         .with_checks(checks)
-        .with_sequences(sequences))
+        .with_sequences(sequences)
+        .with_foreign_keys(foreign_keys))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {
@@ -413,7 +445,7 @@ impl CommitGuard<'_> {
             self.store.file.require_format(crate::file::DEFAULTS_AND_CHECKS_FORMAT_VERSION)?;
         }
         let sequences = |e: &LogEntry| match e {
-            LogEntry::CreateTable(table) => !table.sequences.is_empty(),
+            LogEntry::CreateTable(table) => !table.sequences.is_empty() || !table.foreign_keys.is_empty(),
             LogEntry::CreateSequence(_) | LogEntry::DropSequence(_) | LogEntry::SequenceValues(_) => true,
             _ => false,
         };
@@ -506,7 +538,7 @@ impl CommitGuard<'_> {
         if !views.is_empty() {
             file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
         }
-        if !sequences.is_empty() || tables.iter().any(|(table, _)| !table.sequences.is_empty()) {
+        if !sequences.is_empty() || tables.iter().any(|(table, _)| !table.sequences.is_empty() || !table.foreign_keys.is_empty()) {
             file.require_format(crate::file::SEQUENCES_FORMAT_VERSION)?;
         }
         if tables.iter().any(|(table, _)| has_time_zone_types(table)) {

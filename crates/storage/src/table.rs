@@ -78,6 +78,9 @@ pub struct Table {
     pub checks: Vec<CheckConstraint>,
     /// The sequences its SERIAL and identity columns own.
     pub sequences: Vec<crate::sequence::OwnedSequence>,
+    /// FOREIGN KEY constraints: each row's key (unless a column of it is NULL) is a key
+    /// of the parent table.
+    pub foreign_keys: Vec<ForeignKey>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -104,6 +107,18 @@ pub struct Table {
 pub struct CheckConstraint {
     pub name: String,
     pub sql: String,
+}
+
+/// A FOREIGN KEY constraint (PostgreSQL's MATCH SIMPLE, NO ACTION): `columns` of the
+/// table name a row of `parent` by its `parent_columns`, which are its primary key or a
+/// UNIQUE constraint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignKey {
+    /// PostgreSQL's: `t_c_fkey` for one on column `c`, unless named.
+    pub name: String,
+    pub columns: Vec<usize>,
+    pub parent: String,
+    pub parent_columns: Vec<usize>,
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
@@ -183,6 +198,7 @@ impl Table {
             defaults: Vec::new(),
             checks: Vec::new(),
             sequences: Vec::new(),
+            foreign_keys: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -255,6 +271,12 @@ impl Table {
     /// Declares the sequences its columns own (SERIAL, identity columns).
     pub fn with_sequences(mut self, sequences: Vec<crate::sequence::OwnedSequence>) -> Table {
         self.sequences = sequences;
+        self
+    }
+
+    /// Declares FOREIGN KEY constraints.
+    pub fn with_foreign_keys(mut self, foreign_keys: Vec<ForeignKey>) -> Table {
+        self.foreign_keys = foreign_keys;
         self
     }
 
@@ -400,6 +422,7 @@ impl Table {
             defaults: self.defaults.clone(),
             checks: self.checks.clone(),
             sequences: self.sequences.clone(),
+            foreign_keys: self.foreign_keys.clone(),
             data: RwLock::new(data),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
