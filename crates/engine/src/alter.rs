@@ -19,7 +19,9 @@ use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
 use apiary_execution::expr::cast_vector;
 use apiary_sql::binder::{convert_data_type, normalize_ident, object_name_to_table};
 use apiary_sql::parser::{expression_text, parse_expression};
-use apiary_storage::{Block, CheckConstraint, ColumnStripe, ForeignKey, OwnedSequence, Table, TableData, TableStats};
+use apiary_storage::{
+    Block, CheckConstraint, ColumnStripe, ForeignKey, IndexDefinition, OwnedSequence, Table, TableData, TableIndex, TableStats,
+};
 use apiary_types::{DataChunk, Field, Schema, Vector};
 use sqlparser::ast;
 
@@ -39,6 +41,8 @@ struct Draft {
     sequences: Vec<OwnedSequence>,
     /// Its FOREIGN KEYs (one on a dropped column goes with it).
     foreign_keys: Vec<ForeignKey>,
+    /// Its indexes (one on a dropped column goes with it).
+    indexes: Vec<Arc<TableIndex>>,
     /// Each block's row count and stripes (no deleted rows).
     blocks: Vec<(usize, Vec<Arc<ColumnStripe>>)>,
     stats: TableStats,
@@ -63,6 +67,7 @@ impl Draft {
             checks: table.checks.clone(),
             sequences: table.sequences.clone(),
             foreign_keys: table.foreign_keys.clone(),
+            indexes: table.indexes.clone(),
             blocks,
             stats: data.stats,
             block_rows: table.block_rows,
@@ -83,7 +88,8 @@ impl Draft {
             .with_defaults(self.defaults.clone())
             .with_checks(self.checks.clone())
             .with_sequences(self.sequences.clone())
-            .with_foreign_keys(self.foreign_keys.clone());
+            .with_foreign_keys(self.foreign_keys.clone())
+            .with_indexes(self.indexes.clone());
         if !with_rows {
             return table;
         }
@@ -170,9 +176,6 @@ impl Connection {
         if table.deferred_rows().is_some() {
             return Err(ApiaryError::WrongObjectType(format!("cannot alter table \"{name}\": it reads a file")));
         }
-        // The writer: no statement changes the rows while the new table is built (inside
-        // a transaction block, its private one: COMMIT checks that no one did).
-        let writer = self.table_writer(&table)?;
         let reshapes = alter.operations.iter().any(|op| {
             !matches!(
                 op,
@@ -202,11 +205,18 @@ impl Connection {
         if referenced && moves_columns {
             return Err(not_impl_err!("renaming a table, or dropping a column of one, that a FOREIGN KEY of another table references"));
         }
-        let mut draft = Draft::of(&table, writer.base())?;
-        for operation in &alter.operations {
-            self.apply(&mut draft, operation)?;
-        }
-        if draft.name != name && (self.catalog().get_table(&draft.name).is_some() || self.catalog().get_view(&draft.name).is_some()) {
+        self.rebuild(&table, |connection, draft| alter.operations.iter().try_for_each(|operation| connection.apply(draft, operation)))?;
+        Ok(QueryResult::statement(None))
+    }
+
+    /// Replaces `table` by a copy `edit` changes (ALTER TABLE, CREATE / DROP INDEX),
+    /// holding its writer (inside a transaction block, its private one: COMMIT checks
+    /// that no one changed the rows meanwhile).
+    fn rebuild(&mut self, table: &Arc<Table>, edit: impl FnOnce(&Self, &mut Draft) -> Result<()>) -> Result<()> {
+        let writer = self.table_writer(table)?;
+        let mut draft = Draft::of(table, writer.base())?;
+        edit(self, &mut draft)?;
+        if draft.name != table.name && self.catalog().relation_exists(&draft.name) {
             return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists", draft.name)));
         }
         let altered = Arc::new(draft.table(true));
@@ -216,8 +226,110 @@ impl Connection {
         }
         // Published while the old table's writer is held: a statement waiting for it then
         // finds the table replaced.
-        self.commit_change(Change::Replace { old: Arc::clone(&table), new: altered })?;
+        self.commit_change(Change::Replace { old: Arc::clone(table), new: altered })?;
         drop(writer);
+        Ok(())
+    }
+
+    /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING method] (c, ...)`.
+    pub(crate) fn create_index(&mut self, create: &ast::CreateIndex) -> Result<QueryResult> {
+        if !create.include.is_empty() || create.predicate.is_some() || !create.with.is_empty() || create.nulls_distinct == Some(false) {
+            return Err(not_impl_err!("CREATE INDEX with INCLUDE, WITH, NULLS NOT DISTINCT or a WHERE predicate"));
+        }
+        if let Some(using) = &create.using {
+            let method = using.to_string().to_ascii_lowercase();
+            if !["btree", "hash", "art"].contains(&method.as_str()) {
+                return Err(not_impl_err!("CREATE INDEX ... USING {method} (btree, hash and art are one kind of index here)"));
+            }
+        }
+        let table_name = object_name_to_table(&create.table_name)?;
+        let table = self.catalog().table(&table_name)?;
+        if table.deferred_rows().is_some() {
+            return Err(ApiaryError::WrongObjectType(format!("cannot index table \"{table_name}\": it reads a file")));
+        }
+        let mut columns = Vec::with_capacity(create.columns.len());
+        let mut column_names = Vec::with_capacity(create.columns.len());
+        for column in &create.columns {
+            let ast::Expr::Identifier(ident) = &column.column.expr else {
+                return Err(not_impl_err!("an index on an expression ({})", column.column.expr));
+            };
+            let column_name = normalize_ident(ident);
+            let position = table
+                .schema
+                .index_of(&column_name)
+                .ok_or_else(|| bind_err!("column \"{column_name}\" does not exist in table \"{table_name}\""))?;
+            columns.push(position);
+            column_names.push(column_name);
+        }
+        let name = match &create.name {
+            Some(name) => object_name_to_table(name)?,
+            None => {
+                let base = format!("{table_name}_{}_idx", column_names.join("_"));
+                let catalog = self.catalog();
+                std::iter::once(base.clone())
+                    .chain((1..).map(|n| format!("{base}{n}")))
+                    .find(|n| !catalog.relation_exists(n))
+                    .expect("a name")
+            }
+        };
+        if self.catalog().relation_exists(&name) {
+            if create.if_not_exists {
+                return Ok(QueryResult::statement(None));
+            }
+            return Err(ApiaryError::Duplicate(format!("relation \"{name}\" already exists")));
+        }
+        self.rebuild(&table, |_, draft| {
+            let mut sorted = columns.clone();
+            sorted.sort_unstable();
+            let enforced = std::iter::once(&draft.primary_key).chain(&draft.unique).any(|key| {
+                let mut key = key.clone();
+                key.sort_unstable();
+                key == sorted
+            });
+            // A UNIQUE index on columns no key constraint covers adds one.
+            let unique = create.unique && !enforced;
+            if unique {
+                draft.unique.push(columns.clone());
+                draft.recheck = true;
+            }
+            draft.indexes.push(Arc::new(TableIndex::new(IndexDefinition { name, columns, unique })));
+            Ok(())
+        })?;
+        Ok(QueryResult::statement(None))
+    }
+
+    /// `DROP INDEX [IF EXISTS] name, ...`.
+    pub(crate) fn drop_index(&mut self, names: &[ast::ObjectName], if_exists: bool) -> Result<QueryResult> {
+        for name in names {
+            let name = object_name_to_table(name)?;
+            let Some(table) = self.catalog().index_owner(&name) else {
+                if if_exists {
+                    continue;
+                }
+                return Err(ApiaryError::Catalog(format!("index \"{name}\" does not exist")));
+            };
+            self.rebuild(&table, |connection, draft| {
+                let position = draft.indexes.iter().position(|i| i.definition.name == name).expect("the owner has the index");
+                let definition = draft.indexes.remove(position).definition.clone();
+                if definition.unique {
+                    let mut sorted = definition.columns.clone();
+                    sorted.sort_unstable();
+                    let referenced = crate::foreign_keys::referencing(connection.catalog(), &draft.name).into_iter().find(|(_, key)| {
+                        let mut parent = key.parent_columns.clone();
+                        parent.sort_unstable();
+                        parent == sorted
+                    });
+                    if let Some((child, key)) = referenced {
+                        return Err(ApiaryError::Dependency(format!(
+                            "cannot drop index {name} because constraint {} on table {} requires it",
+                            key.name, child.name
+                        )));
+                    }
+                    draft.unique.retain(|key| *key != definition.columns);
+                }
+                Ok(())
+            })?;
+        }
         Ok(QueryResult::statement(None))
     }
 
@@ -279,9 +391,16 @@ impl Connection {
                         )));
                     }
                     draft.foreign_keys.retain(|key| !key.columns.contains(&position));
+                    // As PostgreSQL: an index on the column goes with it.
+                    draft.indexes.retain(|index| !index.definition.columns.contains(&position));
                     draft.primary_key.iter_mut().for_each(shift);
                     draft.unique.iter_mut().flatten().for_each(shift);
                     draft.sequences.iter_mut().for_each(|owned| shift(&mut owned.column));
+                    for index in &mut draft.indexes {
+                        let mut definition = index.definition.clone();
+                        definition.columns.iter_mut().for_each(shift);
+                        *index = Arc::new(TableIndex::new(definition));
+                    }
                     for key in &mut draft.foreign_keys {
                         key.columns.iter_mut().for_each(shift);
                         if key.parent == draft.name {
@@ -395,6 +514,29 @@ impl Connection {
     /// A block at a time: only the NOT NULL columns are read unless there are checks.
     fn check_stored_rows(&self, table: &Table) -> Result<()> {
         let data = table.snapshot();
+        // Keys: a UNIQUE index over rows that repeat a key cannot be made.
+        for (key_columns, _) in table.key_constraints() {
+            let mut seen = std::collections::HashSet::new();
+            let mut key = Vec::new();
+            for block in &data.blocks {
+                let vectors = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<Vec<_>>>()?;
+                let columns: Vec<&Vector> = vectors.iter().collect();
+                for row in 0..block.row_count {
+                    if columns.iter().any(|c| c.is_null(row)) {
+                        continue;
+                    }
+                    apiary_storage::unique::encode_key(&columns, row, &mut key);
+                    if !seen.insert(key.clone()) {
+                        let names: Vec<&str> = key_columns.iter().map(|&c| table.schema.fields[c].name.as_str()).collect();
+                        return Err(ApiaryError::UniqueViolation(format!(
+                            "could not create unique index on table \"{}\": key ({}) is duplicated",
+                            table.name,
+                            names.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
         for block in &data.blocks {
             for (field, stripe) in table.schema.fields.iter().zip(&block.columns) {
                 if !field.nullable && stripe.vector()?.null_count() > 0 {

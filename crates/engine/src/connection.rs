@@ -274,6 +274,7 @@ impl Connection {
             }
             S::CreateView(create) => self.create_view(create),
             S::CreateSequence { .. } => self.create_sequence(statement),
+            S::CreateIndex(create) => self.create_index(create),
             S::Set(set) => self.set(set),
             S::Reset(reset) => self.reset(reset),
             S::ShowTables { .. } => self.show_tables(),
@@ -638,7 +639,8 @@ impl Connection {
             ast::ObjectType::Table => "table",
             ast::ObjectType::View => "view",
             ast::ObjectType::Sequence => "sequence",
-            other => return Err(not_impl_err!("DROP {other}")),
+            ast::ObjectType::Index if !cascade => return self.drop_index(names, if_exists),
+            other => return Err(not_impl_err!("DROP {other}{}", if cascade { " ... CASCADE" } else { "" })),
         };
         // Check all first so a failing DROP of several drops none.
         let mut dropped = Vec::new();

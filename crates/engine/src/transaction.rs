@@ -146,9 +146,13 @@ fn allowed_in_transaction(statement: &ast::Statement) -> Result<()> {
         S::Query(_) | S::Insert(_) | S::Update(_) | S::Delete(_) | S::Merge(_) | S::Truncate(_) | S::Explain { .. } => return Ok(()),
         S::Set(_) | S::Reset(_) | S::ShowVariable { .. } | S::ShowTables { .. } | S::ExplainTable { .. } => return Ok(()),
         S::Copy { to: true, .. } => return Ok(()),
-        S::CreateTable(_) | S::CreateView(_) | S::CreateSequence { .. } | S::Drop { .. } | S::AlterTable(_) | S::Copy { .. } => {
-            return Ok(())
-        }
+        S::CreateTable(_)
+        | S::CreateView(_)
+        | S::CreateSequence { .. }
+        | S::CreateIndex(_)
+        | S::Drop { .. }
+        | S::AlterTable(_)
+        | S::Copy { .. } => return Ok(()),
         // CHECKPOINT moves rows (compaction), which would fail this transaction's COMMIT.
         S::Call(function) if apiary_sql::parser::is_checkpoint(function) => "CHECKPOINT",
         S::Call(_) => return Ok(()),

@@ -180,10 +180,19 @@ impl Catalog {
         all
     }
 
-    /// Whether `name` is taken by a table, a view or a sequence (one namespace, as
-    /// PostgreSQL's relations).
+    /// Whether `name` is taken by a table, a view, a sequence or an index (one
+    /// namespace, as PostgreSQL's relations).
     pub fn relation_exists(&self, name: &str) -> bool {
-        self.get_table(name).is_some() || self.get_view(name).is_some() || self.get_sequence(name).is_some()
+        self.get_table(name).is_some()
+            || self.get_view(name).is_some()
+            || self.get_sequence(name).is_some()
+            || self.index_owner(name).is_some()
+    }
+
+    /// The table that has the index called `name`.
+    pub fn index_owner(&self, name: &str) -> Option<Arc<Table>> {
+        let tables = self.tables.read().unwrap_or_else(|e| e.into_inner());
+        tables.values().find(|t| t.indexes.iter().any(|i| i.definition.name == name)).cloned()
     }
 
     /// Registers a sequence of CREATE SEQUENCE; fails if the name is taken.

@@ -30,6 +30,7 @@ pub mod catalog;
 pub mod codec;
 pub mod encoding;
 pub mod file;
+pub mod index;
 pub mod packed;
 pub mod pool;
 pub mod sequence;
@@ -41,6 +42,7 @@ pub mod view;
 
 pub use block::{Block, ColumnStripe, StripeValues, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
+pub use index::{IndexDefinition, TableIndex};
 pub use pool::BufferPool;
 pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
 pub use stats::{ColumnStats, TableStats};

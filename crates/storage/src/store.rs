@@ -111,6 +111,9 @@ const HAS_SEQUENCES: u32 = 1 << 29;
 /// Set in the primary-key count when FOREIGN KEY constraints follow (format 7).
 const HAS_FOREIGN_KEYS: u32 = 1 << 28;
 
+/// Set in the primary-key count when index definitions follow (format 7).
+const HAS_INDEXES: u32 = 1 << 27;
+
 /// Whether a table's definition needs format 6 (DEFAULT expressions, CHECK constraints).
 fn has_defaults_or_checks(table: &Table) -> bool {
     !table.defaults.is_empty() || !table.checks.is_empty()
@@ -128,6 +131,9 @@ fn table_definition(writer: &mut Writer, table: &Table) {
     }
     if !table.foreign_keys.is_empty() {
         flags |= HAS_FOREIGN_KEYS;
+    }
+    if !table.indexes.is_empty() {
+        flags |= HAS_INDEXES;
     }
     writer.u32(table.primary_key.len() as u32 | flags);
     table.primary_key.iter().for_each(|&c| writer.u32(c as u32));
@@ -169,6 +175,16 @@ fn table_definition(writer: &mut Writer, table: &Table) {
             writer.str(&key.parent);
             writer.u32(key.columns.len() as u32);
             key.columns.iter().chain(&key.parent_columns).for_each(|&c| writer.u32(c as u32));
+        }
+    }
+    if !table.indexes.is_empty() {
+        writer.u32(table.indexes.len() as u32);
+        for index in &table.indexes {
+            let definition = &index.definition;
+            writer.str(&definition.name);
+            writer.u8(definition.unique as u8);
+            writer.u32(definition.columns.len() as u32);
+            definition.columns.iter().for_each(|&c| writer.u32(c as u32));
         }
     }
     writer.u64(table.block_rows as u64);
@@ -245,7 +261,7 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
     let name = reader.str()?;
     let schema = reader.schema()?;
     let key_field = reader.u32()?;
-    let flags = HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS | HAS_SEQUENCES | HAS_FOREIGN_KEYS;
+    let flags = HAS_UNIQUE_CONSTRAINTS | HAS_DEFAULTS_OR_CHECKS | HAS_SEQUENCES | HAS_FOREIGN_KEYS | HAS_INDEXES;
     let key = read_key_columns(reader, (key_field & !flags) as usize, schema.len())?;
     let mut unique = Vec::new();
     if key_field & HAS_UNIQUE_CONSTRAINTS != 0 {
@@ -310,6 +326,20 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
             foreign_keys.push(crate::table::ForeignKey { name, columns, parent, parent_columns });
         }
     }
+    let mut indexes = Vec::new();
+    if key_field & HAS_INDEXES != 0 {
+        let count = reader.u32()? as usize;
+        if count.saturating_mul(13) > reader.len_left() {
+            return Err(reader.corrupt("more indexes than bytes"));
+        }
+        for _ in 0..count {
+            let name = reader.str()?;
+            let unique = reader.u8()? != 0;
+            let width = reader.u32()? as usize;
+            let columns = read_key_columns(reader, width, schema.len())?;
+            indexes.push(Arc::new(crate::index::TableIndex::new(crate::index::IndexDefinition { name, columns, unique })));
+        }
+    }
     let block_rows = reader.u64()?;
     if block_rows == 0 || block_rows > MAX_STRIPE_ROWS as u64 {
         return Err(reader.corrupt(&format!("invalid block size {block_rows}")));
@@ -320,7 +350,8 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
         .with_defaults(defaults)
         .with_checks(checks)
         .with_sequences(sequences)
-        .with_foreign_keys(foreign_keys))
+        .with_foreign_keys(foreign_keys)
+        .with_indexes(indexes))
 }
 
 fn encoding_code(writer: &mut Writer, encoding: Encoding) {
@@ -445,7 +476,7 @@ impl CommitGuard<'_> {
             self.store.file.require_format(crate::file::DEFAULTS_AND_CHECKS_FORMAT_VERSION)?;
         }
         let sequences = |e: &LogEntry| match e {
-            LogEntry::CreateTable(table) => !table.sequences.is_empty() || !table.foreign_keys.is_empty(),
+            LogEntry::CreateTable(table) => !table.sequences.is_empty() || !table.foreign_keys.is_empty() || !table.indexes.is_empty(),
             LogEntry::CreateSequence(_) | LogEntry::DropSequence(_) | LogEntry::SequenceValues(_) => true,
             _ => false,
         };
@@ -538,7 +569,9 @@ impl CommitGuard<'_> {
         if !views.is_empty() {
             file.require_format(crate::file::VIEWS_FORMAT_VERSION)?;
         }
-        if !sequences.is_empty() || tables.iter().any(|(table, _)| !table.sequences.is_empty() || !table.foreign_keys.is_empty()) {
+        if !sequences.is_empty()
+            || tables.iter().any(|(table, _)| !table.sequences.is_empty() || !table.foreign_keys.is_empty() || !table.indexes.is_empty())
+        {
             file.require_format(crate::file::SEQUENCES_FORMAT_VERSION)?;
         }
         if tables.iter().any(|(table, _)| has_time_zone_types(table)) {

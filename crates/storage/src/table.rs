@@ -81,6 +81,8 @@ pub struct Table {
     /// FOREIGN KEY constraints: each row's key (unless a column of it is NULL) is a key
     /// of the parent table.
     pub foreign_keys: Vec<ForeignKey>,
+    /// Its indexes (CREATE INDEX), which scans use to choose blocks.
+    pub indexes: Vec<Arc<crate::index::TableIndex>>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -199,6 +201,7 @@ impl Table {
             checks: Vec::new(),
             sequences: Vec::new(),
             foreign_keys: Vec::new(),
+            indexes: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -272,6 +275,22 @@ impl Table {
     pub fn with_sequences(mut self, sequences: Vec<crate::sequence::OwnedSequence>) -> Table {
         self.sequences = sequences;
         self
+    }
+
+    /// Declares indexes (see [`crate::index`]).
+    pub fn with_indexes(mut self, indexes: Vec<Arc<crate::index::TableIndex>>) -> Table {
+        self.indexes = indexes;
+        self
+    }
+
+    /// The indexes a copy of this table reading `data` may use: all of them when `data`
+    /// is the published contents, none for a transaction's private version (see
+    /// [`crate::index`]).
+    fn published_indexes(&self, data: &Arc<TableData>) -> Vec<Arc<crate::index::TableIndex>> {
+        match Arc::ptr_eq(data, &self.snapshot()) {
+            true => self.indexes.clone(),
+            false => Vec::new(),
+        }
     }
 
     /// Declares FOREIGN KEY constraints.
@@ -423,6 +442,7 @@ impl Table {
             checks: self.checks.clone(),
             sequences: self.sequences.clone(),
             foreign_keys: self.foreign_keys.clone(),
+            indexes: self.published_indexes(&data),
             data: RwLock::new(data),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -450,7 +470,12 @@ impl Table {
             .collect();
         let mut stats = data.stats.clone();
         stats.columns.push(Default::default());
-        Table::new(self.name.clone(), Schema::new(fields), self.block_rows).with_data(TableData { blocks, stats, layout: data.layout })
+        // The blocks keep their positions: the indexes apply.
+        let published = std::ptr::eq(data, Arc::as_ptr(&self.snapshot()));
+        let indexes = if published { self.indexes.clone() } else { Vec::new() };
+        Table::new(self.name.clone(), Schema::new(fields), self.block_rows)
+            .with_data(TableData { blocks, stats, layout: data.layout })
+            .with_indexes(indexes)
     }
 
     /// The table's contents without its deleted rows, if it has any and no writer is at

@@ -253,6 +253,9 @@ struct ScanGlobal {
     /// asks first): every work order of the execution must use the same ranges.
     morsels: OnceLock<ScanMorsels>,
     blocks_skipped: AtomicU64,
+    /// The blocks an index chose (its name and their numbers), when the filter fixes an
+    /// index's key: only they are scanned.
+    index_blocks: Option<(String, Vec<u32>)>,
     /// Blocks filtered through dictionary codes.
     blocks_on_codes: AtomicU64,
     /// The runtime filters' ranges, read once from the finished builds: (position in
@@ -297,7 +300,11 @@ impl ScanGlobal {
                 0
             };
             let mut starts = Vec::new();
-            for index in (first_block..blocks).chain(0..first_block) {
+            let chosen: Vec<usize> = match &self.index_blocks {
+                Some((_, chosen)) => chosen.iter().map(|&b| b as usize).collect(),
+                None => (first_block..blocks).chain(0..first_block).collect(),
+            };
+            for index in chosen {
                 let block = &self.data.blocks[index];
                 let mut start = 0;
                 while start < block.row_count.max(1) {
@@ -325,14 +332,18 @@ impl Drop for ScanGlobal {
 
 impl Stateful for TableScan {
     fn new_state(&self) -> Result<GlobalState> {
+        let data = self.table.snapshot();
+        let index_blocks = self.index_blocks(&data)?;
         Ok(Box::new(ScanGlobal {
             table: Arc::clone(&self.table),
-            shared: OnceLock::new(),
+            // A scan of a few blocks an index chose does not join others.
+            shared: if index_blocks.is_some() { OnceLock::from(false) } else { OnceLock::new() },
             running: AtomicBool::new(false),
             morsels_done: AtomicUsize::new(0),
-            data: self.table.snapshot(),
+            data,
             morsels: OnceLock::new(),
             blocks_skipped: AtomicU64::new(0),
+            index_blocks,
             blocks_on_codes: AtomicU64::new(0),
             runtime_ranges: OnceLock::new(),
             membership: OnceLock::new(),
@@ -415,6 +426,34 @@ impl TableScan {
             runtime_filters: RwLock::default(),
             slot,
         }
+    }
+
+    /// The blocks of `data` an index of the table says may hold the rows the filter
+    /// wants, when the filter fixes every column of one (`c = literal`): the index with
+    /// the fewest blocks. `None`: every block is scanned.
+    fn index_blocks(&self, data: &TableData) -> Result<Option<(String, Vec<u32>)>> {
+        let mut best: Option<(String, Vec<u32>)> = None;
+        for index in &self.table.indexes {
+            let mut key = Vec::with_capacity(index.definition.columns.len());
+            for &column in &index.definition.columns {
+                let fixed = self.zone_predicates.iter().find_map(|p| match (&p.lower, &p.upper) {
+                    (Some((low, true)), Some((high, true))) if p.column == column && low == high => Some(low),
+                    _ => None,
+                });
+                let Some(value) = fixed else { break };
+                let data_type = self.table.schema.fields[column].data_type;
+                let Ok(value) = value.cast_to(&data_type) else { break };
+                key.push(Vector::from_scalar(&value, data_type, 1));
+            }
+            if key.len() < index.definition.columns.len() {
+                continue;
+            }
+            let blocks = index.candidate_blocks(data, &key)?;
+            if best.as_ref().is_none_or(|(_, fewest)| blocks.len() < fewest.len()) {
+                best = Some((index.definition.name.clone(), blocks));
+            }
+        }
+        Ok(best)
     }
 
     /// Filters rows by the range of build key `key` of `source` (an integer column) on the
@@ -628,6 +667,9 @@ impl Source for TableScan {
         let skipped = global.blocks_skipped.load(Ordering::Relaxed);
         let on_codes = global.blocks_on_codes.load(Ordering::Relaxed);
         let mut details = Vec::new();
+        if let Some((name, blocks)) = &global.index_blocks {
+            details.push(format!("index {name}: {} of {} blocks", blocks.len(), global.data.blocks.len()));
+        }
         if skipped + on_codes > 0 {
             details.push(format!("{} blocks: {skipped} skipped, {on_codes} filtered on codes", global.data.blocks.len()));
         }
