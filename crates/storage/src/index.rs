@@ -1,12 +1,12 @@
-//! Indexes of CREATE INDEX: a hash of each key to the blocks that hold it, so a scan
-//! whose filter fixes the key (`WHERE id = 42`) reads only those blocks instead of the
-//! table (the filter still runs on them: the index only chooses blocks, like an exact
-//! zone map).
+//! Indexes of CREATE INDEX: a hash of each key to the rows (block and position) that
+//! hold it, so a scan whose filter fixes the key (`WHERE id = 42`) reads only the
+//! vectors around those rows instead of the table (the filter still runs on them: the
+//! index only chooses what to read, like an exact zone map).
 //!
 //! The map is built when a scan first asks and caught up with the rows appended since at
 //! each later ask. It only ever grows between compactions: blocks never change once
 //! published except that appends extend the last one (rows keep their positions) and
-//! deletes mark rows. A key therefore maps to a superset of the blocks that hold it in
+//! deletes mark rows. A key therefore maps to a superset of the rows that hold it in
 //! any published contents of the same layout; a compaction or TRUNCATE (a new
 //! `TableData::layout`) starts it again. Only published contents are indexed: a
 //! transaction's private version could put different rows at a block position others
@@ -18,7 +18,7 @@ use std::sync::Mutex;
 use apiary_common::Result;
 use apiary_types::Vector;
 
-use crate::table::TableData;
+use crate::table::{row_id, split_row_id, TableData};
 use crate::unique::encode_key;
 
 /// What CREATE INDEX declares.
@@ -37,8 +37,8 @@ struct IndexState {
     /// Rows indexed: every row of the blocks before `block`, and rows `..row` of it.
     block: usize,
     row: usize,
-    /// Key to the blocks holding it, ascending.
-    blocks: HashMap<Vec<u8>, Vec<u32>>,
+    /// Key to the rows holding it (`row_id`s), ascending.
+    rows: HashMap<Vec<u8>, Vec<i64>>,
 }
 
 #[derive(Debug)]
@@ -52,9 +52,10 @@ impl TableIndex {
         TableIndex { definition, state: Mutex::default() }
     }
 
-    /// The blocks of `data` (published contents of the table) that may hold rows whose
-    /// key columns equal `key` (one value per column, of the columns' types), ascending.
-    pub fn candidate_blocks(&self, data: &TableData, key: &[Vector]) -> Result<Vec<u32>> {
+    /// The rows of `data` (published contents of the table), as (block, position), that
+    /// may have key columns equal to `key` (one value per column, of the columns'
+    /// types), ascending.
+    pub fn candidate_rows(&self, data: &TableData, key: &[Vector]) -> Result<Vec<(u32, u32)>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.layout != data.layout {
             *state = IndexState { layout: data.layout, ..IndexState::default() };
@@ -69,10 +70,7 @@ impl TableIndex {
                 let columns: Vec<&Vector> = columns.iter().collect();
                 for row in state.row..block.row_count {
                     encode_key(&columns, row, &mut encoded);
-                    let blocks = state.blocks.entry(encoded.clone()).or_default();
-                    if blocks.last() != Some(&(number as u32)) {
-                        blocks.push(number as u32);
-                    }
+                    state.rows.entry(encoded.clone()).or_default().push(row_id(number, row));
                 }
             }
             if number + 1 == data.blocks.len() {
@@ -86,7 +84,47 @@ impl TableIndex {
         }
         let key: Vec<&Vector> = key.iter().collect();
         encode_key(&key, 0, &mut encoded);
-        let found = state.blocks.get(&encoded).map(|b| b.iter().copied().filter(|&n| (n as usize) < data.blocks.len()).collect());
-        Ok(found.unwrap_or_default())
+        let in_snapshot = |&id: &i64| {
+            let (block, row) = split_row_id(id);
+            data.blocks.get(block).is_some_and(|b| row < b.row_count).then_some((block as u32, row as u32))
+        };
+        Ok(state.rows.get(&encoded).map(|rows| rows.iter().filter_map(in_snapshot).collect()).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Table;
+    use apiary_types::{DataChunk, DataType, Field, Schema};
+
+    fn append(table: &Table, keys: &[i32]) {
+        let mut appender = table.appender().unwrap();
+        let chunk = DataChunk::new(vec![Vector::from_native(DataType::Integer, keys.to_vec())], keys.len());
+        appender.append(&chunk).unwrap();
+        appender.commit().unwrap();
+    }
+
+    #[test]
+    fn keys_map_to_rows_across_growing_blocks_and_older_snapshots() {
+        let table = Table::new("t", Schema::new(vec![Field::new("k", DataType::Integer, false)]), 4);
+        let index = TableIndex::new(IndexDefinition { name: "t_k_idx".into(), columns: vec![0], unique: false });
+        let key = |k: i32| vec![Vector::from_native(DataType::Integer, vec![k])];
+        append(&table, &[1, 2, 3, 4, 5, 7]);
+        let old = table.snapshot();
+        assert_eq!(index.candidate_rows(&old, &key(7)).unwrap(), [(1, 1)]);
+        // The last block grows (copied with its rows in place), and a block is added.
+        append(&table, &[7, 9, 7]);
+        let new = table.snapshot();
+        assert_eq!(index.candidate_rows(&new, &key(7)).unwrap(), [(1, 1), (1, 2), (2, 0)]);
+        // An older snapshot sees only its rows.
+        assert_eq!(index.candidate_rows(&old, &key(7)).unwrap(), [(1, 1)]);
+        assert_eq!(index.candidate_rows(&new, &key(8)).unwrap(), []);
+        // A new layout starts the map again.
+        let mut appender = table.appender().unwrap();
+        appender.truncate().unwrap();
+        appender.commit().unwrap();
+        append(&table, &[7]);
+        assert_eq!(index.candidate_rows(&table.snapshot(), &key(7)).unwrap(), [(0, 0)]);
     }
 }

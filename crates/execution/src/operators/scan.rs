@@ -253,9 +253,9 @@ struct ScanGlobal {
     /// asks first): every work order of the execution must use the same ranges.
     morsels: OnceLock<ScanMorsels>,
     blocks_skipped: AtomicU64,
-    /// The blocks an index chose (its name and their numbers), when the filter fixes an
-    /// index's key: only they are scanned.
-    index_blocks: Option<(String, Vec<u32>)>,
+    /// The rows an index chose (its name, and their blocks and positions), when the
+    /// filter fixes an index's key: only the vectors holding them are scanned.
+    index_rows: Option<(String, Vec<(u32, u32)>)>,
     /// Blocks filtered through dictionary codes.
     blocks_on_codes: AtomicU64,
     /// The runtime filters' ranges, read once from the finished builds: (position in
@@ -290,6 +290,13 @@ impl ScanGlobal {
     /// shared scan starts at the block other running scans of the table read next.
     fn morsels(&self, ctx: &ExecContext) -> &ScanMorsels {
         self.morsels.get_or_init(|| {
+            if let Some((_, chosen)) = &self.index_rows {
+                // One work order per vector holding a chosen row.
+                let rows = ctx.config.vector_size.max(1);
+                let mut starts: Vec<(u32, u32)> = chosen.iter().map(|&(block, row)| (block, row - row % rows as u32)).collect();
+                starts.dedup();
+                return ScanMorsels { rows, starts };
+            }
             let rows = ctx.morsel_rows.max(1);
             let blocks = self.data.blocks.len();
             let shared = *self.shared.get_or_init(|| ctx.config.shared_scans);
@@ -300,11 +307,7 @@ impl ScanGlobal {
                 0
             };
             let mut starts = Vec::new();
-            let chosen: Vec<usize> = match &self.index_blocks {
-                Some((_, chosen)) => chosen.iter().map(|&b| b as usize).collect(),
-                None => (first_block..blocks).chain(0..first_block).collect(),
-            };
-            for index in chosen {
+            for index in (first_block..blocks).chain(0..first_block) {
                 let block = &self.data.blocks[index];
                 let mut start = 0;
                 while start < block.row_count.max(1) {
@@ -333,17 +336,17 @@ impl Drop for ScanGlobal {
 impl Stateful for TableScan {
     fn new_state(&self) -> Result<GlobalState> {
         let data = self.table.snapshot();
-        let index_blocks = self.index_blocks(&data)?;
+        let index_rows = self.index_rows(&data)?;
         Ok(Box::new(ScanGlobal {
             table: Arc::clone(&self.table),
             // A scan of a few blocks an index chose does not join others.
-            shared: if index_blocks.is_some() { OnceLock::from(false) } else { OnceLock::new() },
+            shared: if index_rows.is_some() { OnceLock::from(false) } else { OnceLock::new() },
             running: AtomicBool::new(false),
             morsels_done: AtomicUsize::new(0),
             data,
             morsels: OnceLock::new(),
             blocks_skipped: AtomicU64::new(0),
-            index_blocks,
+            index_rows,
             blocks_on_codes: AtomicU64::new(0),
             runtime_ranges: OnceLock::new(),
             membership: OnceLock::new(),
@@ -428,11 +431,11 @@ impl TableScan {
         }
     }
 
-    /// The blocks of `data` an index of the table says may hold the rows the filter
-    /// wants, when the filter fixes every column of one (`c = literal`): the index with
-    /// the fewest blocks. `None`: every block is scanned.
-    fn index_blocks(&self, data: &TableData) -> Result<Option<(String, Vec<u32>)>> {
-        let mut best: Option<(String, Vec<u32>)> = None;
+    /// The rows of `data` an index of the table says may be the ones the filter wants,
+    /// when the filter fixes every column of one (`c = literal`): the index with the
+    /// fewest. `None`: every block is scanned.
+    fn index_rows(&self, data: &TableData) -> Result<Option<(String, Vec<(u32, u32)>)>> {
+        let mut best: Option<(String, Vec<(u32, u32)>)> = None;
         for index in &self.table.indexes {
             let mut key = Vec::with_capacity(index.definition.columns.len());
             for &column in &index.definition.columns {
@@ -448,12 +451,13 @@ impl TableScan {
             if key.len() < index.definition.columns.len() {
                 continue;
             }
-            let blocks = index.candidate_blocks(data, &key)?;
-            if best.as_ref().is_none_or(|(_, fewest)| blocks.len() < fewest.len()) {
-                best = Some((index.definition.name.clone(), blocks));
+            let rows = index.candidate_rows(data, &key)?;
+            if best.as_ref().is_none_or(|(_, fewest)| rows.len() < fewest.len()) {
+                best = Some((index.definition.name.clone(), rows));
             }
         }
-        Ok(best)
+        // A key held by many rows is read faster by the whole scan.
+        Ok(best.filter(|(_, rows)| rows.len().saturating_mul(64) <= data.stored_rows().max(64)))
     }
 
     /// Filters rows by the range of build key `key` of `source` (an integer column) on the
@@ -667,8 +671,8 @@ impl Source for TableScan {
         let skipped = global.blocks_skipped.load(Ordering::Relaxed);
         let on_codes = global.blocks_on_codes.load(Ordering::Relaxed);
         let mut details = Vec::new();
-        if let Some((name, blocks)) = &global.index_blocks {
-            details.push(format!("index {name}: {} of {} blocks", blocks.len(), global.data.blocks.len()));
+        if let Some((name, rows)) = &global.index_rows {
+            details.push(format!("index {name}: {} candidate rows", rows.len()));
         }
         if skipped + on_codes > 0 {
             details.push(format!("{} blocks: {skipped} skipped, {on_codes} filtered on codes", global.data.blocks.len()));
