@@ -197,7 +197,7 @@ impl Connection {
             }
             Some(ast::ConflictTarget::OnConstraint(name)) => {
                 let wanted = object_name_to_table(name)?;
-                match constraints.iter().position(|(columns, primary)| constraint_name(table, columns, *primary) == wanted) {
+                match constraints.iter().position(|(columns, primary)| table.key_constraint_name(columns, *primary) == wanted) {
                     Some(n) => vec![n],
                     None => {
                         return Err(ApiaryError::Catalog(format!("constraint \"{wanted}\" for table \"{}\" does not exist", target.name)))
@@ -988,15 +988,6 @@ fn conflict_query(target: &Target, key: &[usize], projection: Vec<ast::Expr>, se
     }
     let from = vec![target.factor()?, table_factor(EXCLUDED)?];
     select_query(projection.into_iter().map(ast::SelectItem::UnnamedExpr).collect(), from, condition)
-}
-
-/// The name of a key constraint, as PostgreSQL names them: `t_pkey`, `t_a_b_key`.
-pub(crate) fn constraint_name(table: &Table, columns: &[usize], primary: bool) -> String {
-    if primary {
-        return format!("{}_pkey", table.name);
-    }
-    let names: Vec<&str> = columns.iter().map(|&c| table.schema.fields[c].name.as_str()).collect();
-    format!("{}_{}_key", table.name, names.join("_"))
 }
 
 /// `SELECT <items> FROM t`, over the rows changed (`RETURNING *`: the target's columns).

@@ -965,5 +965,12 @@ fn indexes_survive_reopening_and_choose_blocks() {
     assert_eq!(query(&db, "SELECT v FROM t WHERE id = 150000 ORDER BY v").len(), 2);
     let plan = explain_analyze(&db, "SELECT v FROM t WHERE id = 150000");
     assert!(plan.contains("index t_id: 2 candidate rows"), "{plan}");
+    // Primary keys and UNIQUE constraints get an index of their own.
+    run(&db, "CREATE TABLE k (id INTEGER PRIMARY KEY, code VARCHAR UNIQUE); INSERT INTO k SELECT id, 'c' || id FROM t WHERE id <= 100000");
+    let plan = explain_analyze(&db, "SELECT code FROM k WHERE id = 777");
+    assert!(plan.contains("index k_pkey: 1 candidate rows"), "{plan}");
+    let plan = explain_analyze(&db, "SELECT id FROM k WHERE code = 'c777'");
+    assert!(plan.contains("index k_code_key: 1 candidate rows"), "{plan}");
+    assert_eq!(scalar(&db, "SELECT id FROM k WHERE code = 'c777'"), ScalarValue::Int32(777));
     let _ = std::fs::remove_dir_all(&dir);
 }

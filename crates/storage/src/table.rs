@@ -81,8 +81,11 @@ pub struct Table {
     /// FOREIGN KEY constraints: each row's key (unless a column of it is NULL) is a key
     /// of the parent table.
     pub foreign_keys: Vec<ForeignKey>,
-    /// Its indexes (CREATE INDEX), which scans use to choose blocks.
+    /// Its indexes (CREATE INDEX), which scans use to choose rows.
     pub indexes: Vec<Arc<crate::index::TableIndex>>,
+    /// An index per key constraint (primary key, UNIQUE), as PostgreSQL makes one: not
+    /// stored, built by the first scan that fixes the key.
+    pub key_indexes: Vec<Arc<crate::index::TableIndex>>,
     data: RwLock<Arc<TableData>>,
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
@@ -202,6 +205,7 @@ impl Table {
             sequences: Vec::new(),
             foreign_keys: Vec::new(),
             indexes: Vec::new(),
+            key_indexes: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -250,12 +254,14 @@ impl Table {
     /// Declares the primary key (column positions).
     pub fn with_primary_key(mut self, columns: Vec<usize>) -> Table {
         self.primary_key = columns;
+        self.make_key_indexes();
         self
     }
 
     /// Declares UNIQUE constraints (column positions of each).
     pub fn with_unique(mut self, constraints: Vec<Vec<usize>>) -> Table {
         self.unique = constraints;
+        self.make_key_indexes();
         self
     }
 
@@ -286,11 +292,39 @@ impl Table {
     /// The indexes a copy of this table reading `data` may use: all of them when `data`
     /// is the published contents, none for a transaction's private version (see
     /// [`crate::index`]).
-    fn published_indexes(&self, data: &Arc<TableData>) -> Vec<Arc<crate::index::TableIndex>> {
+    fn published(&self, data: &Arc<TableData>, indexes: &[Arc<crate::index::TableIndex>]) -> Vec<Arc<crate::index::TableIndex>> {
         match Arc::ptr_eq(data, &self.snapshot()) {
-            true => self.indexes.clone(),
+            true => indexes.to_vec(),
             false => Vec::new(),
         }
+    }
+
+    /// Every index scans may use: those of CREATE INDEX, then the key constraints'.
+    pub fn all_indexes(&self) -> impl Iterator<Item = &Arc<crate::index::TableIndex>> {
+        self.indexes.iter().chain(&self.key_indexes)
+    }
+
+    /// PostgreSQL's name of a key constraint: `t_pkey`, `t_a_b_key`.
+    pub fn key_constraint_name(&self, columns: &[usize], primary: bool) -> String {
+        if primary {
+            return format!("{}_pkey", self.name);
+        }
+        let names: Vec<&str> = columns.iter().map(|&c| self.schema.fields[c].name.as_str()).collect();
+        format!("{}_{}_key", self.name, names.join("_"))
+    }
+
+    /// An index per key constraint, named as the constraint.
+    fn make_key_indexes(&mut self) {
+        let definitions: Vec<crate::index::IndexDefinition> = self
+            .key_constraints()
+            .into_iter()
+            .map(|(columns, primary)| crate::index::IndexDefinition {
+                name: self.key_constraint_name(columns, primary),
+                columns: columns.to_vec(),
+                unique: false,
+            })
+            .collect();
+        self.key_indexes = definitions.into_iter().map(|d| Arc::new(crate::index::TableIndex::new(d))).collect();
     }
 
     /// Declares FOREIGN KEY constraints.
@@ -442,7 +476,8 @@ impl Table {
             checks: self.checks.clone(),
             sequences: self.sequences.clone(),
             foreign_keys: self.foreign_keys.clone(),
-            indexes: self.published_indexes(&data),
+            indexes: self.published(&data, &self.indexes),
+            key_indexes: self.published(&data, &self.key_indexes),
             data: RwLock::new(data),
             writer: Mutex::new(None),
             scan_position: ScanPosition::default(),
@@ -472,10 +507,13 @@ impl Table {
         stats.columns.push(Default::default());
         // The blocks keep their positions: the indexes apply.
         let published = std::ptr::eq(data, Arc::as_ptr(&self.snapshot()));
-        let indexes = if published { self.indexes.clone() } else { Vec::new() };
-        Table::new(self.name.clone(), Schema::new(fields), self.block_rows)
-            .with_data(TableData { blocks, stats, layout: data.layout })
-            .with_indexes(indexes)
+        let mut table =
+            Table::new(self.name.clone(), Schema::new(fields), self.block_rows).with_data(TableData { blocks, stats, layout: data.layout });
+        if published {
+            table.indexes = self.indexes.clone();
+            table.key_indexes = self.key_indexes.clone();
+        }
+        table
     }
 
     /// The table's contents without its deleted rows, if it has any and no writer is at

@@ -436,7 +436,7 @@ impl TableScan {
     /// fewest. `None`: every block is scanned.
     fn index_rows(&self, data: &TableData) -> Result<Option<(String, Vec<(u32, u32)>)>> {
         let mut best: Option<(String, Vec<(u32, u32)>)> = None;
-        for index in &self.table.indexes {
+        for index in self.table.all_indexes() {
             let mut key = Vec::with_capacity(index.definition.columns.len());
             for &column in &index.definition.columns {
                 let fixed = self.zone_predicates.iter().find_map(|p| match (&p.lower, &p.upper) {
