@@ -13,6 +13,7 @@
 //! then fill (see `Table::at`, which shares indexes only for the published contents).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 use apiary_common::Result;
@@ -37,8 +38,57 @@ struct IndexState {
     /// Rows indexed: every row of the blocks before `block`, and rows `..row` of it.
     block: usize,
     row: usize,
-    /// Key to the rows holding it (`row_id`s), ascending.
-    rows: HashMap<Vec<u8>, Vec<i64>>,
+    /// The hash of each key to the rows holding a key of that hash (`row_id`s,
+    /// ascending). Keys are not kept: rows of another key with the same hash are only
+    /// more candidates, which the scan's filter drops.
+    rows: HashMap<u64, Rows, BuildHasherDefault<KeyHashHasher>>,
+}
+
+/// The rows of one key hash: most keys of an index worth having are held by one row.
+#[derive(Debug)]
+enum Rows {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+impl Rows {
+    fn push(&mut self, id: i64) {
+        match self {
+            Rows::One(first) => *self = Rows::Many(vec![*first, id]),
+            Rows::Many(ids) => ids.push(id),
+        }
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Rows::One(id) => std::slice::from_ref(id),
+            Rows::Many(ids) => ids,
+        }
+    }
+}
+
+/// The map's keys are hashes already.
+#[derive(Default)]
+struct KeyHashHasher(u64);
+
+impl Hasher for KeyHashHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+fn key_hash(key: &[u8]) -> u64 {
+    twox_hash::XxHash3_64::oneshot(key)
 }
 
 #[derive(Debug)]
@@ -68,9 +118,12 @@ impl TableIndex {
             if state.row < block.row_count {
                 let columns: Vec<Vector> = self.definition.columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
                 let columns: Vec<&Vector> = columns.iter().collect();
+                let new_rows = block.row_count - state.row;
+                state.rows.reserve(new_rows);
                 for row in state.row..block.row_count {
                     encode_key(&columns, row, &mut encoded);
-                    state.rows.entry(encoded.clone()).or_default().push(row_id(number, row));
+                    let id = row_id(number, row);
+                    state.rows.entry(key_hash(&encoded)).and_modify(|rows| rows.push(id)).or_insert(Rows::One(id));
                 }
             }
             if number + 1 == data.blocks.len() {
@@ -88,7 +141,7 @@ impl TableIndex {
             let (block, row) = split_row_id(id);
             data.blocks.get(block).is_some_and(|b| row < b.row_count).then_some((block as u32, row as u32))
         };
-        Ok(state.rows.get(&encoded).map(|rows| rows.iter().filter_map(in_snapshot).collect()).unwrap_or_default())
+        Ok(state.rows.get(&key_hash(&encoded)).map(|rows| rows.as_slice().iter().filter_map(in_snapshot).collect()).unwrap_or_default())
     }
 }
 
