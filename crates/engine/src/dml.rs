@@ -948,7 +948,18 @@ fn new_values(target: &Target, assignments: &[ast::Assignment]) -> Result<Vec<as
         if assigned[position].is_some() {
             return Err(ApiaryError::Parse(format!("multiple assignments to same column \"{column}\"")));
         }
-        assigned[position] = Some(assignment.value.clone());
+        let is_default = matches!(&assignment.value, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"));
+        if !is_default && target.table.sequences.iter().any(|owned| owned.always && owned.column == position) {
+            return Err(ApiaryError::GeneratedAlways(format!(
+                "column \"{column}\" can only be updated to DEFAULT: it is an identity column defined as GENERATED ALWAYS"
+            )));
+        }
+        // `SET c = DEFAULT`: the column's default (NULL without one).
+        assigned[position] = Some(match (is_default, target.table.default_of(position)) {
+            (true, Some(sql)) => apiary_sql::parser::parse_expression(sql)?,
+            (true, None) => ast::Expr::Value(ast::Value::Null.into()),
+            (false, _) => assignment.value.clone(),
+        });
     }
     Ok(schema.fields.iter().zip(assigned).map(|(field, value)| value.unwrap_or_else(|| target.column(&field.name))).collect())
 }
