@@ -21,8 +21,8 @@
 //! committed table at COMMIT (a duplicate of a row committed by another transaction, or
 //! of one the snapshot holds, fails the COMMIT, which then rolls back).
 //!
-//! DDL inside a block (CREATE / DROP / ALTER TABLE, CREATE / DROP VIEW, CREATE TABLE AS,
-//! CALL dbgen) changes the transaction's own catalog: a copy of the committed one made at
+//! DDL inside a block (CREATE / DROP / ALTER TABLE, CREATE TABLE AS, CREATE / DROP VIEW,
+//! SEQUENCE and INDEX, CALL dbgen) changes the transaction's own catalog: a copy of the committed one made at
 //! its first DDL, which its statements read from then on (`Connection::catalog`). A new
 //! or altered table is a table object no one else sees; its rows are written like any
 //! other table's. COMMIT replays the catalog changes, in order and checked again, on the
