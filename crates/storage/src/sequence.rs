@@ -98,12 +98,6 @@ impl Sequence {
         sequence
     }
 
-    /// The same sequence (options and state) under another name: a new object, so a
-    /// transaction that renames it changes nothing others see until it commits.
-    pub fn renamed(&self, name: impl Into<String>) -> Arc<Sequence> {
-        Sequence::with_state(name, self.options.clone(), self.state())
-    }
-
     /// This sequence's handle in plans.
     pub fn handle(&self) -> u64 {
         self.handle
