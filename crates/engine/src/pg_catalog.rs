@@ -633,6 +633,50 @@ fn information_schema_table(catalog: &Catalog, session: &SessionInfo, name: &str
             }
             t
         }
+        "sequences" => {
+            let mut t = SystemTable::new(
+                "sequences",
+                &[
+                    ("sequence_catalog", TEXT),
+                    ("sequence_schema", TEXT),
+                    ("sequence_name", TEXT),
+                    ("data_type", TEXT),
+                    ("numeric_precision", INT),
+                    ("numeric_precision_radix", INT),
+                    ("numeric_scale", INT),
+                    ("start_value", TEXT),
+                    ("minimum_value", TEXT),
+                    ("maximum_value", TEXT),
+                    ("increment", TEXT),
+                    ("cycle_option", TEXT),
+                ],
+            );
+            let mut sequences = catalog.all_sequences();
+            sequences.sort_by(|a, b| a.name.cmp(&b.name));
+            for sequence in sequences {
+                let options = &sequence.options;
+                let precision = match options.data_type {
+                    DataType::SmallInt => 16,
+                    DataType::Integer => 32,
+                    _ => 64,
+                };
+                t.row(vec![
+                    text(&session.database),
+                    text("public"),
+                    text(&sequence.name),
+                    text(&options.data_type.to_string().to_lowercase()),
+                    int(precision),
+                    int(2),
+                    int(0),
+                    text(&options.start.to_string()),
+                    text(&options.min.to_string()),
+                    text(&options.max.to_string()),
+                    text(&options.increment.to_string()),
+                    text(if options.cycle { "YES" } else { "NO" }),
+                ]);
+            }
+            t
+        }
         "columns" => {
             let mut t = SystemTable::new(
                 "columns",

@@ -54,7 +54,8 @@ pub(crate) fn sequence_options(name: &str, options: &[ast::SequenceOptions], dat
         })
         .transpose()?
         .unwrap_or(1);
-    let mut result = SequenceOptions::defaults(increment, limit);
+    let mut result = SequenceOptions::defaults(increment, data_type)
+        .ok_or_else(|| ApiaryError::Type(format!("a sequence must be SMALLINT, INTEGER or BIGINT, not {data_type}")))?;
     let mut start = None;
     for option in options {
         match option {

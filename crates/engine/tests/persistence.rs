@@ -940,6 +940,8 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
     assert_eq!(query(&db, "SELECT id, v FROM t ORDER BY id").len(), 5);
     assert_eq!(scalar(&db, "SELECT id FROM t WHERE v = 7"), ScalarValue::Int32(6));
     assert!(db.connect().execute("INSERT INTO g VALUES (1, 1)").is_err(), "still GENERATED ALWAYS");
+    let declared = "SELECT string_agg(sequence_name || ' ' || data_type, ', ' ORDER BY sequence_name) FROM information_schema.sequences";
+    assert_eq!(scalar(&db, declared), ScalarValue::Utf8("g_id_seq bigint, s bigint, t_id_seq integer".into()));
     run(&db, "INSERT INTO child VALUES (1), (NULL)");
     let error = db.connect().execute("INSERT INTO child VALUES (999)").unwrap_err();
     assert_eq!(error.sqlstate(), "23503", "the foreign keys survive: {error}");

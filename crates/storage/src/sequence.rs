@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use apiary_common::{ApiaryError, Result};
+use apiary_types::DataType;
 
 /// What `CREATE SEQUENCE` (or an identity column's options) declares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,15 +26,24 @@ pub struct SequenceOptions {
     pub max: i64,
     /// Past a bound, start again at the other (else an error).
     pub cycle: bool,
+    /// The type it was declared with (`AS smallint`; BIGINT by default), which bounds
+    /// its values.
+    pub data_type: DataType,
 }
 
 impl SequenceOptions {
     /// PostgreSQL's defaults for an ascending (`increment > 0`) or descending sequence
-    /// whose values fit a type with maximum `type_max` (BIGINT's for a plain sequence).
-    pub fn defaults(increment: i64, type_max: i64) -> SequenceOptions {
+    /// of `data_type` (SMALLINT, INTEGER or BIGINT; `None` for another type).
+    pub fn defaults(increment: i64, data_type: DataType) -> Option<SequenceOptions> {
+        let type_max = match data_type {
+            DataType::SmallInt => i16::MAX as i64,
+            DataType::Integer => i32::MAX as i64,
+            DataType::BigInt => i64::MAX,
+            _ => return None,
+        };
         let (min, max) = if increment > 0 { (1, type_max) } else { (-type_max - 1, -1) };
         let start = if increment > 0 { min } else { max };
-        SequenceOptions { start, increment, min, max, cycle: false }
+        Some(SequenceOptions { start, increment, min, max, cycle: false, data_type })
     }
 
     /// Checks the options make a sequence (as PostgreSQL's CREATE SEQUENCE does).
@@ -211,13 +221,14 @@ mod tests {
 
     #[test]
     fn values_step_cycle_and_stop_at_the_bounds() {
-        let s = Sequence::new("s", SequenceOptions { start: 3, increment: 2, min: 1, max: 8, cycle: false });
+        let s = Sequence::new("s", SequenceOptions { start: 3, increment: 2, min: 1, max: 8, cycle: false, data_type: DataType::BigInt });
         assert_eq!(s.next_values(3).unwrap(), [3, 5, 7]);
         assert!(matches!(s.next_values(1), Err(ApiaryError::SequenceLimit(_))));
         s.set(1, false).unwrap();
         assert_eq!(s.next_values(2).unwrap(), [1, 3]);
         assert!(matches!(s.set(9, true), Err(ApiaryError::OutOfRange(_))));
-        let c = Sequence::new("c", SequenceOptions { start: -1, increment: -1, min: -2, max: -1, cycle: true });
+        let c =
+            Sequence::new("c", SequenceOptions { start: -1, increment: -1, min: -2, max: -1, cycle: true, data_type: DataType::SmallInt });
         assert_eq!(c.next_values(4).unwrap(), [-1, -2, -1, -2]);
         assert_eq!(Sequence::by_handle(c.handle()).map(|f| f.name.clone()), Some("c".to_string()));
         let handle = c.handle();

@@ -197,6 +197,11 @@ fn sequence_definition(writer: &mut Writer, sequence: &Sequence) {
         writer.u64(value as u64);
     }
     writer.u8(options.cycle as u8);
+    writer.u8(match options.data_type {
+        DataType::SmallInt => 2,
+        DataType::Integer => 4,
+        _ => 8,
+    });
     sequence_state(writer, sequence.state());
 }
 
@@ -215,7 +220,13 @@ fn read_sequence_definition(reader: &mut Reader<'_>) -> Result<Arc<Sequence>> {
     let name = reader.str()?;
     let [start, increment, min, max] = [reader.u64()?, reader.u64()?, reader.u64()?, reader.u64()?].map(|v| v as i64);
     let cycle = reader.u8()? != 0;
-    let options = SequenceOptions { start, increment, min, max, cycle };
+    let data_type = match reader.u8()? {
+        2 => DataType::SmallInt,
+        4 => DataType::Integer,
+        8 => DataType::BigInt,
+        other => return Err(reader.corrupt(&format!("a sequence of unknown type {other}"))),
+    };
+    let options = SequenceOptions { start, increment, min, max, cycle, data_type };
     options.validate(&name).map_err(|e| reader.corrupt(&format!("an invalid sequence: {e}")))?;
     let state = read_sequence_state(reader)?;
     Ok(Sequence::with_state(name, options, state))
