@@ -41,6 +41,18 @@ fn explain_analyze(db: &Database, sql: &str) -> String {
 }
 
 /// The message of the error opening `path` gives (empty if it opens).
+/// A copy of the database file at `path` and its log, named `name` beside them, opened:
+/// what a process killed at this moment would leave behind.
+fn crash_copy(path: &Path, name: &str) -> Database {
+    let dir = path.parent().expect("a directory");
+    let crashed = dir.join(format!("{name}.apiary"));
+    std::fs::copy(path, &crashed).unwrap();
+    let mut wal = path.as_os_str().to_owned();
+    wal.push(".wal");
+    std::fs::copy(wal, dir.join(format!("{name}.apiary.wal"))).unwrap();
+    Database::open(&crashed).unwrap()
+}
+
 fn open_error(path: &Path) -> String {
     Database::open(path).err().map(|e| e.to_string()).unwrap_or_default()
 }
@@ -165,9 +177,7 @@ fn the_log_is_replayed_and_checkpoint_folds_it() {
     run(&db, "INSERT INTO t VALUES (3, NULL); CREATE TABLE u AS SELECT a * 10 AS a FROM t; DROP TABLE t");
     // Every commit is synced: copying the files now gives what a crash would leave.
     let crashed = dir.join("crashed.apiary");
-    std::fs::copy(&path, &crashed).unwrap();
-    std::fs::copy(&wal, dir.join("crashed.apiary.wal")).unwrap();
-    let recovered = Database::open(&crashed).unwrap();
+    let recovered = crash_copy(&path, "crashed");
     assert_eq!(query(&recovered, "SELECT a FROM u ORDER BY a"), query(&db, "SELECT a FROM u ORDER BY a"));
     assert_eq!(scalar(&recovered, "SELECT sum(a) FROM u"), ScalarValue::Int64(60));
     assert!(recovered.connect().query("SELECT * FROM t").is_err());
@@ -603,10 +613,7 @@ fn views_survive_the_log_checkpoints_and_reopening() {
         expected = views(&db);
         assert_eq!(expected.1, vec![vec![ScalarValue::Int64(5)]]);
         // Committed means in the log: a copy of the files now is what a crash leaves.
-        let crashed = dir.join("crashed.apiary");
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(&wal, dir.join("crashed.apiary.wal")).unwrap();
-        let recovered = Database::open(&crashed).unwrap();
+        let recovered = crash_copy(&path, "crashed");
         assert_eq!(views(&recovered), expected, "views come back from the log");
     }
     // Closing folded the log into the file: the views come from the checkpoint.
@@ -687,12 +694,6 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
     let path = dir.join("db.apiary");
     let wal = dir.join("db.apiary.wal");
     const STATE: &str = "SELECT count(*), sum(k), sum(v), count(s), min(s), max(s) FROM t";
-    let crash_copy = |name: &str| {
-        let crashed = dir.join(format!("{name}.apiary"));
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(&wal, dir.join(format!("{name}.apiary.wal"))).unwrap();
-        Database::open(&crashed).unwrap()
-    };
     let expected;
     {
         let db = Database::open(&path).unwrap();
@@ -703,7 +704,7 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
         run(&db, "UPDATE t SET v = -v, s = NULL WHERE k BETWEEN 990 AND 1010");
         run(&db, "INSERT INTO t VALUES (7, 1, 'seven again')");
         let before = query(&db, STATE);
-        let recovered = crash_copy("small");
+        let recovered = crash_copy(&path, "small");
         assert_eq!(query(&recovered, STATE), before, "small changes come back from the log");
         drop(recovered);
         // A large delete and a large update are checkpointed.
@@ -712,13 +713,13 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
         let wal_bytes = std::fs::metadata(&wal).unwrap().len();
         assert!(wal_bytes < 100, "large changes are checkpointed, not logged ({wal_bytes} bytes of log)");
         let before = query(&db, STATE);
-        let recovered = crash_copy("large");
+        let recovered = crash_copy(&path, "large");
         assert_eq!(query(&recovered, STATE), before, "large changes come back from the checkpoint");
         drop(recovered);
         // Small changes after it: the log names rows of the checkpointed blocks.
         run(&db, "DELETE FROM t WHERE k IN (1, 2, 3); UPDATE t SET s = 'x' WHERE k = 4");
         expected = query(&db, STATE);
-        let recovered = crash_copy("mixed");
+        let recovered = crash_copy(&path, "mixed");
         assert_eq!(query(&recovered, STATE), expected);
         // The freed keys are free after recovery.
         run(&recovered, "INSERT INTO t VALUES (1, 0, 'one')");
@@ -734,7 +735,7 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
         // 19 rows: 107 was deleted before.
         run(&db, "DELETE FROM t WHERE k BETWEEN 100 AND 119; UPDATE t SET s = 'after compaction' WHERE k = 120");
         let after = query(&db, STATE);
-        let recovered = crash_copy("compacted");
+        let recovered = crash_copy(&path, "compacted");
         assert_eq!(query(&recovered, STATE), after, "the log after a compaction");
         drop(recovered);
         run(&db, "INSERT INTO t VALUES (100, 1000, 'back')");
@@ -743,7 +744,7 @@ fn deletes_updates_and_truncates_survive_the_log_checkpoints_and_reopening() {
     let row = &query(&db, STATE)[0];
     assert_eq!(row[0], ScalarValue::Int64(2968 - 19 + 1), "closing folded the log into the file: {row:?}");
     run(&db, "TRUNCATE t");
-    let recovered = crash_copy("truncated");
+    let recovered = crash_copy(&path, "truncated");
     assert_eq!(scalar(&recovered, "SELECT count(*) FROM t"), ScalarValue::Int64(0));
     run(&recovered, "INSERT INTO t VALUES (1, 1, 'after truncate')");
     drop(recovered);
@@ -794,10 +795,7 @@ fn defaults_and_checks_survive_reopening_and_serve_copy() {
         assert_eq!(error.sqlstate(), "23514", "{error}");
         check(&db);
         // A crash now: the copy replays the table's definition from the log.
-        let crashed = dir.join("crashed.apiary");
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(dir.join("db.apiary.wal"), dir.join("crashed.apiary.wal")).unwrap();
-        let recovered = Database::open(&crashed).unwrap();
+        let recovered = crash_copy(&path, "crashed");
         assert_eq!(query(&recovered, "SELECT count(*) FROM t").len(), 1);
         check(&recovered);
     }
@@ -830,10 +828,7 @@ fn altered_tables_survive_crashes_and_reopening() {
         run(&db, "INSERT INTO renamed (k, label) VALUES (-1, 'after')");
         expected = query(&db, STATE);
         assert_eq!(expected[0][0], ScalarValue::Int64(99_901), "{expected:?}");
-        let crashed = dir.join("crashed.apiary");
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(dir.join("db.apiary.wal"), dir.join("crashed.apiary.wal")).unwrap();
-        let recovered = Database::open(&crashed).unwrap();
+        let recovered = crash_copy(&path, "crashed");
         assert_eq!(query(&recovered, STATE), expected, "after a crash");
         assert!(recovered.connect().execute("SELECT v FROM renamed").is_err());
         run(&recovered, "INSERT INTO renamed (k) VALUES (-2)");
@@ -876,10 +871,7 @@ fn ddl_in_transactions_survives_crashes_and_an_open_block_leaves_nothing() {
         }
         expected = query(&db, STATE);
         assert_eq!(expected[0][0], ScalarValue::Int64(50_000), "{expected:?}");
-        let crashed = dir.join("crashed.apiary");
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(dir.join("db.apiary.wal"), dir.join("crashed.apiary.wal")).unwrap();
-        let recovered = Database::open(&crashed).unwrap();
+        let recovered = crash_copy(&path, "crashed");
         assert_eq!(query(&recovered, STATE), expected, "after a crash");
         assert!(recovered.connect().execute("SELECT * FROM doomed").is_err());
         assert!(recovered.connect().execute("SELECT * FROM uncommitted").is_err());
@@ -897,12 +889,6 @@ fn ddl_in_transactions_survives_crashes_and_an_open_block_leaves_nothing() {
 fn sequences_survive_crashes_and_never_repeat_a_value() {
     let dir = scratch("sequences");
     let path = dir.join("db.apiary");
-    let crash_copy = |name: &str| {
-        let crashed = dir.join(format!("{name}.apiary"));
-        std::fs::copy(&path, &crashed).unwrap();
-        std::fs::copy(dir.join("db.apiary.wal"), dir.join(format!("{name}.apiary.wal"))).unwrap();
-        Database::open(&crashed).unwrap()
-    };
     {
         let db = Database::open(&path).unwrap();
         run(&db, "CREATE SEQUENCE s INCREMENT BY 10 START WITH 5; CREATE TABLE t (id SERIAL PRIMARY KEY, v INTEGER)");
@@ -911,7 +897,7 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
         run(&db, "INSERT INTO t (v) VALUES (1), (2), (3); INSERT INTO g (v) SELECT * FROM generate_series(1, 1000)");
         assert_eq!(scalar(&db, "SELECT nextval('s')"), ScalarValue::Int64(5));
         assert_eq!(scalar(&db, "SELECT nextval('s')"), ScalarValue::Int64(15), "returned, so never again");
-        let recovered = crash_copy("crashed");
+        let recovered = crash_copy(&path, "crashed");
         assert_eq!(scalar(&recovered, "SELECT nextval('s')"), ScalarValue::Int64(25));
         run(&recovered, "INSERT INTO t (v) VALUES (4)");
         assert_eq!(scalar(&recovered, "SELECT max(id) FROM t"), ScalarValue::Int32(4));
@@ -927,7 +913,7 @@ fn sequences_survive_crashes_and_never_repeat_a_value() {
             let result = conn.execute_prepared(&mut next).unwrap();
             assert_eq!(result.rows().next().unwrap()[0], ScalarValue::Int64(expected));
         }
-        let recovered = crash_copy("crashed_again");
+        let recovered = crash_copy(&path, "crashed_again");
         assert_eq!(scalar(&recovered, "SELECT nextval('s')"), ScalarValue::Int64(1010));
         run(&recovered, "INSERT INTO t (v) VALUES (5)");
         assert_eq!(scalar(&recovered, "SELECT max(id) FROM t"), ScalarValue::Int32(5));
