@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use apiary_common::{bind_err, internal_err, not_impl_err, ApiaryError, Result};
-use apiary_sql::binder::{normalize_ident, object_name_to_table};
+use apiary_sql::binder::{is_default_keyword, normalize_ident, object_name_to_table};
 use apiary_storage::table::{split_row_id, ROW_ID_COLUMN};
 use apiary_storage::unique::encode_key;
 use apiary_storage::{Table, TableAppender, TableData, TableStats};
@@ -948,7 +948,7 @@ fn new_values(target: &Target, assignments: &[ast::Assignment]) -> Result<Vec<as
         if assigned[position].is_some() {
             return Err(ApiaryError::Parse(format!("multiple assignments to same column \"{column}\"")));
         }
-        let is_default = matches!(&assignment.value, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"));
+        let is_default = is_default_keyword(&assignment.value);
         if !is_default && target.table.sequences.iter().any(|owned| owned.always && owned.column == position) {
             return Err(ApiaryError::GeneratedAlways(format!(
                 "column \"{column}\" can only be updated to DEFAULT: it is an identity column defined as GENERATED ALWAYS"
@@ -1102,9 +1102,8 @@ fn check_generated_always(table: &Table, columns: &[ast::Ident], source: Option<
             false => columns.iter().position(|c| normalize_ident(c) == *column),
         };
         let Some(position) = position else { continue };
-        let is_default = |cell: &ast::Expr| matches!(cell, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"));
         let all_default = match source.map(|s| s.body.as_ref()) {
-            Some(ast::SetExpr::Values(values)) => values.rows.iter().all(|row| row.content.get(position).is_none_or(is_default)),
+            Some(ast::SetExpr::Values(values)) => values.rows.iter().all(|row| row.content.get(position).is_none_or(is_default_keyword)),
             // A query's rows give every column they reach.
             Some(ast::SetExpr::Select(_) | ast::SetExpr::Query(_) | ast::SetExpr::SetOperation { .. }) => false,
             _ => true,

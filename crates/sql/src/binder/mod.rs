@@ -138,11 +138,17 @@ pub(crate) struct DmlSource {
 }
 
 /// `VALUES` rows with each `DEFAULT` replaced by its column's DEFAULT expression (or NULL).
+/// Whether `expr` is the keyword DEFAULT (a VALUES cell, a SET value), which the parser
+/// reads as an unquoted identifier.
+pub fn is_default_keyword(expr: &ast::Expr) -> bool {
+    matches!(expr, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default"))
+}
+
 fn with_defaults_in_values(table: &Table, positions: &[usize], values: &ast::Values) -> Result<ast::Values> {
     let mut values = values.clone();
     for row in &mut values.rows {
         for (cell, &position) in row.content.iter_mut().zip(positions) {
-            if matches!(cell, ast::Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default")) {
+            if is_default_keyword(cell) {
                 *cell = match table.default_of(position) {
                     Some(sql) => crate::parser::parse_expression(sql)?,
                     None => ast::Expr::Value(ast::Value::Null.into()),
