@@ -52,6 +52,8 @@ struct Draft {
     /// The stored rows must be checked against the constraints again (a column added or
     /// converted, NOT NULL set).
     recheck: bool,
+    /// FOREIGN KEYs added: the stored rows must satisfy them.
+    new_foreign_keys: Vec<ForeignKey>,
 }
 
 impl Draft {
@@ -76,6 +78,7 @@ impl Draft {
             // transaction's deletions) do not apply.
             layout: data.layout,
             recheck: false,
+            new_foreign_keys: Vec::new(),
         })
     }
 
@@ -185,7 +188,8 @@ impl Connection {
                         | ast::AlterColumnOperation::SetNotNull
                         | ast::AlterColumnOperation::DropNotNull,
                     ..
-                }
+                } | ast::AlterTableOperation::AddConstraint { .. }
+                    | ast::AlterTableOperation::DropConstraint { .. }
             )
         });
         if reshapes {
@@ -223,6 +227,9 @@ impl Connection {
         self.validate_defaults_and_checks(&Arc::new(draft.table(false)))?;
         if draft.recheck {
             self.check_stored_rows(&altered)?;
+        }
+        for key in &draft.new_foreign_keys {
+            self.check_stored_foreign_key(&altered, key)?;
         }
         // Published while the old table's writer is held: a statement waiting for it then
         // finds the table replaced.
@@ -354,6 +361,15 @@ impl Connection {
                 rename_in_checks(&mut draft.checks, &old, &new)?;
             }
             Op::AddColumn { if_not_exists, column_def, column_position: None, .. } => self.add_column(draft, column_def, *if_not_exists)?,
+            Op::AddConstraint { constraint, not_valid } => self.add_constraint(draft, constraint, *not_valid)?,
+            Op::DropConstraint { if_exists, name, drop_behavior } => {
+                if matches!(drop_behavior, Some(ast::DropBehavior::Cascade)) {
+                    return Err(not_impl_err!(
+                        "ALTER TABLE ... DROP CONSTRAINT ... CASCADE (drop the FOREIGN KEYs that depend on it first)"
+                    ));
+                }
+                self.drop_constraint(draft, &normalize_ident(name), *if_exists)?
+            }
             Op::DropColumn { column_names, if_exists, drop_behavior, .. } => {
                 for column in column_names {
                     let position = match draft.position(column) {
@@ -451,6 +467,128 @@ impl Connection {
                 }
             }
             other => return Err(not_impl_err!("ALTER TABLE ... {other}")),
+        }
+        Ok(())
+    }
+
+    /// `ADD [CONSTRAINT name] CHECK (...) / PRIMARY KEY (...) / UNIQUE (...) / FOREIGN KEY
+    /// (...) REFERENCES ... [NOT VALID]`: the stored rows are checked against it unless
+    /// NOT VALID (CHECK, FOREIGN KEY; a key constraint is always checked). PRIMARY KEY and
+    /// UNIQUE constraints keep PostgreSQL's default names (`t_pkey`, `t_c_key`).
+    fn add_constraint(&self, draft: &mut Draft, constraint: &ast::TableConstraint, not_valid: bool) -> Result<()> {
+        let key_columns = |columns: &[ast::IndexColumn], draft: &Draft| -> Result<Vec<usize>> {
+            columns
+                .iter()
+                .map(|column| match &column.column.expr {
+                    ast::Expr::Identifier(ident) => draft.position(ident),
+                    other => Err(not_impl_err!("a key on expression {other}")),
+                })
+                .collect()
+        };
+        let taken = |draft: &Draft, name: &str| -> Result<()> {
+            if draft.checks.iter().any(|c| c.name == name) || draft.foreign_keys.iter().any(|k| k.name == name) {
+                return Err(ApiaryError::Duplicate(format!("constraint \"{name}\" for relation \"{}\" already exists", draft.name)));
+            }
+            Ok(())
+        };
+        match constraint {
+            ast::TableConstraint::Check(check) => {
+                if check.enforced == Some(false) {
+                    return Ok(());
+                }
+                let declared = [crate::constraints::DeclaredCheck { name: check.name.as_ref(), column: None, expr: &check.expr }];
+                let mut added = crate::constraints::name_checks(&draft.name, &declared)?;
+                for check in &mut added {
+                    if declared[0].name.is_some() {
+                        taken(draft, &check.name)?;
+                    }
+                    let base = check.name.clone();
+                    let mut n = 0;
+                    while draft.checks.iter().any(|c| c.name == check.name) {
+                        n += 1;
+                        check.name = format!("{base}{n}");
+                    }
+                }
+                draft.checks.extend(added);
+                draft.recheck |= !not_valid;
+            }
+            ast::TableConstraint::PrimaryKey(key) => {
+                if !draft.primary_key.is_empty() {
+                    return Err(bind_err!("multiple primary keys for table \"{}\" are not allowed", draft.name));
+                }
+                let columns = key_columns(&key.columns, draft)?;
+                for &column in &columns {
+                    draft.fields[column].nullable = false;
+                }
+                draft.primary_key = columns;
+                draft.recheck = true;
+            }
+            ast::TableConstraint::Unique(key) => {
+                let columns = key_columns(&key.columns, draft)?;
+                if !draft.unique.contains(&columns) {
+                    draft.unique.push(columns);
+                }
+                draft.recheck = true;
+            }
+            ast::TableConstraint::ForeignKey(key) => {
+                let declared = crate::foreign_keys::declared(key, None, None)?;
+                let key = crate::foreign_keys::resolve(self.catalog(), &draft.table(false), vec![declared])?.remove(0);
+                taken(draft, &key.name)?;
+                draft.foreign_keys.push(key.clone());
+                if !not_valid {
+                    draft.new_foreign_keys.push(key);
+                }
+            }
+            other => return Err(not_impl_err!("ALTER TABLE ... ADD {other}")),
+        }
+        Ok(())
+    }
+
+    /// `DROP CONSTRAINT [IF EXISTS] name`: a CHECK, FOREIGN KEY, PRIMARY KEY or UNIQUE
+    /// constraint (not one a FOREIGN KEY depends on).
+    fn drop_constraint(&self, draft: &mut Draft, name: &str, if_exists: bool) -> Result<()> {
+        if let Some(position) = draft.checks.iter().position(|c| c.name == name) {
+            draft.checks.remove(position);
+            return Ok(());
+        }
+        if let Some(position) = draft.foreign_keys.iter().position(|k| k.name == name) {
+            draft.foreign_keys.remove(position);
+            return Ok(());
+        }
+        let table = draft.table(false);
+        let found = table
+            .key_constraints()
+            .into_iter()
+            .find(|(columns, primary)| table.key_constraint_name(columns, *primary) == name)
+            .map(|(columns, primary)| (columns.to_vec(), primary));
+        let Some((columns, primary)) = found else {
+            if if_exists {
+                return Ok(());
+            }
+            return Err(ApiaryError::Catalog(format!("constraint \"{name}\" of relation \"{}\" does not exist", draft.name)));
+        };
+        let mut sorted = columns.clone();
+        sorted.sort_unstable();
+        let mut keys = crate::foreign_keys::referencing(self.catalog(), &draft.name)
+            .into_iter()
+            .filter(|(child, _)| child.name != draft.name)
+            .map(|(child, key)| (child.name.clone(), key))
+            .collect::<Vec<_>>();
+        keys.extend(draft.foreign_keys.iter().filter(|k| k.parent == draft.name).map(|k| (draft.name.clone(), k.clone())));
+        for (child, key) in keys {
+            let mut parent = key.parent_columns.clone();
+            parent.sort_unstable();
+            if parent == sorted {
+                return Err(ApiaryError::Dependency(format!(
+                    "cannot drop constraint {name} on table {} because constraint {} on table {child} depends on it",
+                    draft.name, key.name
+                )));
+            }
+        }
+        if primary {
+            draft.primary_key.clear();
+        } else {
+            draft.unique.retain(|key| *key != columns);
         }
         Ok(())
     }

@@ -45,6 +45,9 @@ pub struct Connection {
     external_tables: Option<Arc<dyn crate::ExternalTables>>,
     /// The open transaction block, if any (see `transaction.rs`).
     pub(crate) transaction: Option<crate::transaction::Transaction>,
+    /// FOREIGN KEY actions the running statement's writes call for (see
+    /// `foreign_keys.rs`).
+    pub(crate) referential_actions: std::collections::VecDeque<crate::foreign_keys::PendingAction>,
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -69,6 +72,7 @@ impl Connection {
             last_shared_with: Default::default(),
             plan_cache: Default::default(),
             transaction: None,
+            referential_actions: Default::default(),
         }
     }
 
@@ -257,10 +261,10 @@ impl Connection {
             }
             S::Explain { analyze, verbose, statement, .. } => self.explain(statement, *analyze, *verbose),
             S::CreateTable(create) => self.create_table(create),
-            S::Insert(insert) => self.insert(insert),
-            S::Delete(delete) => self.delete(delete),
-            S::Update(update) => self.update(update),
-            S::Merge(merge) => self.merge(merge),
+            S::Insert(insert) => self.write_statement(statement, |c| c.insert(insert)),
+            S::Delete(delete) => self.write_statement(statement, |c| c.delete(delete)),
+            S::Update(update) => self.write_statement(statement, |c| c.update(update)),
+            S::Merge(merge) => self.write_statement(statement, |c| c.merge(merge)),
             S::AlterTable(alter) => self.alter_table(alter),
             S::Truncate(truncate) => self.truncate(truncate),
             S::Copy { source, to, target, options, legacy_options, values } => {

@@ -160,7 +160,7 @@ pub fn copy(
     let prepared = appender.prepare()?;
     if !table.foreign_keys.is_empty() && prepared.appended_rows() > 0 {
         let added = DataChunk::new(prepared.appended_columns()?, prepared.appended_rows());
-        conn.check_foreign_keys(&table, &before, &prepared, &[added])?;
+        conn.check_foreign_keys(&table, &before, &prepared, &[added], None)?;
     }
     let rows = conn.finish_write(&table, prepared)?;
     Ok(QueryResult::statement(Some(rows)))

@@ -77,6 +77,59 @@ enum ConflictAction<'s> {
 const EXCLUDED: &str = "excluded";
 
 impl Connection {
+    /// Runs an INSERT, UPDATE, DELETE or MERGE (`run`) and the FOREIGN KEY actions its
+    /// writes call for (see `foreign_keys.rs`). When its target has children with ON
+    /// DELETE / ON UPDATE actions and no block is open, the statement and its actions run
+    /// in a transaction of their own, so that they commit together or not at all.
+    pub(crate) fn write_statement(
+        &mut self,
+        statement: &ast::Statement,
+        run: impl FnOnce(&mut Self) -> Result<QueryResult>,
+    ) -> Result<QueryResult> {
+        let target = match statement {
+            // A plain INSERT removes no key.
+            ast::Statement::Insert(insert) if matches!(&insert.on, Some(ast::OnInsert::OnConflict(c)) if matches!(c.action, ast::OnConflictAction::DoUpdate(_))) => {
+                match &insert.table {
+                    ast::TableObject::TableName(name) => object_name_to_table(name).ok(),
+                    _ => None,
+                }
+            }
+            ast::Statement::Update(update) => self.dml_target(&update.table, "UPDATE").ok().map(|t| t.name),
+            ast::Statement::Delete(delete) => self.delete_target(delete).ok().map(|t| t.name),
+            ast::Statement::Merge(merge) => {
+                self.dml_target(&ast::TableWithJoins { relation: merge.table.clone(), joins: Vec::new() }, "MERGE").ok().map(|t| t.name)
+            }
+            _ => None,
+        };
+        let has_actions = target.is_some_and(|name| {
+            crate::foreign_keys::referencing(self.catalog(), &name)
+                .iter()
+                .any(|(_, key)| key.on_delete.changes_rows() || key.on_update.changes_rows())
+        });
+        if !has_actions {
+            return run(self);
+        }
+        let implicit = !self.in_transaction();
+        if implicit {
+            self.begin_transaction()?;
+        }
+        let result = run(self).and_then(|result| self.run_referential_actions().map(|()| result));
+        self.referential_actions.clear();
+        if !implicit {
+            return result;
+        }
+        match result {
+            Ok(result) => {
+                self.commit_transaction()?;
+                Ok(result)
+            }
+            Err(error) => {
+                self.transaction = None;
+                Err(error)
+            }
+        }
+    }
+
     /// `INSERT INTO t [AS a] [(columns)] source [ON CONFLICT ...] [RETURNING ...]`.
     pub(crate) fn insert(&mut self, insert: &ast::Insert) -> Result<QueryResult> {
         if insert.or.is_some()
@@ -120,20 +173,20 @@ impl Connection {
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
         let chunks = self.run_plan(&plan)?.into_iter().map(|chunk| conform_chunk(&target.table, chunk)).collect::<Result<Vec<_>>>()?;
         let mut writer = self.table_writer(&target.table)?;
-        let (rows, count) = match &insert.on {
+        let (rows, count, replaces) = match &insert.on {
             None => {
                 self.check_constraints(&target.table, &chunks)?;
                 if insert.returning.is_none() {
-                    let rows = self.write_changes(&target.table, writer, Vec::new(), &chunks)?;
+                    let rows = self.write_changes(&target.table, writer, Vec::new(), &chunks, None)?;
                     return Ok(QueryResult::statement(Some(rows)));
                 }
                 let count = chunks.iter().map(DataChunk::physical_len).sum();
-                (concat_chunks(&target.table, &chunks), count)
+                (concat_chunks(&target.table, &chunks), count, None)
             }
             Some(ast::OnInsert::OnConflict(on_conflict)) => {
-                let (rows, count) = self.upsert(&target, &mut writer, &chunks, on_conflict)?;
+                let (rows, count, replaces) = self.upsert(&target, &mut writer, &chunks, on_conflict)?;
                 self.check_constraints(&target.table, &[DataChunk::new(rows.clone(), count)])?;
-                (rows, count)
+                (rows, count, Some(replaces))
             }
             Some(_) => return Err(not_impl_err!("INSERT ... ON DUPLICATE KEY UPDATE (use ON CONFLICT ... DO UPDATE)")),
         };
@@ -141,20 +194,21 @@ impl Connection {
             Some(items) => Some(self.returning(&target, rows.clone(), count, items)?),
             None => None,
         };
-        self.write_changes(&target.table, writer, Vec::new(), &[DataChunk::new(rows, count)])?;
+        self.write_changes(&target.table, writer, Vec::new(), &[DataChunk::new(rows, count)], replaces.as_deref())?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
     }
 
     /// The rows an `INSERT ... ON CONFLICT` writes, in the order of the proposed rows
     /// (`chunks`): those it inserts and the new versions of those it updates, whose old
-    /// versions it deletes through `writer`.
+    /// versions it deletes through `writer`; with, for each, the row id it replaces (-1:
+    /// inserted).
     fn upsert(
         &self,
         target: &Target,
         writer: &mut TableAppender<'_>,
         chunks: &[DataChunk],
         on_conflict: &ast::OnConflict,
-    ) -> Result<(Vec<Vector>, usize)> {
+    ) -> Result<(Vec<Vector>, usize, Vec<i64>)> {
         let table = &target.table;
         let action = match &on_conflict.action {
             ast::OnConflictAction::DoNothing => ConflictAction::Nothing,
@@ -310,6 +364,7 @@ impl Connection {
         }
         let mut updated_rows: Vec<Vector> = Vec::new();
         let mut updated_at: HashMap<usize, u32> = HashMap::new();
+        let mut updated_ids: Vec<i64> = Vec::new();
         if matches!(action, ConflictAction::Update { .. }) && !holder.is_empty() {
             let found = match computed_updates {
                 Some(found) => found,
@@ -325,17 +380,21 @@ impl Connection {
                 new_chunks.push(conform_chunk(table, values)?);
             }
             updated_rows = concat_chunks(table, &new_chunks);
+            updated_ids.clone_from(&old_ids);
             old_ids.sort_unstable();
             writer.delete(&old_ids)?;
         }
         // Inserted and updated rows in proposal order: an index into the proposed rows
         // followed by the updated ones.
         let mut order = Vec::new();
+        let mut replaces = Vec::new();
         for (row, &insert) in inserted.iter().enumerate() {
             if insert {
                 order.push(row as u32);
+                replaces.push(-1);
             } else if let Some(&j) = updated_at.get(&row) {
                 order.push((count as u32) + j);
+                replaces.push(updated_ids[j as usize]);
             }
         }
         let columns = if updated_rows.is_empty() {
@@ -344,7 +403,7 @@ impl Connection {
             let both = concat_vectors(table, &[proposed, updated_rows]);
             both.iter().map(|c| c.gather(&order)).collect()
         };
-        Ok((columns, order.len()))
+        Ok((columns, order.len(), replaces))
     }
 
     /// `MERGE INTO t [AS a] USING source ON condition WHEN ... THEN ... [RETURNING ...]`.
@@ -524,8 +583,10 @@ impl Connection {
                 }
             }
         }
-        // The new rows: updated versions, then inserted rows, clause by clause.
+        // The new rows: updated versions, then inserted rows, clause by clause, with the
+        // row each replaces (-1: inserted).
         let mut new_chunks = Vec::new();
+        let mut replaces: Vec<i64> = Vec::new();
         let mut deleted_rows = Vec::new();
         for (n, clause) in merge.clauses.iter().enumerate() {
             let number = n as i64 + 1;
@@ -547,14 +608,15 @@ impl Connection {
                     for chunk in run(query, true)? {
                         let chunk = chunk.compact();
                         let len = chunk.physical_len();
-                        if record {
-                            for row in 0..len {
-                                let id = row_id_at(&chunk.columns[0], row)?;
+                        for row in 0..len {
+                            let id = row_id_at(&chunk.columns[0], row)?;
+                            if record {
                                 if clause_of.insert(id, number).is_some() {
                                     return Err(cardinality_error());
                                 }
                                 modified.push(id);
                             }
+                            replaces.push(id);
                         }
                         new_chunks.push(conform_chunk(&target.table, DataChunk::new(chunk.columns[1..].to_vec(), len))?);
                     }
@@ -602,6 +664,7 @@ impl Connection {
                     for chunk in run(query, true)? {
                         let chunk = chunk.compact();
                         let len = chunk.physical_len();
+                        replaces.extend(std::iter::repeat_n(-1, len));
                         new_chunks.push(conform_chunk(&target.table, DataChunk::new(chunk.columns[1..].to_vec(), len))?);
                     }
                 }
@@ -629,18 +692,21 @@ impl Connection {
             }
             None => None,
         };
-        self.write_changes(&target.table, writer, modified, &new_chunks)?;
+        self.write_changes(&target.table, writer, modified, &new_chunks, Some(&replaces))?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(count as u64))))
     }
 
     /// A statement's change through `writer`: the rows `deleted` (ids, in any order) go,
-    /// `appended` comes; then it commits (see `finish_write`). Returns the rows appended.
-    fn write_changes(
+    /// `appended` comes (`replaces`: the row each is the new version of, -1 for a new
+    /// one; `None` when none is); then it commits (see `finish_write`). Returns the rows
+    /// appended.
+    pub(crate) fn write_changes(
         &mut self,
         table: &Arc<Table>,
         mut writer: TableAppender<'_>,
         mut deleted: Vec<i64>,
         appended: &[DataChunk],
+        replaces: Option<&[i64]>,
     ) -> Result<u64> {
         deleted.sort_unstable();
         let before = Arc::clone(writer.base());
@@ -649,7 +715,7 @@ impl Connection {
             writer.append(chunk)?;
         }
         let prepared = writer.prepare()?;
-        self.check_foreign_keys(table, &before, &prepared, appended)?;
+        self.check_foreign_keys(table, &before, &prepared, appended, replaces)?;
         self.finish_write(table, prepared)
     }
 
@@ -786,7 +852,7 @@ impl Connection {
             None => None,
         };
         let deleted = row_ids.len() as u64;
-        self.write_changes(&target.table, writer, row_ids, &[])?;
+        self.write_changes(&target.table, writer, row_ids, &[], None)?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(deleted))))
     }
 
@@ -826,7 +892,8 @@ impl Connection {
             None => None,
         };
         let updated = row_ids.len() as u64;
-        self.write_changes(&target.table, writer, row_ids, &new_rows)?;
+        let replaces = row_ids.clone();
+        self.write_changes(&target.table, writer, row_ids, &new_rows, Some(&replaces))?;
         Ok(returned.unwrap_or_else(|| QueryResult::statement(Some(updated))))
     }
 
@@ -834,9 +901,6 @@ impl Connection {
     pub(crate) fn truncate(&mut self, truncate: &ast::Truncate) -> Result<QueryResult> {
         if truncate.partitions.is_some() || truncate.on_cluster.is_some() {
             return Err(not_impl_err!("TRUNCATE with partitions or ON CLUSTER"));
-        }
-        if matches!(truncate.cascade, Some(ast::CascadeOption::Cascade)) {
-            return Err(not_impl_err!("TRUNCATE ... CASCADE"));
         }
         let mut tables = Vec::new();
         for target in &truncate.table_names {
@@ -850,25 +914,53 @@ impl Connection {
                 None => return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist"))),
             }
         }
+        // CASCADE: the tables that reference those named, and those referencing them, too.
+        if matches!(truncate.cascade, Some(ast::CascadeOption::Cascade)) {
+            let mut next = 0;
+            while next < tables.len() {
+                for (child, _) in crate::foreign_keys::referencing(self.catalog(), &tables[next].name) {
+                    if !tables.iter().any(|t| t.name == child.name) {
+                        tables.push(child);
+                    }
+                }
+                next += 1;
+            }
+        }
         for table in &tables {
             let outside = crate::foreign_keys::referencing(self.catalog(), &table.name)
                 .into_iter()
                 .find(|(child, _)| !tables.iter().any(|t| t.name == child.name));
             if let Some((child, key)) = outside {
                 return Err(not_impl_err!(
-                    "cannot truncate a table referenced in a foreign key constraint: table \"{}\" references \"{}\" ({}); truncate it in the same statement",
+                    "cannot truncate a table referenced in a foreign key constraint: table \"{}\" references \"{}\" ({}); truncate it in the same statement, or use TRUNCATE ... CASCADE",
                     child.name,
                     table.name,
                     key.name
                 ));
             }
         }
-        for table in &tables {
+        // Several tables are emptied together or not at all: in a transaction of their own
+        // when no block is open.
+        let implicit = tables.len() > 1 && !self.in_transaction();
+        if implicit {
+            self.begin_transaction()?;
+        }
+        let emptied = tables.iter().try_for_each(|table| {
             let mut writer = self.table_writer(table)?;
             writer.truncate()?;
             let prepared = writer.prepare()?;
-            self.finish_write(table, prepared)?;
+            self.finish_write(table, prepared).map(|_| ())
+        });
+        if implicit {
+            match emptied {
+                Ok(()) => self.commit_transaction()?,
+                Err(error) => {
+                    self.transaction = None;
+                    return Err(error);
+                }
+            }
         }
+        emptied?;
         Ok(QueryResult::statement(None))
     }
 

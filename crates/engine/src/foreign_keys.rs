@@ -1,6 +1,5 @@
-//! FOREIGN KEY constraints (PostgreSQL's MATCH SIMPLE with NO ACTION / RESTRICT): a row
-//! whose key columns are all non-NULL names a row of its parent by the parent's primary
-//! key or a UNIQUE constraint.
+//! FOREIGN KEY constraints (PostgreSQL's MATCH SIMPLE): a row whose key columns are all
+//! non-NULL names a row of its parent by the parent's primary key or a UNIQUE constraint.
 //!
 //! Every write ends in `write_changes` (or COPY's commit), which checks, before anything
 //! is published, both sides of the statement's change as queries over the rows it
@@ -11,16 +10,28 @@
 //! its children together or remove a whole subtree. Checks read snapshots: two
 //! concurrent transactions, one adding a child and the other removing its parent, can
 //! both commit (PostgreSQL locks the parent row; Apiary does not yet).
+//!
+//! A removed key whose FOREIGN KEY has an action (`ON DELETE` for a deleted row, `ON
+//! UPDATE` for one an UPDATE, MERGE or upsert gave a new key: CASCADE, SET NULL, SET
+//! DEFAULT) is not checked but queued as a [`PendingAction`]. After the statement, its
+//! actions run one after another as statements of their own on the children (a DELETE
+//! or an UPDATE joined to the removed keys), whose writes are checked and may queue
+//! further actions, until none is left: a queue, not recursion, so a long chain of
+//! rows (a self-referencing list) cannot exhaust the stack. The statement and its
+//! actions commit together: a statement whose target has children with actions runs in
+//! a transaction of its own when no block is open (`Connection::write_statement`), so a
+//! failing action leaves nothing behind.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use apiary_common::{bind_err, not_impl_err, ApiaryError, Result};
 use apiary_sql::binder::{normalize_ident, object_name_to_table};
 use apiary_sql::parser::parse_sql;
+use apiary_storage::table::ROW_ID_COLUMN;
 use apiary_storage::unique::encode_key;
-use apiary_storage::{Catalog, ForeignKey, PreparedAppend, Table, TableData};
-use apiary_types::{DataChunk, Field, ScalarValue, Schema};
+use apiary_storage::{Catalog, ForeignKey, PreparedAppend, ReferentialAction, Table, TableData};
+use apiary_types::{DataChunk, Field, ScalarValue, Schema, Vector, VectorBuilder};
 use sqlparser::ast;
 
 use crate::connection::Connection;
@@ -31,16 +42,23 @@ pub(crate) struct DeclaredForeignKey {
     columns: Vec<String>,
     parent: String,
     parent_columns: Vec<String>,
+    on_delete: ReferentialAction,
+    on_update: ReferentialAction,
+}
+
+fn referential_action(action: Option<&ast::ReferentialAction>) -> ReferentialAction {
+    match action {
+        None | Some(ast::ReferentialAction::NoAction) => ReferentialAction::NoAction,
+        Some(ast::ReferentialAction::Restrict) => ReferentialAction::Restrict,
+        Some(ast::ReferentialAction::Cascade) => ReferentialAction::Cascade,
+        Some(ast::ReferentialAction::SetNull) => ReferentialAction::SetNull,
+        Some(ast::ReferentialAction::SetDefault) => ReferentialAction::SetDefault,
+    }
 }
 
 /// A column's `REFERENCES parent [(c)]` (`column`: the column) or a table's `FOREIGN KEY
 /// (a, b) REFERENCES parent [(x, y)]`.
 pub(crate) fn declared(key: &ast::ForeignKeyConstraint, column: Option<&str>, name: Option<&ast::Ident>) -> Result<DeclaredForeignKey> {
-    for action in [&key.on_delete, &key.on_update].into_iter().flatten() {
-        if !matches!(action, ast::ReferentialAction::NoAction | ast::ReferentialAction::Restrict) {
-            return Err(not_impl_err!("FOREIGN KEY ... ON DELETE / ON UPDATE {action} (only NO ACTION and RESTRICT)"));
-        }
-    }
     if matches!(key.match_kind, Some(ast::ConstraintReferenceMatchKind::Full | ast::ConstraintReferenceMatchKind::Partial)) {
         return Err(not_impl_err!("FOREIGN KEY ... MATCH FULL / PARTIAL (only MATCH SIMPLE)"));
     }
@@ -56,6 +74,8 @@ pub(crate) fn declared(key: &ast::ForeignKeyConstraint, column: Option<&str>, na
         columns,
         parent: object_name_to_table(&key.foreign_table)?,
         parent_columns: key.referred_columns.iter().map(normalize_ident).collect(),
+        on_delete: referential_action(key.on_delete.as_ref()),
+        on_update: referential_action(key.on_update.as_ref()),
     })
 }
 
@@ -103,7 +123,7 @@ pub(crate) fn resolve(catalog: &Catalog, child: &Table, declared: Vec<DeclaredFo
                 )));
             }
         }
-        keys.push(ForeignKey { name, columns, parent: key.parent, parent_columns });
+        keys.push(ForeignKey { name, columns, parent: key.parent, parent_columns, on_delete: key.on_delete, on_update: key.on_update });
     }
     Ok(keys)
 }
@@ -124,9 +144,27 @@ fn quoted(name: &str) -> String {
 }
 
 /// `a.x = b.y AND ...` over the key's column names.
-fn key_match(left: &str, left_columns: &[&str], right: &str, right_columns: &[&str]) -> String {
-    let pairs = left_columns.iter().zip(right_columns).map(|(l, r)| format!("{left}.{} = {right}.{}", quoted(l), quoted(r)));
+fn key_match(left: &str, left_columns: &[impl AsRef<str>], right: &str, right_columns: &[impl AsRef<str>]) -> String {
+    let pairs =
+        left_columns.iter().zip(right_columns).map(|(l, r)| format!("{left}.{} = {right}.{}", quoted(l.as_ref()), quoted(r.as_ref())));
     pairs.collect::<Vec<_>>().join(" AND ")
+}
+
+/// `k0, k1, ...`: the columns of a table of removed keys.
+fn key_names(prefix: &str, count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// The `columns` of the rows of `chunks`, one after another.
+fn flatten(table: &Table, chunks: &[DataChunk], columns: &[usize]) -> Vec<Vector> {
+    columns
+        .iter()
+        .map(|&c| {
+            let mut builder = VectorBuilder::with_capacity(table.schema.fields[c].data_type, chunks.iter().map(DataChunk::row_count).sum());
+            chunks.iter().for_each(|chunk| builder.append(&chunk.columns[c], chunk.selection()));
+            builder.finish()
+        })
+        .collect()
 }
 
 /// The names of `columns` of `table`.
@@ -136,21 +174,46 @@ fn names<'t>(table: &'t Table, columns: &[usize]) -> Vec<&'t str> {
 
 /// The name under which the check queries read the rows a statement adds.
 const NEW_ROWS: &str = "apiary_new_rows";
-/// ... the keys it removes.
+/// ... the keys it removes (columns `k0`, `k1`, ...; for ON UPDATE CASCADE also each
+/// key's new value, `n0`, `n1`, ...).
 const REMOVED_KEYS: &str = "apiary_removed_keys";
 /// ... a table that references itself, as it will be after the statement.
 const AFTER: &str = "apiary_table_after";
 
+/// At most this many actions run for one statement: a cycle of ON UPDATE CASCADE keys
+/// could otherwise pass keys around forever.
+const MAX_ACTIONS: usize = 1_000_000;
+
+/// An ON DELETE / ON UPDATE action a statement's removal of parent keys calls for (see
+/// the module docs).
+pub(crate) struct PendingAction {
+    child: String,
+    key: ForeignKey,
+    action: ReferentialAction,
+    /// ON DELETE CASCADE: the rows go (else they get new key columns).
+    deletes: bool,
+    /// The removed keys as a table (see [`REMOVED_KEYS`]): `n0, n1, ...` follow when the
+    /// action is an ON UPDATE CASCADE.
+    keys: Arc<Table>,
+}
+
+/// Which of the rows a statement deleted it updated: the ordinal of each one's new
+/// version among the appended rows.
+type NewVersions = HashMap<i64, usize>;
+
 impl Connection {
-    /// Checks the FOREIGN KEYs a statement's change of `table` touches (see the module
-    /// docs): `before` is the contents the writer started from, `prepared` the change,
-    /// `appended` the rows it adds.
+    /// Checks the FOREIGN KEYs a statement's change of `table` touches and queues the
+    /// actions its removed keys call for (see the module docs): `before` is the contents
+    /// the writer started from, `prepared` the change, `appended` the rows it adds, and
+    /// `replaces` (UPDATE, MERGE, upsert) the row id each appended row is the new version
+    /// of (-1: a new row).
     pub(crate) fn check_foreign_keys(
-        &self,
+        &mut self,
         table: &Arc<Table>,
         before: &TableData,
         prepared: &PreparedAppend<'_>,
         appended: &[DataChunk],
+        replaces: Option<&[i64]>,
     ) -> Result<()> {
         let deleted = prepared.deleted_row_ids();
         let children = if deleted.is_empty() && !prepared.truncated() { Vec::new() } else { referencing(self.catalog(), &table.name) };
@@ -162,43 +225,54 @@ impl Connection {
         if added > 0 && !table.foreign_keys.is_empty() {
             let new_rows = self.scan_table(NEW_ROWS, table.schema.clone(), appended)?;
             for key in &table.foreign_keys {
-                let columns = names(table, &key.columns);
-                let self_referencing = key.parent == table.name;
-                let parent_table = if self_referencing { Arc::clone(table) } else { self.catalog().table(&key.parent)? };
-                let parent = if self_referencing { AFTER.to_string() } else { quoted(&key.parent) };
-                let parent_columns = names(&parent_table, &key.parent_columns);
-                let not_null: Vec<String> = columns.iter().map(|c| format!("n.{} IS NOT NULL", quoted(c))).collect();
-                let sql = format!(
-                    "SELECT count(*) FROM {NEW_ROWS} AS n WHERE {} AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE {})",
-                    not_null.join(" AND "),
-                    key_match("p", &parent_columns, "n", &columns)
-                );
-                let source = self_referencing.then(|| (AFTER, Arc::clone(&after)));
-                if self.count_rows(&sql, (NEW_ROWS, Arc::clone(&new_rows)), source)? > 0 {
-                    return Err(ApiaryError::ForeignKeyViolation(format!(
-                        "insert or update on table \"{}\" violates foreign key constraint \"{}\": a key ({}) is not present in table \"{}\"",
-                        table.name,
-                        key.name,
-                        columns.join(", "),
-                        key.parent
-                    )));
-                }
+                self.check_parents_exist(table, key, Arc::clone(&new_rows), &after)?;
             }
         }
+        // TRUNCATE is refused while another table references this one (unless it names
+        // that table too); a table referencing itself is empty after it.
+        if children.is_empty() || prepared.truncated() {
+            return Ok(());
+        }
+        let new_versions: NewVersions = replaces
+            .map(|ids| ids.iter().enumerate().filter(|(_, &id)| id >= 0).map(|(ordinal, &id)| (id, ordinal)).collect())
+            .unwrap_or_default();
+        let (updated, removed): (Vec<i64>, Vec<i64>) = deleted.iter().partition(|id| new_versions.contains_key(id));
         for (child, key) in children {
-            let parent_columns = names(table, &key.parent_columns);
-            let removed = match prepared.truncated() {
-                // TRUNCATE is refused while another table references this one; a table
-                // referencing itself is empty after it.
-                true => continue,
-                false => self.removed_keys(table, before, deleted, &key.parent_columns, appended)?,
-            };
-            let Some(removed) = removed else { continue };
+            // The rows deleted, then those updated, each with its action.
+            let mut checked = Vec::new();
+            for (rows, action, update) in [(&removed, key.on_delete, false), (&updated, key.on_update, true)] {
+                if rows.is_empty() {
+                    continue;
+                }
+                if !action.changes_rows() {
+                    checked.extend_from_slice(rows);
+                    continue;
+                }
+                let deletes = action == ReferentialAction::Cascade && !update;
+                let new_keys = (action == ReferentialAction::Cascade && update).then_some((appended, &new_versions));
+                if let Some(keys) = self.removed_keys(table, before, rows, &key.parent_columns, appended, new_keys)? {
+                    if self.transaction.is_none() {
+                        return Err(apiary_common::internal_err!("a FOREIGN KEY action outside a transaction"));
+                    }
+                    self.referential_actions.push_back(PendingAction {
+                        child: child.name.clone(),
+                        key: key.clone(),
+                        action,
+                        deletes,
+                        keys,
+                    });
+                }
+            }
+            if checked.is_empty() {
+                continue;
+            }
+            checked.sort_unstable();
+            let Some(removed) = self.removed_keys(table, before, &checked, &key.parent_columns, appended, None)? else { continue };
             let self_referencing = child.name == table.name;
             let child_name = if self_referencing { AFTER.to_string() } else { quoted(&child.name) };
             let sql = format!(
                 "SELECT count(*) FROM {child_name} AS c WHERE EXISTS (SELECT 1 FROM {REMOVED_KEYS} AS r WHERE {})",
-                key_match("r", &parent_columns, "c", &names(&child, &key.columns))
+                key_match("r", &key_names("k", key.columns.len()), "c", &names(&child, &key.columns))
             );
             let source = self_referencing.then(|| (AFTER, Arc::clone(&after)));
             if self.count_rows(&sql, (REMOVED_KEYS, removed), source)? > 0 {
@@ -207,15 +281,52 @@ impl Connection {
                     table.name,
                     key.name,
                     child.name,
-                    parent_columns.join(", ")
+                    names(table, &key.parent_columns).join(", ")
                 )));
             }
         }
         Ok(())
     }
 
-    /// The keys (`columns`) of the rows `deleted` from `before` that no row of `appended`
-    /// has and none of whose columns is NULL, as a table; `None` when there are none.
+    /// Fails unless every row of `rows` (rows of `table`) whose `key` columns are all
+    /// non-NULL names a row of the key's parent; `after` is `table` as it will be after
+    /// the statement (the parent, when the key references its own table).
+    fn check_parents_exist(&self, table: &Table, key: &ForeignKey, rows: Arc<Table>, after: &Arc<Table>) -> Result<()> {
+        let columns = names(table, &key.columns);
+        let self_referencing = key.parent == table.name;
+        let parent_table = if self_referencing { Arc::clone(after) } else { self.catalog().table(&key.parent)? };
+        let parent = if self_referencing { AFTER.to_string() } else { quoted(&key.parent) };
+        let parent_columns = names(&parent_table, &key.parent_columns);
+        let not_null: Vec<String> = columns.iter().map(|c| format!("n.{} IS NOT NULL", quoted(c))).collect();
+        let sql = format!(
+            "SELECT count(*) FROM {NEW_ROWS} AS n WHERE {} AND NOT EXISTS (SELECT 1 FROM {parent} AS p WHERE {})",
+            not_null.join(" AND "),
+            key_match("p", &parent_columns, "n", &columns)
+        );
+        let source = self_referencing.then(|| (AFTER, Arc::clone(after)));
+        if self.count_rows(&sql, (NEW_ROWS, rows), source)? > 0 {
+            return Err(ApiaryError::ForeignKeyViolation(format!(
+                "insert or update on table \"{}\" violates foreign key constraint \"{}\": a key ({}) is not present in table \"{}\"",
+                table.name,
+                key.name,
+                columns.join(", "),
+                key.parent
+            )));
+        }
+        Ok(())
+    }
+
+    /// Fails unless the rows `table` holds (a table being altered) satisfy its FOREIGN
+    /// KEY `key` (ALTER TABLE ... ADD FOREIGN KEY).
+    pub(crate) fn check_stored_foreign_key(&self, table: &Arc<Table>, key: &ForeignKey) -> Result<()> {
+        self.check_parents_exist(table, key, Arc::clone(table), table)
+    }
+
+    /// The keys (`columns`) of the rows `deleted` (sorted ids) from `before` that no row
+    /// of `appended` has and none of whose columns is NULL, as a table (see
+    /// [`REMOVED_KEYS`]); `None` when there are none. With `new_keys` (ON UPDATE CASCADE:
+    /// the appended rows and which deleted row each replaces), each key's new value
+    /// follows.
     fn removed_keys(
         &self,
         table: &Table,
@@ -223,6 +334,7 @@ impl Connection {
         deleted: &[i64],
         columns: &[usize],
         appended: &[DataChunk],
+        new_keys: Option<(&[DataChunk], &NewVersions)>,
     ) -> Result<Option<Arc<Table>>> {
         let mut kept = HashSet::new();
         let mut key = Vec::new();
@@ -249,9 +361,119 @@ impl Connection {
         if rows.is_empty() {
             return Ok(None);
         }
-        let fields: Vec<Field> = columns.iter().map(|&c| table.schema.fields[c].clone()).collect();
-        let chunk = DataChunk::new(old.iter().map(|v| v.gather(&rows)).collect(), rows.len());
+        let key_field = |prefix: &str, (i, &c): (usize, &usize)| {
+            let field = &table.schema.fields[c];
+            Field::new(format!("{prefix}{i}"), field.data_type, true)
+        };
+        let mut fields: Vec<Field> = columns.iter().enumerate().map(|c| key_field("k", c)).collect();
+        let mut key_columns: Vec<Vector> = old.iter().map(|v| v.gather(&rows)).collect();
+        if let Some((appended, new_versions)) = new_keys {
+            fields.extend(columns.iter().enumerate().map(|c| key_field("n", c)));
+            let all_new = flatten(table, appended, columns);
+            let ordinals = rows
+                .iter()
+                .map(|&row| {
+                    let id = deleted[row as usize];
+                    new_versions
+                        .get(&id)
+                        .map(|&o| o as u32)
+                        .ok_or_else(|| apiary_common::internal_err!("updated row {id} has no new version"))
+                })
+                .collect::<Result<Vec<u32>>>()?;
+            key_columns.extend(all_new.iter().map(|v| v.gather(&ordinals)));
+        }
+        let chunk = DataChunk::new(key_columns, rows.len());
         Ok(Some(self.scan_table(REMOVED_KEYS, Schema::new(fields), &[chunk])?))
+    }
+
+    /// Runs the queued FOREIGN KEY actions, and those they queue, until none is left.
+    pub(crate) fn run_referential_actions(&mut self) -> Result<()> {
+        let mut count = 0;
+        while let Some(pending) = self.referential_actions.pop_front() {
+            count += 1;
+            if count > MAX_ACTIONS {
+                self.referential_actions.clear();
+                return Err(ApiaryError::TooComplex(format!(
+                    "more than {MAX_ACTIONS} FOREIGN KEY actions for one statement (do ON UPDATE CASCADE keys form a cycle?)"
+                )));
+            }
+            if let Err(error) = self.run_referential_action(pending) {
+                self.referential_actions.clear();
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// One action: the child's rows naming a removed key are deleted (ON DELETE CASCADE)
+    /// or get new key columns (NULL, their defaults, or the key's new value), as a DELETE
+    /// or UPDATE of the child joined to the keys.
+    fn run_referential_action(&mut self, pending: PendingAction) -> Result<()> {
+        let PendingAction { child, key, action, deletes, keys } = pending;
+        let child = self.catalog().table(&child)?;
+        let writer = self.table_writer(&child)?;
+        let rows = Arc::new(child.with_row_ids(writer.base()));
+        let child_columns = names(&child, &key.columns);
+        let join = key_match("r", &key_names("k", key.columns.len()), "c", &child_columns);
+        let mut projection = vec![format!("c.{}", quoted(ROW_ID_COLUMN))];
+        if !deletes {
+            for (position, field) in child.schema.fields.iter().enumerate() {
+                let value = match key.columns.iter().position(|&c| c == position) {
+                    None => format!("c.{}", quoted(&field.name)),
+                    Some(i) => match action {
+                        ReferentialAction::Cascade => format!("r.n{i}"),
+                        ReferentialAction::SetDefault => {
+                            child.default_of(position).map_or_else(|| "NULL".to_string(), |sql| format!("({sql})"))
+                        }
+                        _ => "NULL".to_string(),
+                    },
+                };
+                projection.push(value);
+            }
+        }
+        let sql = format!("SELECT {} FROM {} AS c, {REMOVED_KEYS} AS r WHERE {join}", projection.join(", "), quoted(&child.name));
+        let Some(ast::Statement::Query(query)) = parse_sql(&sql)?.pop() else {
+            return Err(apiary_common::internal_err!("a FOREIGN KEY action does not parse as a query: {sql}"));
+        };
+        let chunks = {
+            let functions = self.table_functions();
+            let mut binder = self.binder(&functions);
+            binder.with_dml_source(REMOVED_KEYS, keys, false);
+            let bound = binder.bind_dml_query(&query, &child.name, rows, (!deletes).then_some(child.as_ref()))?;
+            let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
+            self.run_plan(&plan)?
+        };
+        let mut seen = HashSet::new();
+        let mut row_ids = Vec::new();
+        let mut new_rows = Vec::new();
+        for chunk in chunks {
+            let chunk = chunk.compact();
+            let mut keep = Vec::with_capacity(chunk.physical_len());
+            for row in 0..chunk.physical_len() {
+                let ScalarValue::Int64(id) = chunk.columns[0].get_scalar(row) else {
+                    return Err(apiary_common::internal_err!("a FOREIGN KEY action's query produced no row id"));
+                };
+                if seen.insert(id) {
+                    row_ids.push(id);
+                    keep.push(row as u32);
+                }
+            }
+            if !deletes {
+                let columns: Vec<Vector> = chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect();
+                new_rows.push(crate::connection::conform_chunk(&child, DataChunk::new(columns, keep.len()))?);
+            }
+        }
+        if row_ids.is_empty() {
+            return Ok(());
+        }
+        if deletes {
+            self.write_changes(&child, writer, row_ids, &[], None)?;
+        } else {
+            self.check_constraints(&child, &new_rows)?;
+            let replaces = row_ids.clone();
+            self.write_changes(&child, writer, row_ids, &new_rows, Some(&replaces))?;
+        }
+        Ok(())
     }
 
     /// Rows as a table a query can read (see `Binder::bind_dml_query`).

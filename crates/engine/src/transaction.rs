@@ -222,6 +222,16 @@ impl Connection {
         }
     }
 
+    /// Opens a transaction block (as BEGIN does).
+    pub(crate) fn begin_transaction(&mut self) -> Result<()> {
+        self.begin(&[]).map(|_| ())
+    }
+
+    /// Commits the open transaction block (as COMMIT does).
+    pub(crate) fn commit_transaction(&mut self) -> Result<()> {
+        self.commit().map(|_| ())
+    }
+
     fn begin(&mut self, modes: &[ast::TransactionMode]) -> Result<QueryResult> {
         for mode in modes {
             match mode {

@@ -882,6 +882,32 @@ fn ddl_in_transactions_survives_crashes_and_an_open_block_leaves_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// FOREIGN KEY actions (file format 8) survive a crash through the log and reopening
+/// through a checkpoint; a statement's cascaded changes are logged with it.
+#[test]
+fn foreign_key_actions_survive_crashes() {
+    let dir = scratch("fk_actions");
+    let path = dir.join("db.apiary");
+    {
+        let db = Database::open(&path).unwrap();
+        run(&db, "CREATE TABLE a (id INTEGER PRIMARY KEY)");
+        run(&db, "CREATE TABLE b (id INTEGER PRIMARY KEY, a INTEGER REFERENCES a ON DELETE CASCADE ON UPDATE SET NULL)");
+        run(&db, "INSERT INTO a SELECT * FROM range(0, 10); INSERT INTO b SELECT i, i % 10 FROM range(0, 100) t(i)");
+        run(&db, "DELETE FROM a WHERE id = 1");
+        let recovered = crash_copy(&path, "crashed");
+        assert_eq!(scalar(&recovered, "SELECT count(*) FROM b"), ScalarValue::Int64(90), "the cascade was logged with the DELETE");
+        run(&recovered, "DELETE FROM a WHERE id = 2");
+        assert_eq!(scalar(&recovered, "SELECT count(*) FROM b"), ScalarValue::Int64(80), "the action was read back from the log");
+        run(&db, "CHECKPOINT");
+    }
+    let db = Database::open(&path).unwrap();
+    run(&db, "UPDATE a SET id = 30 WHERE id = 3");
+    assert_eq!(scalar(&db, "SELECT count(*) FROM b WHERE a IS NULL"), ScalarValue::Int64(10));
+    run(&db, "DELETE FROM a WHERE id = 4");
+    assert_eq!(scalar(&db, "SELECT count(*) FROM b"), ScalarValue::Int64(80));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Sequences (CREATE SEQUENCE, SERIAL, identity) survive a crash through the log and
 /// reopening through a checkpoint, and never hand out a value twice: not one a committed
 /// row holds, nor one a `SELECT nextval` returned.

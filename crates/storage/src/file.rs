@@ -28,7 +28,7 @@ use crate::encoding::Encoding;
 use crate::pool::BufferPool;
 
 /// The version of the file format this build writes.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// The oldest format this version reads (format 1 had no UNIQUE constraints, format 2 no
 /// views, format 3 no TIMESTAMPTZ or TIME columns, format 4 no deleted rows).
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -50,6 +50,10 @@ pub const DEFAULTS_AND_CHECKS_FORMAT_VERSION: u32 = 6;
 /// The first format with sequences (CREATE SEQUENCE, SERIAL and identity columns) and
 /// FOREIGN KEY constraints.
 pub const SEQUENCES_FORMAT_VERSION: u32 = 7;
+
+/// The first format whose FOREIGN KEYs may have ON DELETE / ON UPDATE actions (stored in
+/// the high bits of the key's width, which older builds would misread as corrupt).
+pub const REFERENTIAL_ACTIONS_FORMAT_VERSION: u32 = 8;
 const MAGIC: &[u8; 8] = b"APIARYDB";
 const ROOT_MAGIC: &[u8; 8] = b"APIROOT\0";
 const SLOT_SIZE: u64 = 4096;

@@ -48,6 +48,7 @@ pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
 pub use table::{
-    CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, ForeignKey, PreparedAppend, Table, TableAppender, TableData,
+    CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, ForeignKey, PreparedAppend, ReferentialAction, Table, TableAppender,
+    TableData,
 };
 pub use view::View;

@@ -33,6 +33,7 @@ use crate::encoding::{decode, encode, encode_with_dictionary, Encoding, MAX_STRI
 use crate::file::{DatabaseFile, Extent, Root, StoredStripe};
 use crate::pool::BufferPool;
 use crate::sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
+use crate::table::ReferentialAction;
 use crate::table::{Table, TableData};
 use crate::view::View;
 
@@ -114,6 +115,16 @@ const HAS_FOREIGN_KEYS: u32 = 1 << 28;
 /// Set in the primary-key count when index definitions follow (format 7).
 const HAS_INDEXES: u32 = 1 << 27;
 
+/// Where a FOREIGN KEY's ON DELETE and ON UPDATE action codes sit in its width (format 8).
+const ON_DELETE_SHIFT: u32 = 16;
+const ON_UPDATE_SHIFT: u32 = 20;
+
+/// Whether a table's definition needs format 8 (a FOREIGN KEY with an ON DELETE / ON
+/// UPDATE action).
+fn has_referential_actions(table: &Table) -> bool {
+    table.foreign_keys.iter().any(|k| k.on_delete != ReferentialAction::NoAction || k.on_update != ReferentialAction::NoAction)
+}
+
 /// Whether a table's definition needs format 6 (DEFAULT expressions, CHECK constraints).
 fn has_defaults_or_checks(table: &Table) -> bool {
     !table.defaults.is_empty() || !table.checks.is_empty()
@@ -173,7 +184,8 @@ fn table_definition(writer: &mut Writer, table: &Table) {
         for key in &table.foreign_keys {
             writer.str(&key.name);
             writer.str(&key.parent);
-            writer.u32(key.columns.len() as u32);
+            let actions = key.on_delete.code() << ON_DELETE_SHIFT | key.on_update.code() << ON_UPDATE_SHIFT;
+            writer.u32(key.columns.len() as u32 | actions);
             key.columns.iter().chain(&key.parent_columns).for_each(|&c| writer.u32(c as u32));
         }
     }
@@ -330,11 +342,17 @@ fn read_table_definition(reader: &mut Reader<'_>) -> Result<Table> {
         for _ in 0..count {
             let name = reader.str()?;
             let parent = reader.str()?;
-            let width = reader.u32()? as usize;
+            let width_and_actions = reader.u32()?;
+            let action = |shift: u32| {
+                ReferentialAction::from_code(width_and_actions >> shift & 0xF)
+                    .ok_or_else(|| reader.corrupt("a foreign key with an unknown ON DELETE / ON UPDATE action"))
+            };
+            let (on_delete, on_update) = (action(ON_DELETE_SHIFT)?, action(ON_UPDATE_SHIFT)?);
+            let width = (width_and_actions & 0xFFFF) as usize;
             let columns = read_key_columns(reader, width, schema.len())?;
             // The parent's columns are checked against the parent once it is read.
             let parent_columns = (0..width).map(|_| reader.u32().map(|c| c as usize)).collect::<Result<Vec<_>>>()?;
-            foreign_keys.push(crate::table::ForeignKey { name, columns, parent, parent_columns });
+            foreign_keys.push(crate::table::ForeignKey { name, columns, parent, parent_columns, on_delete, on_update });
         }
     }
     let mut indexes = Vec::new();
@@ -494,6 +512,9 @@ impl CommitGuard<'_> {
         if entries.iter().any(sequences) {
             self.store.file.require_format(crate::file::SEQUENCES_FORMAT_VERSION)?;
         }
+        if entries.iter().any(|e| matches!(e, LogEntry::CreateTable(table) if has_referential_actions(table))) {
+            self.store.file.require_format(crate::file::REFERENTIAL_ACTIONS_FORMAT_VERSION)?;
+        }
         let mut writer = Writer::new();
         writer.u32(entries.len() as u32);
         for entry in entries {
@@ -587,6 +608,9 @@ impl CommitGuard<'_> {
         }
         if tables.iter().any(|(table, _)| has_time_zone_types(table)) {
             file.require_format(crate::file::TIME_ZONE_TYPES_FORMAT_VERSION)?;
+        }
+        if tables.iter().any(|(table, _)| has_referential_actions(table)) {
+            file.require_format(crate::file::REFERENTIAL_ACTIONS_FORMAT_VERSION)?;
         }
         if tables.iter().any(|(_, data)| data.blocks.iter().any(|b| b.deleted.is_some())) {
             file.require_format(crate::file::DELETIONS_FORMAT_VERSION)?;

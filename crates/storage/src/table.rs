@@ -114,9 +114,9 @@ pub struct CheckConstraint {
     pub sql: String,
 }
 
-/// A FOREIGN KEY constraint (PostgreSQL's MATCH SIMPLE, NO ACTION): `columns` of the
-/// table name a row of `parent` by its `parent_columns`, which are its primary key or a
-/// UNIQUE constraint.
+/// A FOREIGN KEY constraint (PostgreSQL's MATCH SIMPLE): `columns` of the table name a
+/// row of `parent` by its `parent_columns`, which are its primary key or a UNIQUE
+/// constraint.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForeignKey {
     /// PostgreSQL's: `t_c_fkey` for one on column `c`, unless named.
@@ -124,6 +124,66 @@ pub struct ForeignKey {
     pub columns: Vec<usize>,
     pub parent: String,
     pub parent_columns: Vec<usize>,
+    /// What removing a parent's key does to the rows naming it: `ON DELETE`, `ON UPDATE`.
+    pub on_delete: ReferentialAction,
+    pub on_update: ReferentialAction,
+}
+
+/// A FOREIGN KEY's `ON DELETE` / `ON UPDATE` action.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReferentialAction {
+    /// The statement fails if a row still names the removed key (the default).
+    #[default]
+    NoAction,
+    /// As NO ACTION (PostgreSQL checks it before deferred constraints, which Apiary does
+    /// not have).
+    Restrict,
+    /// The rows naming the key are deleted (ON DELETE) or take the new key (ON UPDATE).
+    Cascade,
+    /// The rows' key columns become NULL.
+    SetNull,
+    /// The rows' key columns take their defaults.
+    SetDefault,
+}
+
+impl ReferentialAction {
+    /// Whether removing a key changes the rows naming it (rather than failing).
+    pub fn changes_rows(self) -> bool {
+        matches!(self, ReferentialAction::Cascade | ReferentialAction::SetNull | ReferentialAction::SetDefault)
+    }
+
+    /// The code the file stores.
+    pub fn code(self) -> u32 {
+        match self {
+            ReferentialAction::NoAction => 0,
+            ReferentialAction::Restrict => 1,
+            ReferentialAction::Cascade => 2,
+            ReferentialAction::SetNull => 3,
+            ReferentialAction::SetDefault => 4,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<ReferentialAction> {
+        Some(match code {
+            0 => ReferentialAction::NoAction,
+            1 => ReferentialAction::Restrict,
+            2 => ReferentialAction::Cascade,
+            3 => ReferentialAction::SetNull,
+            4 => ReferentialAction::SetDefault,
+            _ => return None,
+        })
+    }
+
+    /// The SQL spelling (`information_schema.referential_constraints`).
+    pub fn sql(self) -> &'static str {
+        match self {
+            ReferentialAction::NoAction => "NO ACTION",
+            ReferentialAction::Restrict => "RESTRICT",
+            ReferentialAction::Cascade => "CASCADE",
+            ReferentialAction::SetNull => "SET NULL",
+            ReferentialAction::SetDefault => "SET DEFAULT",
+        }
+    }
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
