@@ -156,6 +156,11 @@ pub enum ApiaryError {
     #[error("{0}")]
     GeneratedAlways(String),
 
+    /// An object not in the state the statement needs (`currval` of a sequence this
+    /// session has not used).
+    #[error("{0}")]
+    NotInPrerequisiteState(String),
+
     /// A transaction's commit found that another transaction changed the same rows (or
     /// moved them) after its snapshot: retry the transaction.
     #[error("could not serialize access: {0}")]
@@ -204,6 +209,7 @@ impl ApiaryError {
             ApiaryError::ForeignKeyViolation(_) => "23503",
             ApiaryError::InvalidForeignKey(_) => "42830",
             ApiaryError::GeneratedAlways(_) => "428C9",
+            ApiaryError::NotInPrerequisiteState(_) => "55000",
             ApiaryError::Serialization(_) => "40001",
             ApiaryError::InFailedTransaction => "25P02",
             ApiaryError::Internal(_) => "XX000",

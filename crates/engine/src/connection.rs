@@ -48,6 +48,14 @@ pub struct Connection {
     /// FOREIGN KEY actions the running statement's writes call for (see
     /// `foreign_keys.rs`).
     pub(crate) referential_actions: std::collections::VecDeque<crate::foreign_keys::PendingAction>,
+    /// This session's id for `currval` / `lastval` (see `apiary_storage::SessionValues`).
+    sequence_session: u64,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        apiary_storage::SessionValues::end_session(self.sequence_session);
+    }
 }
 
 /// Statements longer than this are compiled on a thread with [`LARGE_STATEMENT_STACK`]:
@@ -73,6 +81,7 @@ impl Connection {
             plan_cache: Default::default(),
             transaction: None,
             referential_actions: Default::default(),
+            sequence_session: apiary_storage::SessionValues::new_session(),
         }
     }
 
@@ -349,6 +358,7 @@ impl Connection {
             binder = binder.with_parameter_values(values.clone());
         }
         binder.block_rows = self.settings.block_rows;
+        binder.session = self.sequence_session;
         binder.time_zone = self.settings.execution.time_zone;
         if let Some(transaction) = &self.transaction {
             binder = binder.with_tables(transaction.tables());
@@ -366,6 +376,7 @@ impl Connection {
         let functions = self.table_functions();
         let mut binder = Binder::new(self.catalog(), &functions).with_parameter_slots(parameter_types.to_vec());
         binder.block_rows = self.settings.block_rows;
+        binder.session = self.sequence_session;
         binder.time_zone = self.settings.execution.time_zone;
         let bound = binder.bind_query(query)?;
         let plan = self.optimize_plan(bound.plan.clone(), bound.next_column_id)?;

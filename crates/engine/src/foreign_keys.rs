@@ -463,9 +463,8 @@ impl Connection {
                 new_rows.push(crate::connection::conform_chunk(&child, DataChunk::new(columns, keep.len()))?);
             }
         }
-        if row_ids.is_empty() {
-            return Ok(());
-        }
+        // (Written even when no row names a key: the writer holds the transaction's keys
+        // until its change is finished.)
         if deletes {
             self.write_changes(&child, writer, row_ids, &[], None)?;
         } else {

@@ -17,9 +17,11 @@
 //!           tables' changes in one record and publish them together.
 //! ```
 //!
-//! Key constraints are checked among a statement's rows when it runs and against the
-//! committed table at COMMIT (a duplicate of a row committed by another transaction, or
-//! of one the snapshot holds, fails the COMMIT, which then rolls back).
+//! Key constraints are checked when a statement runs, against the keys committed then
+//! (another transaction's committed after this one's snapshot included, as PostgreSQL
+//! does) with this transaction's own deletions and insertions applied (see
+//! `Table::private_writer`), and again against the committed table at COMMIT (a
+//! duplicate committed meanwhile fails the COMMIT, which then rolls back).
 //!
 //! DDL inside a block (CREATE / DROP / ALTER TABLE, CREATE TABLE AS, CREATE / DROP VIEW,
 //! SEQUENCE and INDEX, CALL dbgen) changes the transaction's own catalog: a copy of the committed one made at
@@ -39,7 +41,7 @@ use std::sync::Arc;
 use apiary_common::{not_impl_err, ApiaryError, Result};
 use apiary_sql::binder::normalize_ident;
 use apiary_storage::table::row_id;
-use apiary_storage::{Catalog, PreparedAppend, Table, TableAppender, TableData};
+use apiary_storage::{Catalog, PreparedAppend, PrivateKeys, Table, TableAppender, TableData};
 use apiary_types::DataChunk;
 use sqlparser::ast;
 
@@ -56,6 +58,9 @@ pub(crate) struct Transaction {
     written: BTreeMap<String, Arc<TableData>>,
     /// Tables it truncated (their versions start empty).
     truncated: BTreeSet<String>,
+    /// Its changes of each written table's keys, against which its statements' keys are
+    /// checked (see `Table::private_writer`).
+    keys: HashMap<String, PrivateKeys>,
     /// Savepoints, oldest first: name and the changes made before it.
     savepoints: Vec<Savepoint>,
     /// A statement failed: only ROLLBACK (or ROLLBACK TO a savepoint) is accepted.
@@ -74,6 +79,7 @@ struct Savepoint {
     name: String,
     written: BTreeMap<String, Arc<TableData>>,
     truncated: BTreeSet<String>,
+    keys: HashMap<String, PrivateKeys>,
     snapshot: HashMap<String, (Arc<Table>, Arc<TableData>)>,
     catalog: Option<Arc<Catalog>>,
     operations: usize,
@@ -136,6 +142,7 @@ impl Transaction {
         self.snapshot.remove(name);
         self.written.remove(name);
         self.truncated.remove(name);
+        self.keys.remove(name);
     }
 }
 
@@ -261,6 +268,7 @@ impl Connection {
             name,
             written: transaction.written.clone(),
             truncated: transaction.truncated.clone(),
+            keys: transaction.keys.clone(),
             snapshot: transaction.snapshot.clone(),
             catalog: transaction.catalog.clone(),
             operations: transaction.operations.len(),
@@ -278,6 +286,7 @@ impl Connection {
         let savepoint = &transaction.savepoints[position];
         transaction.written = savepoint.written.clone();
         transaction.truncated = savepoint.truncated.clone();
+        transaction.keys = savepoint.keys.clone();
         transaction.snapshot = savepoint.snapshot.clone();
         transaction.catalog = savepoint.catalog.clone();
         transaction.operations.truncate(savepoint.operations);
@@ -310,7 +319,10 @@ impl Connection {
                         table.name
                     )));
                 }
-                table.private_writer(transaction.contents(table))
+                // The statement's writer holds the keys until `finish_write` gives them
+                // back (a failed statement fails the block).
+                let keys = transaction.keys.remove(&table.name).unwrap_or_default();
+                table.private_writer(transaction.contents(table), keys)
             }
             None => {
                 let writer = table.appender()?;
@@ -329,10 +341,13 @@ impl Connection {
 
     /// Commits a statement's change: into the transaction's version inside a block, else
     /// durably and visibly. Returns the rows appended.
-    pub(crate) fn finish_write(&mut self, table: &Arc<Table>, prepared: PreparedAppend<'_>) -> Result<u64> {
+    pub(crate) fn finish_write(&mut self, table: &Arc<Table>, mut prepared: PreparedAppend<'_>) -> Result<u64> {
         match self.transaction.as_mut() {
             Some(transaction) => {
                 let rows = prepared.appended_rows() as u64;
+                if let Some(keys) = prepared.take_private_keys() {
+                    transaction.keys.insert(table.name.clone(), keys);
+                }
                 if prepared.truncated() {
                     transaction.truncated.insert(table.name.clone());
                 }

@@ -51,11 +51,13 @@ fn select_and_from_errors_carry_postgres_sqlstates() {
 /// limit 2200H, a `setval` out of its bounds 22003, a value for a GENERATED ALWAYS
 /// identity column 428C9, a sequence a column owns dropped alone 2BP01, a FOREIGN KEY
 /// violated 23503 (either side), one naming no key of its parent 42830, a parent table
-/// dropped under its children 2BP01.
+/// dropped under its children 2BP01, `lastval` / `currval` before `nextval` in the
+/// session 55000.
 #[test]
 fn changing_data_errors_carry_postgres_sqlstates() {
     let db = Database::open_in_memory().unwrap();
     let mut conn = db.connect();
+    assert_eq!(conn.execute("SELECT lastval()").unwrap_err().sqlstate(), "55000");
     conn.execute("CREATE TABLE k (id INTEGER PRIMARY KEY, name VARCHAR(3) NOT NULL, u INTEGER UNIQUE)").unwrap();
     conn.execute("INSERT INTO k VALUES (1, 'a', 1), (2, 'b', 2)").unwrap();
     let cases = [
@@ -83,6 +85,7 @@ fn changing_data_errors_carry_postgres_sqlstates() {
         ("CREATE TABLE fk2 (a INTEGER REFERENCES k); INSERT INTO fk2 SELECT min(id) FROM k; DELETE FROM k", "23503"),
         ("CREATE TABLE fk3 (a VARCHAR REFERENCES k (name))", "42830"),
         ("CREATE TABLE fk4 (a INTEGER REFERENCES k); DROP TABLE k", "2BP01"),
+        ("CREATE SEQUENCE fresh; SELECT currval('fresh')", "55000"),
     ];
     for (sql, expected) in cases {
         let error = conn.execute(sql).err().unwrap_or_else(|| panic!("{sql}: expected an error"));

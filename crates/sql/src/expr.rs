@@ -250,12 +250,19 @@ pub enum ScalarFunction {
     /// TIMESTAMP read as local time in `zone` becomes a TIMESTAMPTZ; a TIMESTAMPTZ
     /// becomes the TIMESTAMP of its local time in `zone`. `zone` is text or an INTERVAL.
     AtTimeZone,
-    /// `nextval('s')`, args `(handle)`: the sequence's next value for each row (the
-    /// handle is [`apiary_storage::Sequence::handle`], a BIGINT literal). Not constant.
+    /// `nextval('s')`, args `(handle, session)`: the sequence's next value for each row
+    /// (the handle is [`apiary_storage::Sequence::handle`], the session the id of
+    /// [`apiary_storage::SessionValues`], BIGINT literals). Not constant.
     NextVal,
-    /// `setval('s', value [, is_called])`, args `(handle, value, is_called)`: sets the
-    /// sequence for each row; returns `value`. Not constant.
+    /// `setval('s', value [, is_called])`, args `(handle, value, is_called, session)`:
+    /// sets the sequence for each row; returns `value`. Not constant.
     SetVal,
+    /// `currval('s')`, args `(handle, session)`: what `nextval` last gave in the
+    /// session. Not constant (a prepared plan reads it at each execution).
+    CurrVal,
+    /// `lastval()`, args `(session)`: what the sequence `nextval` last used gave. Not
+    /// constant.
+    LastVal,
 }
 
 impl ScalarFunction {
@@ -264,6 +271,8 @@ impl ScalarFunction {
         match self {
             NextVal => "nextval".into(),
             SetVal => "setval".into(),
+            CurrVal => "currval".into(),
+            LastVal => "lastval".into(),
             Substring => "substring".into(),
             Extract(field) => format!("extract_{field:?}").to_lowercase(),
             Upper => "upper".into(),
@@ -785,7 +794,10 @@ impl Expr {
                 Expr::Column(_)
                     | Expr::Subquery(_)
                     | Expr::Parameter { .. }
-                    | Expr::Function { func: ScalarFunction::NextVal | ScalarFunction::SetVal, .. }
+                    | Expr::Function {
+                        func: ScalarFunction::NextVal | ScalarFunction::SetVal | ScalarFunction::CurrVal | ScalarFunction::LastVal,
+                        ..
+                    }
             )
         });
         constant

@@ -44,11 +44,11 @@ pub use block::{Block, ColumnStripe, StripeValues, ZoneMap, BLOCK_ROWS};
 pub use catalog::Catalog;
 pub use index::{IndexDefinition, TableIndex};
 pub use pool::BufferPool;
-pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState};
+pub use sequence::{OwnedSequence, Sequence, SequenceOptions, SequenceState, SessionValues};
 pub use stats::{ColumnStats, TableStats};
 pub use store::{CommitGuard, DurableStore, LogEntry};
 pub use table::{
-    CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, ForeignKey, PreparedAppend, ReferentialAction, Table, TableAppender,
-    TableData,
+    CheckConstraint, Compaction, DeferredColumnStats, DeferredRows, ForeignKey, PreparedAppend, PrivateKeys, ReferentialAction, Table,
+    TableAppender, TableData,
 };
 pub use view::View;

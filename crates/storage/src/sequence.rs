@@ -8,7 +8,9 @@
 //! record (see `LogEntry::SequenceValues`), a checkpoint stores it with the definition.
 //!
 //! Plans name a sequence by a process-wide handle ([`Sequence::handle`], found again
-//! with [`Sequence::by_handle`]): an expression holds literals, not objects.
+//! with [`Sequence::by_handle`]): an expression holds literals, not objects. They name
+//! the session (connection) that runs them the same way, for `currval` and `lastval`,
+//! which read what `nextval` last returned in that session ([`SessionValues`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +18,65 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use apiary_common::{ApiaryError, Result};
 use apiary_types::DataType;
+
+/// What `nextval` (or `setval` with is_called) last gave in each session, per sequence
+/// handle, and which sequence that was: PostgreSQL's `currval` and `lastval` state.
+pub struct SessionValues;
+
+#[derive(Default)]
+struct Session {
+    by_sequence: HashMap<u64, i64>,
+    last: Option<u64>,
+}
+
+static SESSIONS: LazyLock<Mutex<HashMap<u64, Session>>> = LazyLock::new(Default::default);
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+impl SessionValues {
+    /// A new session's id (process-wide, never reused).
+    pub fn new_session() -> u64 {
+        NEXT_SESSION.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Forgets a session's values (its connection closed).
+    pub fn end_session(session: u64) {
+        SESSIONS.lock().unwrap_or_else(|e| e.into_inner()).remove(&session);
+    }
+
+    /// `sequence` gave `value` in `session` (`by_nextval`: it is the sequence `lastval`
+    /// reads; `setval` sets only `currval`).
+    pub fn record(session: u64, sequence: &Sequence, value: i64, by_nextval: bool) {
+        let mut sessions = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = sessions.entry(session).or_default();
+        entry.by_sequence.insert(sequence.handle, value);
+        if by_nextval {
+            entry.last = Some(sequence.handle);
+        }
+    }
+
+    /// `currval`: what `sequence` last gave in `session`.
+    pub fn current(session: u64, sequence: &Sequence) -> Result<i64> {
+        let sessions = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.get(&session).and_then(|s| s.by_sequence.get(&sequence.handle)).copied().ok_or_else(|| {
+            ApiaryError::NotInPrerequisiteState(format!("currval of sequence \"{}\" is not yet defined in this session", sequence.name))
+        })
+    }
+
+    /// `lastval`: what the sequence `nextval` last used in `session` last gave.
+    pub fn last(session: u64) -> Result<i64> {
+        let sessions = SESSIONS.lock().unwrap_or_else(|e| e.into_inner());
+        let session = sessions.get(&session);
+        let handle = session
+            .and_then(|s| s.last)
+            .ok_or_else(|| ApiaryError::NotInPrerequisiteState("lastval is not yet defined in this session".to_string()))?;
+        if Sequence::by_handle(handle).is_none() {
+            return Err(ApiaryError::NotInPrerequisiteState(
+                "lastval is not yet defined in this session (its sequence was dropped)".into(),
+            ));
+        }
+        Ok(session.and_then(|s| s.by_sequence.get(&handle)).copied().expect("the last sequence has a value"))
+    }
+}
 
 /// What `CREATE SEQUENCE` (or an identity column's options) declares.
 #[derive(Clone, Debug, PartialEq, Eq)]

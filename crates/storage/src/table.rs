@@ -450,10 +450,46 @@ impl Table {
     /// A writer of a transaction's private version of this table, starting from `base`
     /// (a snapshot, or the transaction's earlier changes). It takes no lock and never
     /// publishes: [`PreparedAppend::into_data`] gives the new private version. Keys are
-    /// checked among the rows it appends only; the transaction's commit checks them
-    /// against the table (see `TableAppender::delete` for deleted keys).
-    pub fn private_writer(&self, base: Arc<TableData>) -> Result<TableAppender<'_>> {
-        self.writer_over(None, base)
+    /// checked against the committed table's (taking the writer lock for a moment: a key
+    /// another transaction committed after this one's snapshot counts too, as in
+    /// PostgreSQL) and against `keys`, the transaction's own changes of them so far,
+    /// which [`PreparedAppend::take_private_keys`] gives back with this writer's added.
+    /// The transaction's commit checks them against the table again.
+    pub fn private_writer(&self, base: Arc<TableData>, keys: PrivateKeys) -> Result<TableAppender<'_>> {
+        let mut appender = self.writer_over(None, base)?;
+        let constraints = self.key_constraints().len();
+        let mut keys = keys;
+        keys.added.resize_with(constraints, HashSet::new);
+        keys.removed.resize_with(constraints, HashSet::new);
+        appender.private_keys = Some(keys);
+        Ok(appender)
+    }
+
+    /// Builds the set of keys `data` holds per key constraint into `slot` unless built.
+    fn ensure_key_sets(&self, slot: &mut Option<UniqueIndex>, data: &TableData) -> Result<()> {
+        let constraints = self.key_constraints();
+        if constraints.is_empty() || slot.is_some() {
+            return Ok(());
+        }
+        let mut index = UniqueIndex::default();
+        let mut key = Vec::new();
+        for (key_columns, _) in &constraints {
+            let mut keys = HashSet::new();
+            for block in &data.blocks {
+                let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+                let columns: Vec<&Vector> = vectors.iter().collect();
+                for row in 0..block.row_count {
+                    if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
+                        continue;
+                    }
+                    encode_key(&columns, row, &mut key);
+                    keys.insert(key.clone());
+                }
+            }
+            index.keys.push(keys);
+        }
+        *slot = Some(index);
+        Ok(())
     }
 
     fn writer_over<'t>(
@@ -462,26 +498,9 @@ impl Table {
         base: Arc<TableData>,
     ) -> Result<TableAppender<'t>> {
         let constraints = self.key_constraints();
-        if let Some(guard) = guard.as_mut().filter(|g| !constraints.is_empty() && g.is_none()) {
+        if let Some(guard) = guard.as_mut() {
             // First append to a keyed table: index the keys it already has.
-            let mut index = UniqueIndex::default();
-            let mut key = Vec::new();
-            for (key_columns, _) in &constraints {
-                let mut keys = HashSet::new();
-                for block in &base.blocks {
-                    let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
-                    let columns: Vec<&Vector> = vectors.iter().collect();
-                    for row in 0..block.row_count {
-                        if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
-                            continue;
-                        }
-                        encode_key(&columns, row, &mut key);
-                        keys.insert(key.clone());
-                    }
-                }
-                index.keys.push(keys);
-            }
-            **guard = Some(index);
+            self.ensure_key_sets(guard, &base)?;
         }
         let mut builders: Vec<VectorBuilder> = self.schema.fields.iter().map(|f| VectorBuilder::with_capacity(f.data_type, 0)).collect();
         // Continue a small trailing partial block so blocks fill up; a larger one stays
@@ -520,6 +539,7 @@ impl Table {
             deletions: BTreeMap::new(),
             deleted_rows: 0,
             truncated: false,
+            private_keys: None,
         })
     }
 
@@ -682,6 +702,20 @@ pub struct TableAppender<'a> {
     deleted_rows: usize,
     /// Whether every row of the base snapshot is removed (TRUNCATE).
     truncated: bool,
+    /// A transaction's private writer: the transaction's changes of the keys so far.
+    private_keys: Option<PrivateKeys>,
+}
+
+/// A transaction's changes of one table's keys, per key constraint (see
+/// [`Table::private_writer`]).
+#[derive(Clone, Debug, Default)]
+pub struct PrivateKeys {
+    /// Keys of the rows it appended and still holds.
+    added: Vec<HashSet<Vec<u8>>>,
+    /// Keys of committed rows it deleted.
+    removed: Vec<HashSet<Vec<u8>>>,
+    /// It truncated the table: no committed row counts.
+    truncated: bool,
 }
 
 impl<'a> TableAppender<'a> {
@@ -821,6 +855,15 @@ impl<'a> TableAppender<'a> {
             Some(s) => s.iter().map(|&r| r as usize).collect(),
             None => (0..chunk.physical_len()).collect(),
         };
+        // A private writer reads the committed keys under the writer lock, for a moment.
+        let committed = match self.private_keys {
+            Some(_) => {
+                let mut guard = self.table.writer.lock().unwrap_or_else(|e| e.into_inner());
+                self.table.ensure_key_sets(&mut guard, &self.table.snapshot())?;
+                Some(guard)
+            }
+            None => None,
+        };
         let mut key = Vec::new();
         for (n, (key_columns, primary)) in constraints.iter().enumerate() {
             let columns: Vec<&Vector> = key_columns.iter().map(|&c| &chunk.columns[c]).collect();
@@ -835,9 +878,22 @@ impl<'a> TableAppender<'a> {
                     continue;
                 }
                 encode_key(&columns, row, &mut key);
-                let existing = !self.truncated
-                    && !self.removed_keys[n].contains(&key)
-                    && self.guard.as_ref().and_then(|g| g.as_ref()).is_some_and(|index| index.keys[n].contains(&key));
+                let freed = self.removed_keys[n].contains(&key);
+                let existing = match (&self.private_keys, &committed) {
+                    (Some(private), Some(committed)) => {
+                        !freed
+                            && (private.added[n].contains(&key)
+                                || !self.truncated
+                                    && !private.truncated
+                                    && !private.removed[n].contains(&key)
+                                    && committed.as_ref().is_some_and(|index| index.keys[n].contains(&key)))
+                    }
+                    _ => {
+                        !self.truncated
+                            && !freed
+                            && self.guard.as_ref().and_then(|g| g.as_ref()).is_some_and(|index| index.keys[n].contains(&key))
+                    }
+                };
                 if existing || !self.new_keys[n].insert(key.clone()) {
                     let names: Vec<&str> = key_columns.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
                     let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
@@ -966,6 +1022,7 @@ impl<'a> TableAppender<'a> {
             deleted,
             truncated: self.truncated,
             changed,
+            private_keys: self.private_keys,
         })
     }
 }
@@ -985,6 +1042,7 @@ pub struct PreparedAppend<'a> {
     truncated: bool,
     /// Whether anything changes.
     changed: bool,
+    private_keys: Option<PrivateKeys>,
 }
 
 impl PreparedAppend<'_> {
@@ -1023,6 +1081,27 @@ impl PreparedAppend<'_> {
             block_start = block_end;
         }
         Ok(builders.into_iter().map(|b| b.finish()).collect())
+    }
+
+    /// A private writer's transaction's changes of the keys, with this writer's (see
+    /// [`Table::private_writer`]).
+    pub fn take_private_keys(&mut self) -> Option<PrivateKeys> {
+        let mut keys = self.private_keys.take()?;
+        if self.truncated {
+            keys.truncated = true;
+            keys.added.iter_mut().for_each(HashSet::clear);
+        }
+        for ((added, removed), (statement_removed, statement_added)) in
+            keys.added.iter_mut().zip(&mut keys.removed).zip(self.removed_keys.iter().zip(&mut self.new_keys))
+        {
+            for key in statement_removed {
+                if !added.remove(key) {
+                    removed.insert(key.clone());
+                }
+            }
+            added.extend(statement_added.drain());
+        }
+        Some(keys)
     }
 
     /// The new contents, for a transaction's private writer (which publishes nothing).

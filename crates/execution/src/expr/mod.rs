@@ -298,9 +298,15 @@ pub fn compile_with(expr: &Expr, layout: &dyn Layout, options: &CompileOptions) 
             }
         }
         Expr::Function { func: ScalarFunction::QueryMask, args, .. } => query_mask::compile(args, layout, options)?,
-        Expr::Function { func: ScalarFunction::NextVal, args, .. } => sequence::compile_next_value(args.first().and_then(literal_of))?,
+        Expr::Function { func: func @ (ScalarFunction::NextVal | ScalarFunction::CurrVal), args, .. } => match args.as_slice() {
+            [handle, session] => sequence::compile_value(*func == ScalarFunction::NextVal, literal_of(handle), literal_of(session))?,
+            _ => return Err(internal_err!("{} with {} arguments", func.name(), args.len())),
+        },
+        Expr::Function { func: ScalarFunction::LastVal, args, .. } => sequence::compile_last_value(args.first().and_then(literal_of))?,
         Expr::Function { func: ScalarFunction::SetVal, args, .. } => match args.as_slice() {
-            [handle, value, called] => sequence::compile_set_value(literal_of(handle), compile(value, layout)?, compile(called, layout)?)?,
+            [handle, value, called, session] => {
+                sequence::compile_set_value(literal_of(handle), compile(value, layout)?, compile(called, layout)?, literal_of(session))?
+            }
             _ => return Err(internal_err!("setval with {} arguments", args.len())),
         },
         Expr::Function { func, args, data_type } => {
@@ -397,7 +403,7 @@ fn compile_function(
         }
         F::DateTrunc => functions::date_trunc(args, literals, zone)?,
         F::QueryMask => return Err(internal_err!("query_mask is compiled from its expressions")),
-        F::NextVal | F::SetVal => return Err(internal_err!("{} is compiled with its sequence", func.name())),
+        F::NextVal | F::SetVal | F::CurrVal | F::LastVal => return Err(internal_err!("{} is compiled with its sequence", func.name())),
         F::AverageOf => functions::average_of(args, data_type)?,
         F::MaskAnd => functions::mask_and(args)?,
         F::TryCast => {

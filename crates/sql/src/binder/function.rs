@@ -157,10 +157,15 @@ impl Binder<'_> {
         };
         let text = DataType::Varchar(None);
         match name {
-            "nextval" => {
+            "nextval" | "currval" => {
                 arity(1, 1)?;
                 let handle = self.sequence_arg(name, &args[0])?;
-                Ok(Expr::Function { func: F::NextVal, args: vec![handle], data_type: DataType::BigInt })
+                let func = if name == "nextval" { F::NextVal } else { F::CurrVal };
+                Ok(Expr::Function { func, args: vec![handle, self.session_arg()], data_type: DataType::BigInt })
+            }
+            "lastval" => {
+                arity(0, 0)?;
+                Ok(Expr::Function { func: F::LastVal, args: vec![self.session_arg()], data_type: DataType::BigInt })
             }
             "setval" => {
                 arity(2, 3)?;
@@ -172,7 +177,8 @@ impl Binder<'_> {
                     Some(other) => return Err(type_err!("function setval needs a boolean is_called, not {}", other.data_type())),
                     None => Expr::boolean(true),
                 };
-                Ok(Expr::Function { func: F::SetVal, args: vec![handle, value, called], data_type: DataType::BigInt })
+                let session = self.session_arg();
+                Ok(Expr::Function { func: F::SetVal, args: vec![handle, value, called, session], data_type: DataType::BigInt })
             }
             "substring" | "substr" => {
                 arity(2, 3)?;
@@ -413,6 +419,11 @@ impl Binder<'_> {
 
     /// The sequence a `nextval` / `setval` names (a string literal, read as an
     /// identifier: lower-cased unless double-quoted) as its handle literal.
+    /// The session's id (see `Binder::session`) as a literal argument.
+    fn session_arg(&self) -> Expr {
+        Expr::Literal(ScalarValue::Int64(self.session as i64), DataType::BigInt)
+    }
+
     fn sequence_arg(&self, function: &str, arg: &Expr) -> Result<Expr> {
         let Expr::Literal(ScalarValue::Utf8(text), _) = arg else {
             return Err(not_impl_err!("{function} of a sequence named by anything but a string literal"));

@@ -286,6 +286,9 @@ pub struct Binder<'a> {
     named_windows: Vec<(String, ast::WindowSpec)>,
     /// Block size for temporary tables created by table functions.
     pub block_rows: usize,
+    /// The session the statement runs in (`SessionValues`), which `nextval`, `setval`,
+    /// `currval` and `lastval` name.
+    pub session: u64,
     /// The types of `$n` parameters while a statement is described (`None`: the
     /// statement may not contain parameters). See `parameter.rs`.
     parameters: Option<Vec<Option<DataType>>>,
@@ -337,6 +340,7 @@ impl<'a> Binder<'a> {
             binding_window: false,
             named_windows: Vec::new(),
             block_rows: apiary_storage::BLOCK_ROWS,
+            session: 0,
             parameters: None,
             parameter_values: None,
             parameter_slots: false,
