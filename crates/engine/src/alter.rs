@@ -54,6 +54,9 @@ struct Draft {
     recheck: bool,
     /// FOREIGN KEYs added: the stored rows must satisfy them.
     new_foreign_keys: Vec<ForeignKey>,
+    /// Each column's position in the table before the ALTER (`None`: added), so that
+    /// the FOREIGN KEYs of other tables can follow their columns.
+    origins: Vec<Option<usize>>,
 }
 
 impl Draft {
@@ -79,6 +82,7 @@ impl Draft {
             layout: data.layout,
             recheck: false,
             new_foreign_keys: Vec::new(),
+            origins: (0..table.schema.len()).map(Some).collect(),
         })
     }
 
@@ -200,23 +204,102 @@ impl Connection {
                 )));
             }
         }
-        // Foreign keys name their parent and its columns by name and position.
+        // Foreign keys name their parent and its columns by name and position: those of
+        // other tables follow a rename or a dropped column, in the same transaction.
         let referenced = crate::foreign_keys::referencing(self.catalog(), &name).into_iter().any(|(child, _)| child.name != name);
         let moves_columns = alter
             .operations
             .iter()
             .any(|op| matches!(op, ast::AlterTableOperation::RenameTable { .. } | ast::AlterTableOperation::DropColumn { .. }));
-        if referenced && moves_columns {
-            return Err(not_impl_err!("renaming a table, or dropping a column of one, that a FOREIGN KEY of another table references"));
+        if !(referenced && moves_columns) {
+            self.rebuild(&table, |connection, draft| alter.operations.iter().try_for_each(|operation| connection.apply(draft, operation)))?;
+            return Ok(QueryResult::statement(None));
         }
-        self.rebuild(&table, |connection, draft| alter.operations.iter().try_for_each(|operation| connection.apply(draft, operation)))?;
+        let implicit = !self.in_transaction();
+        if implicit {
+            self.begin_transaction()?;
+        }
+        let result = self.alter_referenced_table(&table, alter);
+        if implicit {
+            match result {
+                Ok(()) => self.commit_transaction()?,
+                Err(error) => {
+                    self.transaction = None;
+                    return Err(error);
+                }
+            }
+        }
+        result?;
         Ok(QueryResult::statement(None))
+    }
+
+    /// ALTER TABLE of a table other tables' FOREIGN KEYs reference, which renames it or
+    /// drops columns: the children are rebuilt with their keys following it (a key on a
+    /// dropped column fails the statement, 2BP01, or goes with `DROP COLUMN ... CASCADE`).
+    /// Runs inside a transaction, so that all the tables change together.
+    fn alter_referenced_table(&mut self, table: &Arc<Table>, alter: &ast::AlterTable) -> Result<()> {
+        let old_name = table.name.clone();
+        let cascade = alter
+            .operations
+            .iter()
+            .any(|op| matches!(op, ast::AlterTableOperation::DropColumn { drop_behavior: Some(ast::DropBehavior::Cascade), .. }));
+        let origins =
+            self.rebuild(table, |connection, draft| alter.operations.iter().try_for_each(|operation| connection.apply(draft, operation)))?;
+        let new_name = match alter.operations.iter().rev().find_map(|op| match op {
+            ast::AlterTableOperation::RenameTable { table_name: ast::RenameTableNameKind::To(new) | ast::RenameTableNameKind::As(new) } => {
+                Some(new)
+            }
+            _ => None,
+        }) {
+            Some(new) => object_name_to_table(new)?,
+            None => old_name.clone(),
+        };
+        let children: Vec<Arc<Table>> = {
+            let mut seen = Vec::new();
+            for (child, _) in crate::foreign_keys::referencing(self.catalog(), &old_name) {
+                if child.name != old_name && child.name != new_name && !seen.iter().any(|c: &Arc<Table>| c.name == child.name) {
+                    seen.push(child);
+                }
+            }
+            seen
+        };
+        for child in children {
+            self.rebuild(&child, |_, draft| {
+                let mut kept = Vec::with_capacity(draft.foreign_keys.len());
+                for mut key in std::mem::take(&mut draft.foreign_keys) {
+                    if key.parent != old_name {
+                        kept.push(key);
+                        continue;
+                    }
+                    let moved: Option<Vec<usize>> =
+                        key.parent_columns.iter().map(|&c| origins.iter().position(|origin| *origin == Some(c))).collect();
+                    match moved {
+                        Some(columns) => {
+                            key.parent_columns = columns;
+                            key.parent.clone_from(&new_name);
+                            kept.push(key);
+                        }
+                        None if cascade => {}
+                        None => {
+                            return Err(ApiaryError::Dependency(format!(
+                                "cannot drop a column of table {old_name} because constraint {} on table {} depends on it (use DROP COLUMN ... CASCADE)",
+                                key.name, draft.name
+                            )))
+                        }
+                    }
+                }
+                draft.foreign_keys = kept;
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// Replaces `table` by a copy `edit` changes (ALTER TABLE, CREATE / DROP INDEX),
     /// holding its writer (inside a transaction block, its private one: COMMIT checks
     /// that no one changed the rows meanwhile).
-    fn rebuild(&mut self, table: &Arc<Table>, edit: impl FnOnce(&Self, &mut Draft) -> Result<()>) -> Result<()> {
+    /// Returns each new column's position before (see `Draft::origins`).
+    fn rebuild(&mut self, table: &Arc<Table>, edit: impl FnOnce(&Self, &mut Draft) -> Result<()>) -> Result<Vec<Option<usize>>> {
         let writer = self.table_writer(table)?;
         let mut draft = Draft::of(table, writer.base())?;
         edit(self, &mut draft)?;
@@ -235,7 +318,7 @@ impl Connection {
         // finds the table replaced.
         self.commit_change(Change::Replace { old: Arc::clone(table), new: altered })?;
         drop(writer);
-        Ok(())
+        Ok(draft.origins)
     }
 
     /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING method] (c, ...)`.
@@ -424,6 +507,7 @@ impl Connection {
                         }
                     }
                     draft.fields.remove(position);
+                    draft.origins.remove(position);
                     draft.defaults.remove(position);
                     draft.stats.columns.remove(position);
                     for (_, stripes) in &mut draft.blocks {
@@ -628,6 +712,7 @@ impl Connection {
             }
         }
         draft.fields.push(Field::new(name, data_type, nullable));
+        draft.origins.push(None);
         draft.defaults.push(default);
         draft.checks.extend(checks);
         let position = draft.fields.len() - 1;

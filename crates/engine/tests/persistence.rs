@@ -898,12 +898,17 @@ fn foreign_key_actions_survive_crashes() {
         assert_eq!(scalar(&recovered, "SELECT count(*) FROM b"), ScalarValue::Int64(90), "the cascade was logged with the DELETE");
         run(&recovered, "DELETE FROM a WHERE id = 2");
         assert_eq!(scalar(&recovered, "SELECT count(*) FROM b"), ScalarValue::Int64(80), "the action was read back from the log");
+        // Renaming the parent renames it in the child's key too, in one commit.
+        run(&db, "ALTER TABLE a RENAME TO parent");
+        let recovered = crash_copy(&path, "crashed_after_rename");
+        run(&recovered, "DELETE FROM parent WHERE id = 2");
+        assert_eq!(scalar(&recovered, "SELECT count(*) FROM b"), ScalarValue::Int64(80));
         run(&db, "CHECKPOINT");
     }
     let db = Database::open(&path).unwrap();
-    run(&db, "UPDATE a SET id = 30 WHERE id = 3");
+    run(&db, "UPDATE parent SET id = 30 WHERE id = 3");
     assert_eq!(scalar(&db, "SELECT count(*) FROM b WHERE a IS NULL"), ScalarValue::Int64(10));
-    run(&db, "DELETE FROM a WHERE id = 4");
+    run(&db, "DELETE FROM parent WHERE id = 4");
     assert_eq!(scalar(&db, "SELECT count(*) FROM b"), ScalarValue::Int64(80));
     let _ = std::fs::remove_dir_all(&dir);
 }
