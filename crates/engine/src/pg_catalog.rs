@@ -4,7 +4,9 @@
 //!
 //! ```text
 //! pg_catalog.pg_namespace   pg_catalog, public, information_schema
-//! pg_catalog.pg_class       one row per table (relkind 'r') and view (relkind 'v')
+//! pg_catalog.pg_class       one row per table (relkind 'r'), view ('v'), sequence ('S')
+//!                           and index ('i': CREATE INDEX's and each key constraint's)
+//! pg_catalog.pg_sequences   one row per sequence, with its last value
 //! pg_catalog.pg_attribute   one row per column of a table or view (attnum from 1)
 //! pg_catalog.pg_views       one row per view, with its query
 //! pg_catalog.pg_type        the types Apiary has (apiary_types::pg)
@@ -61,6 +63,8 @@ pub const INFORMATION_SCHEMA_OID: i32 = 13_000;
 const OWNER_OID: i32 = 10;
 /// `pg_am`'s row for heap tables.
 const HEAP_AM_OID: i32 = 2;
+/// `pg_am`'s row for B-tree indexes (Apiary's are hash maps; clients know btree).
+const BTREE_AM_OID: i32 = 403;
 /// PostgreSQL's `default` collation.
 const DEFAULT_COLLATION_OID: i32 = 100;
 
@@ -165,6 +169,45 @@ fn pg_catalog_table(catalog: &Catalog, session: &SessionInfo, name: &str) -> Res
         "pg_am" => {
             let mut t = SystemTable::new("pg_am", &[("oid", INT), ("amname", TEXT), ("amhandler", INT), ("amtype", TEXT)]);
             t.row(vec![int(HEAP_AM_OID), text("heap"), int(0), text("t")]);
+            t.row(vec![int(BTREE_AM_OID), text("btree"), int(0), text("i")]);
+            t
+        }
+        "pg_sequences" => {
+            let mut t = SystemTable::new(
+                "pg_sequences",
+                &[
+                    ("schemaname", TEXT),
+                    ("sequencename", TEXT),
+                    ("sequenceowner", TEXT),
+                    ("data_type", TEXT),
+                    ("start_value", DataType::BigInt),
+                    ("min_value", DataType::BigInt),
+                    ("max_value", DataType::BigInt),
+                    ("increment_by", DataType::BigInt),
+                    ("cycle", BOOL),
+                    ("cache_size", DataType::BigInt),
+                    ("last_value", DataType::BigInt),
+                ],
+            );
+            let mut sequences = catalog.all_sequences();
+            sequences.sort_by(|a, b| a.name.cmp(&b.name));
+            for sequence in sequences {
+                let options = &sequence.options;
+                let state = sequence.state();
+                t.row(vec![
+                    text("public"),
+                    text(&sequence.name),
+                    text(&session.user),
+                    text(&options.data_type.to_string().to_lowercase()),
+                    ScalarValue::Int64(options.start),
+                    ScalarValue::Int64(options.min),
+                    ScalarValue::Int64(options.max),
+                    ScalarValue::Int64(options.increment),
+                    boolean(options.cycle),
+                    ScalarValue::Int64(1),
+                    if state.called { ScalarValue::Int64(state.last) } else { NULL },
+                ]);
+            }
             t
         }
         "pg_database" => {
@@ -386,6 +429,10 @@ fn pg_class(catalog: &Catalog) -> SystemTable {
             ("relpartbound", TEXT),
         ],
     );
+    // Tables and views, then sequences (relkind 'S') and indexes ('i': CREATE INDEX's
+    // and each key constraint's, named as the constraint).
+    let mut rows: Vec<(String, i32, i32, i32, f32, &str, usize, usize)> = Vec::new();
+    let tables = sorted_tables(catalog);
     for relation in relations(catalog) {
         let oid = table_oid(&relation.name);
         // A view has no storage: no access method, file or pages, and reltuples -1.
@@ -393,9 +440,37 @@ fn pg_class(catalog: &Catalog) -> SystemTable {
             Some(rows) => (HEAP_AM_OID, oid, i32::try_from(rows / 100).unwrap_or(i32::MAX), rows as f32, "r"),
             None => (0, 0, 0, -1.0, "v"),
         };
+        let checks = tables.iter().find(|t| t.name == relation.name && !relation.is_view()).map_or(0, |t| t.checks.len());
+        rows.push((relation.name, access_method, file, pages, tuples, kind, relation.fields.len(), checks));
+    }
+    let mut sequences = catalog.all_sequences();
+    sequences.sort_by(|a, b| a.name.cmp(&b.name));
+    for sequence in sequences {
+        rows.push((sequence.name.clone(), 0, table_oid(&sequence.name), 1, 1.0, "S", 3, 0));
+    }
+    for table in &tables {
+        let keys =
+            table.key_constraints().into_iter().map(|(columns, primary)| (table.key_constraint_name(columns, primary), columns.len()));
+        let created = table.indexes.iter().map(|index| (index.definition.name.clone(), index.definition.columns.len()));
+        for (name, width) in keys.chain(created) {
+            let rows_estimate = table.row_count();
+            rows.push((
+                name.clone(),
+                BTREE_AM_OID,
+                table_oid(&name),
+                i32::try_from(rows_estimate / 200).unwrap_or(i32::MAX),
+                rows_estimate as f32,
+                "i",
+                width,
+                0,
+            ));
+        }
+    }
+    for (name, access_method, file, pages, tuples, kind, columns, checks) in rows {
+        let oid = table_oid(&name);
         t.row(vec![
             int(oid),
-            text(&relation.name),
+            text(&name),
             int(PUBLIC_OID),
             int(0),
             int(0),
@@ -411,8 +486,8 @@ fn pg_class(catalog: &Catalog) -> SystemTable {
             boolean(false),
             text("p"),
             text(kind),
-            small(i16::try_from(relation.fields.len()).unwrap_or(i16::MAX)),
-            small(0),
+            small(i16::try_from(columns).unwrap_or(i16::MAX)),
+            small(i16::try_from(checks).unwrap_or(i16::MAX)),
             boolean(false),
             boolean(false),
             boolean(false),

@@ -113,6 +113,7 @@ fn psql_lists_and_describes_views() {
     conn.execute("CREATE TABLE items (id INTEGER NOT NULL, name VARCHAR(20), price DECIMAL(8,2))").unwrap();
     conn.execute("INSERT INTO items VALUES (1, 'pen', 1.50), (2, 'ink', 7.25)").unwrap();
     conn.execute("CREATE VIEW dear (item, cost) AS SELECT name, price FROM items WHERE price > 5").unwrap();
+    conn.execute("CREATE TABLE keyed (id SERIAL PRIMARY KEY, v INTEGER); CREATE INDEX keyed_v ON keyed (v)").unwrap();
     let server = start(db, ServerConfig::default());
     let port = server.addr.port();
     let output = run_psql(port, &["-c", "\\dv"], None);
@@ -120,7 +121,16 @@ fn psql_lists_and_describes_views() {
     assert!(output.status.success() && listing.contains("dear") && listing.contains("view") && !listing.contains("items"), "{listing}");
     let output = run_psql(port, &["-c", "\\dt"], None);
     let listing = text(&output);
-    assert!(output.status.success() && listing.contains("items") && !listing.contains("dear"), "{listing}");
+    assert!(output.status.success() && listing.contains("items") && !listing.contains("dear") && !listing.contains("keyed_"), "{listing}");
+    // Sequences and indexes are relations too.
+    let output = run_psql(port, &["-c", "\\ds"], None);
+    let listing = text(&output);
+    assert!(output.status.success() && listing.contains("keyed_id_seq") && listing.contains("sequence"), "{listing}");
+    let output = run_psql(port, &["-c", "\\di"], None);
+    let listing = text(&output);
+    assert!(output.status.success() && listing.contains("keyed_v") && listing.contains("keyed_pkey"), "{listing}");
+    let output = run_psql(port, &["-c", "\\d keyed"], None);
+    assert!(output.status.success(), "{}", text(&output));
     let output = run_psql(port, &["-c", "\\d dear"], None);
     let described = text(&output);
     assert!(output.status.success(), "{described}");
