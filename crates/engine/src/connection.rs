@@ -50,6 +50,9 @@ pub struct Connection {
     pub(crate) referential_actions: std::collections::VecDeque<crate::foreign_keys::PendingAction>,
     /// This session's id for `currval` / `lastval` (see `apiary_storage::SessionValues`).
     sequence_session: u64,
+    /// While a COMMIT checks FOREIGN KEYs again: the committing tables as they will be,
+    /// read in place of the catalog's (see `recheck_foreign_keys`).
+    pub(crate) commit_overlay: Option<std::collections::HashMap<String, Arc<Table>>>,
 }
 
 impl Drop for Connection {
@@ -82,6 +85,7 @@ impl Connection {
             transaction: None,
             referential_actions: Default::default(),
             sequence_session: apiary_storage::SessionValues::new_session(),
+            commit_overlay: None,
         }
     }
 
@@ -362,6 +366,9 @@ impl Connection {
         binder.time_zone = self.settings.execution.time_zone;
         if let Some(transaction) = &self.transaction {
             binder = binder.with_tables(transaction.tables());
+        }
+        if let Some(overlay) = &self.commit_overlay {
+            binder = binder.with_tables(overlay.clone());
         }
         binder
     }

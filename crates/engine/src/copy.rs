@@ -158,7 +158,13 @@ pub fn copy(
     }
     let before = std::sync::Arc::clone(appender.base());
     let prepared = appender.prepare()?;
+    let db = std::sync::Arc::clone(&conn.db);
+    let mut _checked = None;
     if !table.foreign_keys.is_empty() && prepared.appended_rows() > 0 {
+        // (See `DatabaseInner::foreign_key_lock`.)
+        if !conn.in_transaction() {
+            _checked = Some(db.foreign_key_lock.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         let added = DataChunk::new(prepared.appended_columns()?, prepared.appended_rows());
         conn.check_foreign_keys(&table, &before, &prepared, &[added], None)?;
     }

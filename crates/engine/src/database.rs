@@ -30,6 +30,11 @@ pub(crate) struct DatabaseInner {
     /// statement takes its snapshot: a snapshot sees a transaction's changes of several
     /// tables all or none. The scheduler's (which takes statements' snapshots).
     pub publish_lock: Arc<std::sync::RwLock<()>>,
+    /// Held from a write's FOREIGN KEY checks until it is published (a statement outside
+    /// a block, a transaction's COMMIT), so that the checks of two writes cannot both
+    /// pass against a state neither will leave: a child added while its parent goes.
+    /// Taken after any table writer and released before anything waits for one.
+    pub foreign_key_lock: std::sync::Mutex<()>,
 }
 
 /// A database. Cheap to clone (shared); open connections with [`Database::connect`].
@@ -57,6 +62,7 @@ impl Database {
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
+            foreign_key_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }
@@ -90,6 +96,7 @@ impl Database {
             next_connection_id: 1.into(),
             shared_groups: Default::default(),
             catalog_changes: Default::default(),
+            foreign_key_lock: Default::default(),
         };
         Ok(Database { inner: Arc::new(inner) })
     }

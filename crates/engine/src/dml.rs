@@ -715,6 +715,12 @@ impl Connection {
             writer.append(chunk)?;
         }
         let prepared = writer.prepare()?;
+        let appended_rows = appended.iter().map(DataChunk::row_count).sum();
+        // Outside a block the checks and the publication are one step for the other
+        // writers that check keys (see `DatabaseInner::foreign_key_lock`).
+        let db = Arc::clone(&self.db);
+        let _checked = (self.transaction.is_none() && self.needs_foreign_key_checks(table, &prepared, appended_rows))
+            .then(|| db.foreign_key_lock.lock().unwrap_or_else(|e| e.into_inner()));
         self.check_foreign_keys(table, &before, &prepared, appended, replaces)?;
         self.finish_write(table, prepared)
     }

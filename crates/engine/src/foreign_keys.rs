@@ -7,9 +7,16 @@
 //! from a parent (deleted rows whose key no added row has) must not be named by a
 //! child's rows. Each table reads as the statement sees it; a table that references
 //! itself reads as it will be after the statement, so a statement may add a parent and
-//! its children together or remove a whole subtree. Checks read snapshots: two
-//! concurrent transactions, one adding a child and the other removing its parent, can
-//! both commit (PostgreSQL locks the parent row; Apiary does not yet).
+//! its children together or remove a whole subtree.
+//!
+//! Concurrent writers: PostgreSQL locks the parent row a new child names; Apiary instead
+//! makes the checks and the publication of a write one step among the writes that need
+//! checks (`DatabaseInner::foreign_key_lock`): a statement outside a block checks against
+//! what is committed and publishes under that lock, and a transaction, whose statements
+//! checked against its snapshot, checks its whole change again at COMMIT under it
+//! against what is committed then (`recheck_foreign_keys`; a failure is a serialization
+//! failure, 40001). Not yet for a transaction that also ran DDL: its COMMIT does not
+//! check again.
 //!
 //! A removed key whose FOREIGN KEY has an action (`ON DELETE` for a deleted row, `ON
 //! UPDATE` for one an UPDATE, MERGE or upsert gave a new key: CASCADE, SET NULL, SET
@@ -221,11 +228,19 @@ impl Connection {
         if children.is_empty() && (table.foreign_keys.is_empty() || added == 0) {
             return Ok(());
         }
+        // At COMMIT (`recheck_foreign_keys`) a failure is a conflict with a transaction
+        // that committed since the snapshot: retrying may succeed.
+        let conflict = |error: ApiaryError| match (self.commit_overlay.is_some(), error) {
+            (true, ApiaryError::ForeignKeyViolation(message)) => ApiaryError::Serialization(format!(
+                "another transaction committed a change this one's FOREIGN KEYs conflict with: {message}"
+            )),
+            (_, error) => error,
+        };
         let after = Arc::new(table.at(Arc::clone(prepared.data())));
         if added > 0 && !table.foreign_keys.is_empty() {
             let new_rows = self.scan_table(NEW_ROWS, table.schema.clone(), appended)?;
             for key in &table.foreign_keys {
-                self.check_parents_exist(table, key, Arc::clone(&new_rows), &after)?;
+                self.check_parents_exist(table, key, Arc::clone(&new_rows), &after).map_err(conflict)?;
             }
         }
         // TRUNCATE is refused while another table references this one (unless it names
@@ -244,7 +259,9 @@ impl Connection {
                 if rows.is_empty() {
                     continue;
                 }
-                if !action.changes_rows() {
+                // At COMMIT the actions have run (in the transaction's version): a row
+                // still naming a removed key was committed by another transaction since.
+                if !action.changes_rows() || self.commit_overlay.is_some() {
                     checked.extend_from_slice(rows);
                     continue;
                 }
@@ -276,16 +293,47 @@ impl Connection {
             );
             let source = self_referencing.then(|| (AFTER, Arc::clone(&after)));
             if self.count_rows(&sql, (REMOVED_KEYS, removed), source)? > 0 {
-                return Err(ApiaryError::ForeignKeyViolation(format!(
+                return Err(conflict(ApiaryError::ForeignKeyViolation(format!(
                     "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\": a key ({}) is still referenced",
                     table.name,
                     key.name,
                     child.name,
                     names(table, &key.parent_columns).join(", ")
-                )));
+                ))));
             }
         }
         Ok(())
+    }
+
+    /// Whether a change of `table` (`prepared`, adding `appended_rows`) needs FOREIGN KEY
+    /// checks: it adds rows to a child, or removes rows of a parent.
+    pub(crate) fn needs_foreign_key_checks(&self, table: &Table, prepared: &PreparedAppend<'_>, appended_rows: usize) -> bool {
+        (appended_rows > 0 && !table.foreign_keys.is_empty())
+            || ((!prepared.deleted_row_ids().is_empty() || prepared.truncated()) && !referencing(self.catalog(), &table.name).is_empty())
+    }
+
+    /// Checks the FOREIGN KEYs of a transaction's writes again at COMMIT, against the
+    /// tables as they are committed now with the transaction's changes (`prepared`,
+    /// each table's replayed change, with its contents before), under the
+    /// foreign-key lock the caller holds: the checks its statements made read its
+    /// snapshot, and another transaction may have committed a parent's removal or a
+    /// child's addition since (40001).
+    pub(crate) fn recheck_foreign_keys(&mut self, prepared: &[(&Arc<Table>, Arc<TableData>, PreparedAppend<'_>)]) -> Result<()> {
+        let overlay =
+            prepared.iter().map(|(table, _, change)| (table.name.clone(), Arc::new(table.at(Arc::clone(change.data()))))).collect();
+        self.commit_overlay = Some(overlay);
+        let result = (|| {
+            for (table, before, change) in prepared {
+                let appended = match change.appended_rows() {
+                    0 => Vec::new(),
+                    rows => vec![DataChunk::new(change.appended_columns()?, rows)],
+                };
+                self.check_foreign_keys(table, before, change, &appended, None)?;
+            }
+            Ok(())
+        })();
+        self.commit_overlay = None;
+        result
     }
 
     /// Fails unless every row of `rows` (rows of `table`) whose `key` columns are all

@@ -387,9 +387,22 @@ impl Connection {
                 return Err(ApiaryError::Serialization(format!("table \"{name}\" was dropped or altered by another transaction")));
             }
             replay(&mut writer, base, private, transaction.truncated.contains(name))?;
-            prepared.push((table, writer.prepare()?));
+            let before = Arc::clone(writer.base());
+            prepared.push((table, before, writer.prepare()?));
         }
-        self.db.commit(Change::Writes(prepared))?;
+        // FOREIGN KEYs are checked again against what is committed now (see
+        // `DatabaseInner::foreign_key_lock`).
+        let db = Arc::clone(&self.db);
+        let _checked = match prepared.iter().any(|(table, _, change)| self.needs_foreign_key_checks(table, change, change.appended_rows()))
+        {
+            true => {
+                let lock = db.foreign_key_lock.lock().unwrap_or_else(|e| e.into_inner());
+                self.recheck_foreign_keys(&prepared)?;
+                Some(lock)
+            }
+            false => None,
+        };
+        self.db.commit(Change::Writes(prepared.into_iter().map(|(table, _, change)| (table, change)).collect()))?;
         Ok(QueryResult::statement(None))
     }
 

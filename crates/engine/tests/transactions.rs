@@ -1,8 +1,8 @@
 //! Transaction blocks between concurrent connections: snapshot reads, reading one's own
 //! writes, rollback, savepoints, first-committer-wins (no lost update), write skew (which
-//! snapshot isolation allows), keys checked at commit, atomic and durable commits of
-//! several tables, and a randomised multi-client workload checked against a sequential
-//! model.
+//! snapshot isolation allows), keys checked at commit, FOREIGN KEYs that hold between
+//! concurrent writers, atomic and durable commits of several tables, and a randomised
+//! multi-client workload checked against a sequential model.
 
 use std::sync::{Arc, Barrier};
 
@@ -150,6 +150,51 @@ fn keys_are_checked_against_the_table_at_commit() {
     // A key the transaction freed is free at commit.
     run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 7; INSERT INTO acct VALUES (7, 3); COMMIT");
     assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 7"), [3]);
+}
+
+/// Neither a transaction nor a statement outside one can add a child while another
+/// removes its parent: the checks made against a snapshot are made again at COMMIT
+/// (40001), and statements outside blocks check and publish one at a time.
+#[test]
+fn foreign_keys_hold_between_concurrent_writers() {
+    let db = Database::open_in_memory().unwrap();
+    let (mut a, mut b) = (db.connect(), db.connect());
+    run(&mut a, "CREATE TABLE parent (id INTEGER PRIMARY KEY); CREATE TABLE child (p INTEGER REFERENCES parent)");
+    run(&mut a, "INSERT INTO parent SELECT * FROM range(0, 10)");
+    // A child added in a block, its parent removed outside before COMMIT.
+    run(&mut a, "BEGIN; INSERT INTO child VALUES (1)");
+    run(&mut b, "DELETE FROM parent WHERE id = 1");
+    let commit = a.execute("COMMIT");
+    assert!(matches!(&commit, Err(ApiaryError::Serialization(m)) if m.contains("child_p_fkey")), "{commit:?}");
+    // A parent removed in a block, a child added outside before COMMIT.
+    run(&mut a, "BEGIN; DELETE FROM parent WHERE id = 2");
+    run(&mut b, "INSERT INTO child VALUES (2)");
+    let commit = a.execute("COMMIT");
+    assert!(matches!(&commit, Err(ApiaryError::Serialization(m)) if m.contains("child_p_fkey")), "{commit:?}");
+    // Both in blocks: the second COMMIT fails.
+    run(&mut a, "BEGIN; INSERT INTO child VALUES (3)");
+    run(&mut b, "BEGIN; DELETE FROM parent WHERE id = 3; COMMIT");
+    assert!(matches!(a.execute("COMMIT"), Err(ApiaryError::Serialization(_))));
+    assert_eq!(ints(&mut a, "SELECT count(*) FROM child c WHERE NOT EXISTS (SELECT 1 FROM parent p WHERE p.id = c.p)"), [0]);
+    // Outside blocks, from two threads: children and parent removals race.
+    let barrier = Arc::new(Barrier::new(2));
+    let adders = {
+        let (db, barrier) = (db.clone(), Arc::clone(&barrier));
+        std::thread::spawn(move || {
+            let mut conn = db.connect();
+            barrier.wait();
+            for i in 0..300 {
+                let _ = conn.execute(&format!("INSERT INTO child VALUES ({})", 4 + i % 6));
+            }
+        })
+    };
+    barrier.wait();
+    for id in 4..10 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let _ = b.execute(&format!("DELETE FROM parent WHERE id = {id}"));
+    }
+    adders.join().unwrap();
+    assert_eq!(ints(&mut a, "SELECT count(*) FROM child c WHERE NOT EXISTS (SELECT 1 FROM parent p WHERE p.id = c.p)"), [0]);
 }
 
 #[test]
