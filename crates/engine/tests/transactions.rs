@@ -150,6 +150,17 @@ fn keys_are_checked_against_the_table_at_commit() {
     // A key the transaction freed is free at commit.
     run(&mut a, "BEGIN; DELETE FROM acct WHERE id = 7; INSERT INTO acct VALUES (7, 3); COMMIT");
     assert_eq!(ints(&mut b, "SELECT balance FROM acct WHERE id = 7"), [3]);
+    // A statement's key is checked when it runs: one the snapshot holds is a duplicate
+    // (23505); one only a transaction committed since holds is a conflict (40001).
+    run(&mut b, "BEGIN");
+    run(&mut a, "INSERT INTO acct VALUES (9, 1)");
+    let duplicate = b.execute("INSERT INTO acct VALUES (7, 0)");
+    assert!(matches!(&duplicate, Err(ApiaryError::UniqueViolation(_))), "{duplicate:?}");
+    run(&mut b, "ROLLBACK; BEGIN; SELECT 1");
+    run(&mut a, "INSERT INTO acct VALUES (10, 1)");
+    let conflict = b.execute("INSERT INTO acct VALUES (10, 0)");
+    assert!(matches!(&conflict, Err(ApiaryError::Serialization(m)) if m.contains("acct_pkey")), "{conflict:?}");
+    run(&mut b, "ROLLBACK");
 }
 
 /// Neither a transaction nor a statement outside one can add a child while another

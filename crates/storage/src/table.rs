@@ -899,6 +899,17 @@ impl<'a> TableAppender<'a> {
                     let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
                     let constraint =
                         if *primary { format!("{}_pkey", self.table.name) } else { format!("{}_{}_key", self.table.name, names.join("_")) };
+                    // A transaction's key held only by a row committed after its snapshot:
+                    // a conflict with that transaction (retrying may succeed), as when
+                    // both change one row.
+                    let private_holder = self.private_keys.as_ref().is_some_and(|private| private.added[n].contains(&key));
+                    if existing && self.private_keys.is_some() && !private_holder && !self.base_holds(key_columns, &key)? {
+                        return Err(ApiaryError::Serialization(format!(
+                            "another transaction committed a row with key ({})=({}) of \"{constraint}\" after this one began",
+                            names.join(", "),
+                            values.join(", ")
+                        )));
+                    }
                     return Err(ApiaryError::UniqueViolation(format!(
                         "duplicate key value violates unique constraint \"{constraint}\": key ({})=({}) already exists",
                         names.join(", "),
@@ -908,6 +919,26 @@ impl<'a> TableAppender<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Whether a live row of the base holds `key` (encoded) in `key_columns`: a full
+    /// scan, for the error path of [`TableAppender::check_keys`] only.
+    fn base_holds(&self, key_columns: &[usize], key: &[u8]) -> Result<bool> {
+        let mut encoded = Vec::new();
+        for block in &self.base.blocks {
+            let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+            let columns: Vec<&Vector> = vectors.iter().collect();
+            for row in 0..block.row_count {
+                if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
+                    continue;
+                }
+                encode_key(&columns, row, &mut encoded);
+                if encoded == key {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Appends whole columns (all rows).
