@@ -18,9 +18,9 @@
 //! ```
 //!
 //! Key constraints are checked when a statement runs, against the keys committed then
-//! (another transaction's committed after this one's snapshot included, as PostgreSQL
-//! does) with this transaction's own deletions and insertions applied (see
-//! `Table::private_writer`), and again against the committed table at COMMIT (a
+//! with this transaction's own deletions and insertions applied (see
+//! `Table::private_writer`; a key only a row committed after the snapshot holds is a
+//! serialization failure, 40001), and again against the committed table at COMMIT (a
 //! duplicate committed meanwhile fails the COMMIT, which then rolls back).
 //!
 //! DDL inside a block (CREATE / DROP / ALTER TABLE, CREATE TABLE AS, CREATE / DROP VIEW,
