@@ -297,6 +297,9 @@ impl Connection {
             S::ShowTables { .. } => self.show_tables(),
             S::ExplainTable { table_name, .. } => self.describe(table_name),
             S::ShowVariable { variable } => self.show_variable(variable),
+            S::Call(function) if function.name.to_string().eq_ignore_ascii_case(apiary_sql::parser::ALTER_SEQUENCE_CALL) => {
+                self.alter_sequence(function)
+            }
             S::Call(function) if apiary_sql::parser::is_checkpoint(function) => {
                 self.db.checkpoint()?;
                 Ok(QueryResult::statement(None))

@@ -130,3 +130,28 @@ impl Connection {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use apiary_types::DataType;
+
+    use crate::Database;
+
+    /// A DELETE ... USING's or UPDATE ... FROM's RETURNING may name the other FROM items'
+    /// columns: a prepared statement describes them (`*` is every FROM item's columns).
+    #[test]
+    fn returning_of_other_from_items_is_described() {
+        let db = Database::open_in_memory().unwrap();
+        let mut conn = db.connect();
+        conn.execute("CREATE TABLE s (k INTEGER, q SMALLINT); CREATE TABLE m (k INTEGER, who VARCHAR)").unwrap();
+        let describe = |sql: &str| {
+            let statement = apiary_sql::parser::parse_sql(sql).unwrap().remove(0);
+            conn.describe_statement(&statement, &[]).unwrap().columns
+        };
+        let columns = describe("UPDATE s SET q = q + 1 FROM m WHERE m.k = s.k RETURNING q, m.who");
+        assert_eq!(columns, [("q".to_string(), DataType::SmallInt), ("who".to_string(), DataType::Varchar(None))]);
+        let columns = describe("DELETE FROM s USING m WHERE m.k = s.k RETURNING *");
+        let names: Vec<&str> = columns.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["k", "q", "k", "who"]);
+    }
+}

@@ -778,6 +778,21 @@ impl Connection {
             matches!(statement, ast::Statement::Update(_)).then_some(target.table.as_ref()),
         )?;
         let Some(items) = returning else { return Ok(Vec::new()) };
+        if let Some(items) = returning_with_sources(&target, statement)? {
+            // The items as the statement's query computes them, after the row id.
+            let mut query = query;
+            if let ast::SetExpr::Select(select) = query.body.as_mut() {
+                select.projection.splice(1..1, items.iter().cloned());
+            }
+            let cast = matches!(statement, ast::Statement::Update(_)).then_some(target.table.as_ref());
+            let bound = binder.bind_dml_query(&query, &target.name, empty(), cast)?;
+            let output = bound.plan.output();
+            let width = match statement {
+                ast::Statement::Update(_) => output.len() - 1 - target.table.schema.len(),
+                _ => output.len() - 1,
+            };
+            return Ok(bound.names.into_iter().zip(output.iter().map(|c| c.data_type)).skip(1).take(width).collect());
+        }
         let bound = binder.bind_dml_query(&returning_query(&target, items)?, &target.name, Arc::clone(&target.table), None)?;
         Ok(bound.names.into_iter().zip(bound.plan.output().iter().map(|c| c.data_type)).collect())
     }
@@ -837,25 +852,42 @@ impl Connection {
     pub(crate) fn delete(&mut self, delete: &ast::Delete) -> Result<QueryResult> {
         let target = self.delete_target(delete)?;
         let writer = self.table_writer(&target.table)?;
-        let query = delete_query(&target, delete)?;
+        let mut query = delete_query(&target, delete)?;
+        // RETURNING over USING items: computed by the query, beside the row ids.
+        let with_sources = returning_with_sources(&target, &ast::Statement::Delete(delete.clone()))?;
+        if let (Some(items), ast::SetExpr::Select(select)) = (&with_sources, query.body.as_mut()) {
+            select.projection.extend(items.iter().cloned());
+        }
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
-        let chunks = self.run_dml_query(&query, &target, rows, false)?;
+        let (names, types, chunks) = self.run_named_dml_query(&query, &target, rows, false)?;
         let mut row_ids = Vec::new();
+        let mut returned_parts = Vec::new();
+        let mut seen = HashSet::new();
         for chunk in chunks {
             let chunk = chunk.compact();
+            let mut keep = Vec::new();
             for row in 0..chunk.physical_len() {
-                row_ids.push(row_id_at(&chunk.columns[0], row)?);
+                let id = row_id_at(&chunk.columns[0], row)?;
+                if seen.insert(id) {
+                    row_ids.push(id);
+                    keep.push(row as u32);
+                }
+            }
+            if with_sources.is_some() {
+                returned_parts.push(chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect::<Vec<_>>());
             }
         }
-        row_ids.sort_unstable();
-        row_ids.dedup();
-        let returned = match &delete.returning {
-            Some(items) => {
+        if with_sources.is_none() {
+            row_ids.sort_unstable();
+        }
+        let returned = match (&delete.returning, with_sources) {
+            (Some(_), Some(_)) => Some(Self::returning_rows(&names[1..], &returned_parts, &types[1..])),
+            (Some(items), None) => {
                 let all: Vec<usize> = (0..target.table.schema.len()).collect();
                 let old = target.table.gather(writer.base(), &row_ids, &all)?;
                 Some(self.returning(&target, old, row_ids.len(), items)?)
             }
-            None => None,
+            (None, _) => None,
         };
         let deleted = row_ids.len() as u64;
         self.write_changes(&target.table, writer, row_ids, &[], None)?;
@@ -866,14 +898,24 @@ impl Connection {
     /// found are deleted and their new versions appended.
     pub(crate) fn update(&mut self, update: &ast::Update) -> Result<QueryResult> {
         let target = self.dml_target(&update.table, "UPDATE")?;
-        let query = update_query(&target, update)?;
+        let mut query = update_query(&target, update)?;
+        // RETURNING over FROM items: computed by the query, after the row id (where the
+        // binder does not convert them to the target's column types, as it does the
+        // new values after them).
+        let with_sources = returning_with_sources(&target, &ast::Statement::Update(update.clone()))?;
+        if let (Some(items), ast::SetExpr::Select(select)) = (&with_sources, query.body.as_mut()) {
+            select.projection.splice(1..1, items.iter().cloned());
+        }
         let writer = self.table_writer(&target.table)?;
         let rows = Arc::new(target.table.with_row_ids(writer.base()));
-        let chunks = self.run_dml_query(&query, &target, rows, true)?;
+        let (names, types, chunks) = self.run_named_dml_query(&query, &target, rows, true)?;
+        // (A `u.*` item is several columns.)
+        let returned_width = names.len() - 1 - target.table.schema.len();
         // Each target row once (the first of its join matches), in row id order.
         let mut seen = HashSet::new();
         let mut row_ids = Vec::new();
         let mut new_rows = Vec::new();
+        let mut returned_parts = Vec::new();
         for chunk in chunks {
             let chunk = chunk.compact();
             let mut keep = Vec::with_capacity(chunk.physical_len());
@@ -885,17 +927,23 @@ impl Connection {
                 }
             }
             let len = keep.len();
-            let columns: Vec<Vector> = chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect();
+            let returned_columns = 1..1 + returned_width;
+            returned_parts.push(chunk.columns[returned_columns].iter().map(|c| c.gather(&keep)).collect::<Vec<_>>());
+            let columns: Vec<Vector> = chunk.columns[1 + returned_width..].iter().map(|c| c.gather(&keep)).collect();
             new_rows.push(conform_chunk(&target.table, DataChunk::new(columns, len))?);
         }
         self.check_constraints(&target.table, &new_rows)?;
-        let returned = match &update.returning {
-            Some(items) => {
+        let returned = match (&update.returning, &with_sources) {
+            (Some(_), Some(_)) => {
+                let returned = 1..1 + returned_width;
+                Some(Self::returning_rows(&names[returned.clone()], &returned_parts, &types[returned]))
+            }
+            (Some(items), None) => {
                 let count = row_ids.len();
                 let columns = concat_chunks(&target.table, &new_rows);
                 Some(self.returning(&target, columns, count, items)?)
             }
-            None => None,
+            (None, _) => None,
         };
         let updated = row_ids.len() as u64;
         let replaces = row_ids.clone();
@@ -970,13 +1018,38 @@ impl Connection {
         Ok(QueryResult::statement(None))
     }
 
-    /// Binds, optimizes and runs the query of a DELETE or UPDATE.
-    fn run_dml_query(&self, query: &ast::Query, target: &Target, rows: Arc<Table>, cast: bool) -> Result<Vec<DataChunk>> {
+    /// Binds, optimizes and runs the query of a DELETE or UPDATE; with the names and types
+    /// of its columns.
+    fn run_named_dml_query(
+        &self,
+        query: &ast::Query,
+        target: &Target,
+        rows: Arc<Table>,
+        cast: bool,
+    ) -> Result<(Vec<String>, Vec<DataType>, Vec<DataChunk>)> {
         let functions = self.table_functions();
         let mut binder = self.binder(&functions);
         let bound = binder.bind_dml_query(query, &target.name, rows, cast.then_some(target.table.as_ref()))?;
         let plan = self.optimize_plan(bound.plan, bound.next_column_id)?;
-        self.run_plan(&plan)
+        let types = plan.output().iter().map(|c| c.data_type).collect();
+        Ok((bound.names, types, self.run_plan(&plan)?))
+    }
+
+    /// The RETURNING rows a DELETE's or UPDATE's query computed beside the row ids
+    /// (`parts`: per chunk of the query, one vector per item, holding the rows each
+    /// target row was changed with), as a result of `names` and `types`.
+    fn returning_rows(names: &[String], parts: &[Vec<Vector>], types: &[DataType]) -> QueryResult {
+        let count: usize = parts.iter().map(|p| p.first().map_or(0, Vector::len)).sum();
+        let columns: Vec<Vector> = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut builder = apiary_types::VectorBuilder::with_capacity(*t, count);
+                parts.iter().for_each(|part| builder.append(&part[i], None));
+                builder.finish()
+            })
+            .collect();
+        QueryResult::rows_result(names.to_vec(), types.to_vec(), vec![DataChunk::new(columns, count)])
     }
 
     /// The rows of `RETURNING items` over `columns` (the target's columns of the rows
@@ -1115,6 +1188,115 @@ fn returning_query(target: &Target, items: &[ast::SelectItem]) -> Result<ast::Qu
         })
         .collect();
     select_query(projection, vec![target.factor()?], None)
+}
+
+/// The RETURNING items of a DELETE with USING or an UPDATE with FROM, which may read the
+/// other FROM items as PostgreSQL's do (`*` is every FROM item's columns), computed by
+/// the statement's own query, beside the row ids; `None` for a statement without other
+/// FROM items or without RETURNING (RETURNING then reads the changed rows alone). An
+/// UPDATE's target columns are their new values: each reference to one in the items
+/// becomes the expression it is set to, converted to the column's type.
+fn returning_with_sources(target: &Target, statement: &ast::Statement) -> Result<Option<Vec<ast::SelectItem>>> {
+    let (others, items, assignments) = match statement {
+        ast::Statement::Delete(delete) => match (&delete.using, &delete.returning) {
+            (Some(using), Some(items)) if !using.is_empty() => (using, items, None),
+            _ => return Ok(None),
+        },
+        ast::Statement::Update(update) => match (&update.from, &update.returning) {
+            (Some(ast::UpdateTableFromKind::AfterSet(from) | ast::UpdateTableFromKind::BeforeSet(from)), Some(items))
+                if !from.is_empty() =>
+            {
+                (from, items, Some(&update.assignments))
+            }
+            _ => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    let Some(assignments) = assignments else { return Ok(Some(items.clone())) };
+    let fields = &target.table.schema.fields;
+    let values = new_values(target, assignments)?
+        .into_iter()
+        .zip(fields)
+        .map(|(value, field)| apiary_sql::parser::parse_expression(&format!("CAST(({value}) AS {})", field.data_type)))
+        .collect::<Result<Vec<_>>>()?;
+    let new_value = |column: &str| fields.iter().position(|f| f.name == column).map(|p| values[p].clone());
+    // The target's columns, as their new values, named as the columns.
+    let target_columns = || {
+        fields.iter().zip(&values).map(|(field, value)| ast::SelectItem::ExprWithAlias {
+            expr: value.clone(),
+            alias: ast::Ident::with_quote('"', field.name.clone()),
+        })
+    };
+    let mut projection = Vec::with_capacity(items.len());
+    let is_target = |name: &ast::ObjectName| {
+        let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(normalize_ident).collect();
+        matches!(parts.as_slice(), [q] if *q == target.qualifier() || *q == target.name)
+    };
+    let substitute = |expr: &mut ast::Expr| {
+        let _ = ast::visit_expressions_mut(expr, |e| {
+            let replacement = match e {
+                ast::Expr::Identifier(ident) => new_value(&normalize_ident(ident)),
+                ast::Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                    [qualifier, column] if normalize_ident(qualifier) == target.qualifier() => new_value(&normalize_ident(column)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(replacement) = replacement {
+                *e = replacement;
+            }
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+    };
+    for item in items {
+        match item {
+            ast::SelectItem::Wildcard(_) => {
+                projection.extend(target_columns());
+                for table in others {
+                    for factor in std::iter::once(&table.relation).chain(table.joins.iter().map(|j| &j.relation)) {
+                        let name = match factor {
+                            ast::TableFactor::Table { alias: Some(alias), .. } | ast::TableFactor::Derived { alias: Some(alias), .. } => {
+                                alias.name.clone()
+                            }
+                            ast::TableFactor::Table { name, alias: None, .. } => {
+                                name.0.last().and_then(|p| p.as_ident()).cloned().ok_or_else(|| bind_err!("invalid table name {name}"))?
+                            }
+                            other => return Err(not_impl_err!("UPDATE ... FROM {other} ... RETURNING * (name the columns)")),
+                        };
+                        projection.push(ast::SelectItem::QualifiedWildcard(
+                            ast::SelectItemQualifiedWildcardKind::ObjectName(ast::ObjectName::from(vec![name])),
+                            Default::default(),
+                        ));
+                    }
+                }
+            }
+            ast::SelectItem::QualifiedWildcard(ast::SelectItemQualifiedWildcardKind::ObjectName(name), _) if is_target(name) => {
+                projection.extend(target_columns())
+            }
+            ast::SelectItem::UnnamedExpr(expr) => {
+                // Named as the expression was (`RETURNING v` is column v), not as what it
+                // became.
+                let alias = match expr {
+                    ast::Expr::Identifier(ident) => Some(ident.clone()),
+                    ast::Expr::CompoundIdentifier(parts) => parts.last().cloned(),
+                    _ => None,
+                };
+                let mut expr = expr.clone();
+                substitute(&mut expr);
+                projection.push(match alias {
+                    Some(alias) => ast::SelectItem::ExprWithAlias { expr, alias },
+                    None => ast::SelectItem::UnnamedExpr(expr),
+                });
+            }
+            ast::SelectItem::ExprWithAlias { expr, alias } => {
+                let mut expr = expr.clone();
+                substitute(&mut expr);
+                projection.push(ast::SelectItem::ExprWithAlias { expr, alias: alias.clone() });
+            }
+            other => projection.push(other.clone()),
+        }
+    }
+    Ok(Some(projection))
 }
 
 /// The row id at `row` of a column of row ids.

@@ -146,3 +146,55 @@ impl Connection {
 pub(crate) fn column_sequence(name: String, options: &[ast::SequenceOptions], data_type: DataType) -> Result<Arc<Sequence>> {
     Ok(Sequence::new(name.clone(), sequence_options(&name, options, data_type)?))
 }
+
+impl Connection {
+    /// `ALTER SEQUENCE [IF EXISTS] s RESTART [[WITH] n]` (parsed into a CALL, see
+    /// `apiary_sql::parser::ALTER_SEQUENCE_CALL`): the next `nextval` returns `n`, or the
+    /// sequence's START value. Not transactional, as `setval`. Other options are not
+    /// supported yet.
+    pub(crate) fn alter_sequence(&mut self, call: &ast::Function) -> Result<QueryResult> {
+        let malformed = || apiary_common::internal_err!("ALTER SEQUENCE was not parsed into its call");
+        let ast::FunctionArguments::List(list) = &call.args else { return Err(malformed()) };
+        let value = |n: usize| match list.args.get(n) {
+            Some(ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Value(value)))) => Ok(&value.value),
+            _ => Err(malformed()),
+        };
+        let (ast::Value::SingleQuotedString(name), ast::Value::SingleQuotedString(options), ast::Value::Boolean(if_exists)) =
+            (value(0)?, value(1)?, value(2)?)
+        else {
+            return Err(malformed());
+        };
+        let Some(sequence) = self.catalog().all_sequences().into_iter().find(|s| s.name == *name) else {
+            if *if_exists {
+                return Ok(QueryResult::statement(None));
+            }
+            return Err(ApiaryError::Catalog(format!("relation \"{name}\" does not exist (no sequence of that name)")));
+        };
+        let words: Vec<&str> = options.split_whitespace().collect();
+        let value = match words.split_first() {
+            Some((restart, rest)) if restart.eq_ignore_ascii_case("restart") => {
+                let rest = match rest.split_first() {
+                    Some((with, rest)) if with.eq_ignore_ascii_case("with") => rest,
+                    _ => rest,
+                };
+                // (`- 5`: the tokens of a negative number.)
+                let text = rest.concat();
+                match text.is_empty() {
+                    true => sequence.options.start,
+                    false => text.parse::<i64>().map_err(|_| bind_err!("RESTART needs an integer, not {text}"))?,
+                }
+            }
+            _ => return Err(not_impl_err!(
+                "ALTER SEQUENCE ... {options} (only RESTART [WITH n]; setval sets a sequence's value, DROP and CREATE change its options)"
+            )),
+        };
+        if value < sequence.options.min || value > sequence.options.max {
+            return Err(ApiaryError::InvalidParameter(format!(
+                "RESTART value ({value}) cannot be outside the bounds of sequence \"{name}\" ({}..{})",
+                sequence.options.min, sequence.options.max
+            )));
+        }
+        sequence.set(value, false)?;
+        Ok(QueryResult::statement(None))
+    }
+}

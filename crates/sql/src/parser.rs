@@ -17,7 +17,9 @@ use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 /// Parses one or more `;`-separated statements.
 ///
 /// `CHECKPOINT` (which sqlparser does not know) is accepted as a statement of its own and
-/// represented as `CALL checkpoint()`, which is also accepted.
+/// represented as `CALL checkpoint()`, which is also accepted. `ALTER SEQUENCE [IF
+/// EXISTS] s options` (which it does not know either) becomes
+/// `CALL apiary_alter_sequence('s', 'options', if_exists)` (see [`ALTER_SEQUENCE_CALL`]).
 pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
     let dialect = ApiaryDialect(PostgreSqlDialect {});
     let parse = || -> std::result::Result<Vec<Statement>, ParserError> {
@@ -36,6 +38,23 @@ pub fn parse_sql(sql: &str) -> Result<Vec<Statement>> {
                 Token::Word(word) if word.quote_style.is_none() && word.value.eq_ignore_ascii_case("checkpoint") => {
                     parser.next_token();
                     statements.extend(Parser::parse_sql(&dialect, "CALL checkpoint()")?);
+                }
+                Token::Word(word)
+                    if word.keyword == Keyword::ALTER
+                        && matches!(&parser.peek_nth_token(1).token, Token::Word(w) if w.keyword == Keyword::SEQUENCE) =>
+                {
+                    parser.next_token();
+                    parser.next_token();
+                    let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+                    let name = parser.parse_object_name(false)?;
+                    let name = crate::binder::object_name_to_table(&name).map_err(|e| ParserError::ParserError(e.to_string()))?;
+                    let mut options = Vec::new();
+                    while !matches!(parser.peek_token().token, Token::SemiColon | Token::EOF) {
+                        options.push(parser.next_token().token.to_string());
+                    }
+                    let quote = |text: &str| text.replace('\'', "''");
+                    let call = format!("CALL {ALTER_SEQUENCE_CALL}('{}', '{}', {if_exists})", quote(&name), quote(&options.join(" ")));
+                    statements.extend(Parser::parse_sql(&dialect, &call)?);
                 }
                 _ => statements.push(parser.parse_statement()?),
             }
@@ -332,6 +351,9 @@ pub fn printable_query(query: &sqlparser::ast::Query) -> sqlparser::ast::Query {
     });
     query
 }
+
+/// The procedure `ALTER SEQUENCE` is parsed into (see [`parse_sql`]).
+pub const ALTER_SEQUENCE_CALL: &str = "apiary_alter_sequence";
 
 pub fn is_checkpoint(function: &sqlparser::ast::Function) -> bool {
     function.name.to_string().eq_ignore_ascii_case("checkpoint")
