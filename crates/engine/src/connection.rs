@@ -817,10 +817,10 @@ impl Connection {
             self.db.scheduler.set_policy(policy);
         } else if name == "memory_limit" {
             let limit = crate::settings::parse_byte_size(&name, &value)?;
-            let tables = self.db.pool.table_bytes();
+            let tables = self.db.pool.table_bytes() + self.db.pool.index_bytes();
             if limit < tables {
                 return Err(ApiaryError::Resource(format!(
-                    "memory_limit {} is less than the {} the in-memory tables hold",
+                    "memory_limit {} is less than the {} the in-memory tables and the indexes hold",
                     apiary_storage::pool::format_bytes(limit),
                     apiary_storage::pool::format_bytes(tables)
                 )));

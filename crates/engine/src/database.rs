@@ -54,7 +54,7 @@ impl Database {
         let pool = BufferPool::new(default_memory_limit());
         let scheduler = Scheduler::new(default_threads(), Arc::clone(&pool));
         let inner = DatabaseInner {
-            catalog: Catalog::new(),
+            catalog: Catalog::new().with_memory(Arc::clone(&pool)),
             publish_lock: Arc::clone(scheduler.publish_lock()),
             scheduler,
             pool,
@@ -76,7 +76,7 @@ impl Database {
         }
         let pool = BufferPool::new(default_memory_limit());
         let (store, recovered) = DurableStore::open(path, Arc::clone(&pool))?;
-        let catalog = Catalog::new();
+        let catalog = Catalog::new().with_memory(Arc::clone(&pool));
         for table in recovered.tables {
             catalog.create_table(table)?;
         }

@@ -184,9 +184,11 @@ impl Connection {
                     false => text.parse::<i64>().map_err(|_| bind_err!("RESTART needs an integer, not {text}"))?,
                 }
             }
-            _ => return Err(not_impl_err!(
+            _ => {
+                return Err(not_impl_err!(
                 "ALTER SEQUENCE ... {options} (only RESTART [WITH n]; setval sets a sequence's value, DROP and CREATE change its options)"
-            )),
+            ))
+            }
         };
         if value < sequence.options.min || value > sequence.options.max {
             return Err(ApiaryError::InvalidParameter(format!(

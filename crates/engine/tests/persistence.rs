@@ -376,6 +376,41 @@ fn a_query_that_does_not_fit_the_memory_limit_fails_cleanly() {
     assert_eq!(conn.query(grouping).unwrap().rows().next().unwrap()[0], expected);
 }
 
+/// The key sets that check PRIMARY KEY and UNIQUE constraints and the maps of CREATE
+/// INDEX are charged to `memory_limit` as they grow: an insert whose keys do not fit
+/// fails cleanly and changes nothing, a lookup whose index would not fit reads the
+/// table instead, and the limit cannot be set below what tables and indexes hold.
+#[test]
+fn indexes_are_charged_to_the_memory_limit() {
+    let db = Database::open_in_memory().unwrap();
+    let mut conn = db.connect();
+    conn.execute("CREATE TABLE k (id BIGINT PRIMARY KEY, v BIGINT); INSERT INTO k VALUES (-1, -1)").unwrap();
+    let tables = storage_bytes(&db, "memory_bytes");
+    conn.execute(&format!("SET memory_limit = '{}'", tables + 20_000_000)).unwrap();
+    // 500,000 keys take about 32 MB in the key set.
+    let error = conn.execute("INSERT INTO k SELECT i, i % 100000 FROM range(0, 500000) t(i)").unwrap_err();
+    assert!(matches!(&error, ApiaryError::Resource(m) if m.contains("keys")), "{error}");
+    assert_eq!(scalar(&db, "SELECT count(*) FROM k"), ScalarValue::Int64(1), "the failed insert changed nothing");
+    conn.execute("RESET memory_limit").unwrap();
+    conn.execute("INSERT INTO k SELECT i, i % 100000 FROM range(0, 500000) t(i)").unwrap();
+    let held = storage_bytes(&db, "memory_bytes");
+    let below = conn.execute(&format!("SET memory_limit = '{}'", held + 1_000_000)).unwrap_err().to_string();
+    assert!(below.contains("less than") && below.contains("indexes"), "{below}");
+    // An index that would not fit is not built: the scan reads the table, and answers.
+    // (The map of the index on v would take about 20 MB; CREATE INDEX made a new table
+    // object, whose key set is built again by its next write.)
+    conn.execute("CREATE INDEX k_v ON k (v)").unwrap();
+    conn.execute(&format!("SET memory_limit = '{}'", held + 10_000_000)).unwrap_or_else(|e| panic!("{e}"));
+    let lookup = "SELECT count(*) FROM k WHERE v = 3";
+    let plan = explain_analyze(&db, lookup);
+    assert!(!plan.contains("index k_v"), "{plan}");
+    assert_eq!(scalar(&db, lookup), ScalarValue::Int64(5));
+    conn.execute("RESET memory_limit").unwrap();
+    let plan = explain_analyze(&db, lookup);
+    assert!(plan.contains("index k_v"), "{plan}");
+    assert_eq!(scalar(&db, lookup), ScalarValue::Int64(5));
+}
+
 #[test]
 fn in_memory_tables_build_dictionaries_on_demand() {
     let db = Database::open_in_memory().unwrap();

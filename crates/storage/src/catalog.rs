@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 use apiary_common::error::closest_name;
 use apiary_common::{ApiaryError, Result};
 
+use crate::pool::BufferPool;
 use crate::sequence::Sequence;
 use crate::table::Table;
 use crate::view::View;
@@ -25,11 +26,29 @@ pub struct Catalog {
     /// Bumped by every CREATE, DROP and ALTER: a plan made at an older version may name tables
     /// that are gone or miss new ones (prepared statements plan again).
     version: AtomicU64,
+    /// The budget the indexes of the tables it holds are charged to (see
+    /// [`Table::attach_memory`]); `None`: not charged.
+    memory: Option<Arc<BufferPool>>,
 }
 
 impl Catalog {
     pub fn new() -> Self {
         Catalog::default()
+    }
+
+    /// A catalog whose tables' indexes are charged to `pool`.
+    pub fn with_memory(mut self, pool: Arc<BufferPool>) -> Self {
+        for table in self.tables.get_mut().unwrap_or_else(|e| e.into_inner()).values() {
+            table.attach_memory(&pool);
+        }
+        self.memory = Some(pool);
+        self
+    }
+
+    fn attach(&self, table: &Table) {
+        if let Some(pool) = &self.memory {
+            table.attach_memory(pool);
+        }
     }
 
     pub fn get_table(&self, name: &str) -> Option<Arc<Table>> {
@@ -65,6 +84,7 @@ impl Catalog {
         if self.views.read().unwrap_or_else(|e| e.into_inner()).contains_key(&table.name) {
             return Err(ApiaryError::Duplicate(format!("relation \"{}\" already exists (a view)", table.name)));
         }
+        self.attach(&table);
         tables.insert(table.name.clone(), table);
         self.version.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -89,6 +109,7 @@ impl Catalog {
         if tables.remove(old).is_none() {
             return Err(ApiaryError::Catalog(format!("table \"{old}\" does not exist")));
         }
+        self.attach(&table);
         tables.insert(table.name.clone(), table);
         self.version.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -105,6 +126,7 @@ impl Catalog {
             views: RwLock::new(views),
             sequences: RwLock::new(sequences),
             version: AtomicU64::new(self.version()),
+            memory: self.memory.clone(),
         }
     }
 
@@ -112,6 +134,7 @@ impl Catalog {
     pub fn assign(&self, other: &Catalog) {
         let mut tables = self.tables.write().unwrap_or_else(|e| e.into_inner());
         *tables = other.tables.read().unwrap_or_else(|e| e.into_inner()).clone();
+        tables.values().for_each(|table| self.attach(table));
         *self.views.write().unwrap_or_else(|e| e.into_inner()) = other.views.read().unwrap_or_else(|e| e.into_inner()).clone();
         *self.sequences.write().unwrap_or_else(|e| e.into_inner()) = other.sequences.read().unwrap_or_else(|e| e.into_inner()).clone();
         self.version.fetch_add(1, Ordering::Relaxed);

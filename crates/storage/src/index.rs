@@ -14,11 +14,12 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use apiary_common::Result;
 use apiary_types::Vector;
 
+use crate::pool::BufferPool;
 use crate::table::{row_id, split_row_id, TableData};
 use crate::unique::encode_key;
 
@@ -42,7 +43,13 @@ struct IndexState {
     /// ascending). Keys are not kept: rows of another key with the same hash are only
     /// more candidates, which the scan's filter drops.
     rows: HashMap<u64, Rows, BuildHasherDefault<KeyHashHasher>>,
+    /// Bytes charged to the table's memory budget for `rows`.
+    charged: usize,
 }
+
+/// What the map spends per row indexed (a slot of hash, `Rows` and control byte, with
+/// the table's spare capacity), for the memory budget.
+const INDEX_ROW_BYTES: usize = 40;
 
 /// The rows of one key hash: most keys of an index worth having are held by one row.
 #[derive(Debug)]
@@ -95,20 +102,46 @@ fn key_hash(key: &[u8]) -> u64 {
 pub struct TableIndex {
     pub definition: IndexDefinition,
     state: Mutex<IndexState>,
+    /// The budget the map is charged to (the table's, given at the first lookup).
+    memory: OnceLock<Arc<BufferPool>>,
+}
+
+impl Drop for TableIndex {
+    fn drop(&mut self) {
+        let charged = self.state.get_mut().map_or(0, |state| state.charged);
+        if let Some(pool) = self.memory.get() {
+            pool.release_index(charged);
+        }
+    }
 }
 
 impl TableIndex {
     pub fn new(definition: IndexDefinition) -> TableIndex {
-        TableIndex { definition, state: Mutex::default() }
+        TableIndex { definition, state: Mutex::default(), memory: OnceLock::new() }
     }
 
     /// The rows of `data` (published contents of the table), as (block, position), that
     /// may have key columns equal to `key` (one value per column, of the columns'
-    /// types), ascending.
-    pub fn candidate_rows(&self, data: &TableData, key: &[Vector]) -> Result<Vec<(u32, u32)>> {
+    /// types), ascending. `None` when the map would have to grow past `memory`'s limit
+    /// (the table's budget): the caller reads the table instead.
+    pub fn candidate_rows(&self, data: &TableData, key: &[Vector], memory: Option<&Arc<BufferPool>>) -> Result<Option<Vec<(u32, u32)>>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = memory.map(|pool| self.memory.get_or_init(|| Arc::clone(pool)));
         if state.layout != data.layout {
+            if let Some(pool) = pool {
+                pool.release_index(state.charged);
+            }
             *state = IndexState { layout: data.layout, ..IndexState::default() };
+        }
+        // What catching up costs, charged first.
+        let unindexed = data.blocks.get(state.block).map_or(0, |block| block.row_count.saturating_sub(state.row))
+            + data.blocks.iter().skip(state.block + 1).map(|block| block.row_count).sum::<usize>();
+        if let Some(pool) = pool.filter(|_| unindexed > 0) {
+            let bytes = unindexed * INDEX_ROW_BYTES;
+            if pool.reserve_index(bytes, &format!("index \"{}\"", self.definition.name)).is_err() {
+                return Ok(None);
+            }
+            state.charged += bytes;
         }
         // Catch up with the rows appended since (an older snapshot has none).
         let mut encoded = Vec::new();
@@ -141,7 +174,9 @@ impl TableIndex {
             let (block, row) = split_row_id(id);
             data.blocks.get(block).is_some_and(|b| row < b.row_count).then_some((block as u32, row as u32))
         };
-        Ok(state.rows.get(&key_hash(&encoded)).map(|rows| rows.as_slice().iter().filter_map(in_snapshot).collect()).unwrap_or_default())
+        Ok(Some(
+            state.rows.get(&key_hash(&encoded)).map(|rows| rows.as_slice().iter().filter_map(in_snapshot).collect()).unwrap_or_default(),
+        ))
     }
 }
 
@@ -165,19 +200,19 @@ mod tests {
         let key = |k: i32| vec![Vector::from_native(DataType::Integer, vec![k])];
         append(&table, &[1, 2, 3, 4, 5, 7]);
         let old = table.snapshot();
-        assert_eq!(index.candidate_rows(&old, &key(7)).unwrap(), [(1, 1)]);
+        assert_eq!(index.candidate_rows(&old, &key(7), None).unwrap().unwrap(), [(1, 1)]);
         // The last block grows (copied with its rows in place), and a block is added.
         append(&table, &[7, 9, 7]);
         let new = table.snapshot();
-        assert_eq!(index.candidate_rows(&new, &key(7)).unwrap(), [(1, 1), (1, 2), (2, 0)]);
+        assert_eq!(index.candidate_rows(&new, &key(7), None).unwrap().unwrap(), [(1, 1), (1, 2), (2, 0)]);
         // An older snapshot sees only its rows.
-        assert_eq!(index.candidate_rows(&old, &key(7)).unwrap(), [(1, 1)]);
-        assert_eq!(index.candidate_rows(&new, &key(8)).unwrap(), []);
+        assert_eq!(index.candidate_rows(&old, &key(7), None).unwrap().unwrap(), [(1, 1)]);
+        assert_eq!(index.candidate_rows(&new, &key(8), None).unwrap().unwrap(), []);
         // A new layout starts the map again.
         let mut appender = table.appender().unwrap();
         appender.truncate().unwrap();
         appender.commit().unwrap();
         append(&table, &[7]);
-        assert_eq!(index.candidate_rows(&table.snapshot(), &key(7)).unwrap(), [(0, 0)]);
+        assert_eq!(index.candidate_rows(&table.snapshot(), &key(7), None).unwrap().unwrap(), [(0, 0)]);
     }
 }

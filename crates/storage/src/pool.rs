@@ -27,9 +27,24 @@ pub struct BufferPool {
     tables: AtomicUsize,
     /// Hash tables and intermediate results of running queries.
     queries: AtomicUsize,
+    /// Tables' indexes: the key sets that check PRIMARY KEY and UNIQUE constraints and the
+    /// maps of CREATE INDEX (see `Table::attach_memory`). Not evictable.
+    indexes: AtomicUsize,
     clock: AtomicU64,
     /// Cached stripes by file offset.
     entries: Mutex<HashMap<u64, Weak<ColumnStripe>>>,
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("limit", &self.limit())
+            .field("cached", &self.cached_bytes())
+            .field("tables", &self.table_bytes())
+            .field("queries", &self.query_bytes())
+            .field("indexes", &self.index_bytes())
+            .finish()
+    }
 }
 
 /// 80% of physical memory (the default `memory_limit`).
@@ -49,6 +64,7 @@ impl BufferPool {
             cached: AtomicUsize::new(0),
             tables: AtomicUsize::new(0),
             queries: AtomicUsize::new(0),
+            indexes: AtomicUsize::new(0),
             clock: AtomicU64::new(1),
             entries: Mutex::default(),
         })
@@ -85,18 +101,30 @@ impl BufferPool {
         self.evict_if_over();
     }
 
-    /// Whether `extra` more bytes fit beside table data and running queries, after evicting
-    /// cached stripes if need be; the error names the limit and what uses memory.
+    /// Bytes of tables' indexes (see [`BufferPool::reserve_index`]).
+    pub fn index_bytes(&self) -> usize {
+        self.indexes.load(Ordering::Relaxed)
+    }
+
+    /// Memory that cannot be evicted: in-memory tables, running queries, indexes.
+    fn fixed_bytes(&self) -> usize {
+        self.tables.load(Ordering::Relaxed) + self.query_bytes() + self.index_bytes()
+    }
+
+    /// Whether `extra` more bytes fit beside table data, indexes and running queries,
+    /// after evicting cached stripes if need be; the error names the limit and what uses
+    /// memory.
     pub fn check_headroom(&self, extra: usize, what: &str) -> Result<()> {
-        let fixed = self.tables.load(Ordering::Relaxed) + self.query_bytes();
+        let fixed = self.fixed_bytes();
         let limit = self.limit();
         if fixed.saturating_add(extra) > limit {
             return Err(ApiaryError::Resource(format!(
-                "{what} needs more memory than memory_limit allows ({} more, with {} held by running queries and {} by \
-                 in-memory tables, limit {}); raise it with SET memory_limit",
+                "{what} needs more memory than memory_limit allows ({} more, with {} held by running queries, {} by \
+                 in-memory tables and {} by indexes, limit {}); raise it with SET memory_limit",
                 format_bytes(extra),
                 format_bytes(self.query_bytes()),
                 format_bytes(self.tables.load(Ordering::Relaxed)),
+                format_bytes(self.index_bytes()),
                 format_bytes(limit)
             )));
         }
@@ -111,6 +139,25 @@ impl BufferPool {
         self.check_headroom(bytes, "the query")?;
         self.queries.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Charges `bytes` of an index being built or grown, if they fit (see
+    /// [`BufferPool::check_headroom`]); released with [`BufferPool::release_index`].
+    pub fn reserve_index(&self, bytes: usize, what: &str) -> Result<()> {
+        self.check_headroom(bytes, what)?;
+        self.indexes.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Charges `bytes` an index already holds (the keys a commit adds: it cannot fail
+    /// once durable; the statement checked the headroom before).
+    pub fn charge_index(&self, bytes: usize) {
+        self.indexes.fetch_add(bytes, Ordering::Relaxed);
+        self.evict_if_over();
+    }
+
+    pub fn release_index(&self, bytes: usize) {
+        let _ = self.indexes.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| Some(held.saturating_sub(bytes)));
     }
 
     pub fn release_query(&self, bytes: usize) {
@@ -144,7 +191,7 @@ impl BufferPool {
 
     fn evict_if_over(&self) {
         let limit = self.limit();
-        let fixed = self.tables.load(Ordering::Relaxed) + self.query_bytes();
+        let fixed = self.fixed_bytes();
         if self.cached_bytes() + fixed <= limit {
             return;
         }

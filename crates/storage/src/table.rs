@@ -2,14 +2,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use apiary_common::{internal_err, ApiaryError, Result};
 use apiary_types::{DataChunk, DataType, ScalarValue, Schema, Vector, VectorBuilder};
 
 use crate::block::Block;
 use crate::stats::TableStats;
-use crate::unique::{encode_key, UniqueIndex};
+use crate::unique::{encode_key, key_set_bytes, UniqueIndex};
 
 /// The published contents of a table: what a query reads.
 #[derive(Debug, Default)]
@@ -90,6 +90,9 @@ pub struct Table {
     /// Held by the one appender allowed at a time; holds the primary-key index (built on
     /// first use).
     writer: Mutex<Option<UniqueIndex>>,
+    /// The budget its indexes are charged to, once the catalog holds it (see
+    /// [`Table::attach_memory`]).
+    memory: OnceLock<Arc<crate::pool::BufferPool>>,
     /// Where the table's scans are, so that a scan starting while others run joins them.
     pub scan_position: ScanPosition,
     /// For a table function's table: rows read only when a scan is planned, and only the
@@ -268,11 +271,24 @@ impl Table {
             key_indexes: Vec::new(),
             data: RwLock::new(Arc::new(TableData { blocks: Vec::new(), stats, layout: 0 })),
             writer: Mutex::new(None),
+            memory: OnceLock::new(),
             scan_position: ScanPosition::default(),
             deferred: None,
             scan_only: false,
             packed: true,
         }
+    }
+
+    /// Charges this table's indexes (key sets, CREATE INDEX maps) to `pool` from now on;
+    /// the catalog calls it for each table it holds. A table no catalog holds (a
+    /// statement's temporary rows) has no indexes worth charging.
+    pub fn attach_memory(&self, pool: &Arc<crate::pool::BufferPool>) {
+        let _ = self.memory.set(Arc::clone(pool));
+    }
+
+    /// The budget this table's indexes are charged to, if attached.
+    pub fn memory(&self) -> Option<&Arc<crate::pool::BufferPool>> {
+        self.memory.get()
     }
 
     /// A table whose rows `rows` reads when a scan is planned (see [`DeferredRows`]).
@@ -488,6 +504,11 @@ impl Table {
             }
             index.keys.push(keys);
         }
+        if let Some(pool) = self.memory() {
+            let bytes = index.keys.iter().flatten().map(|key| key_set_bytes(key)).sum();
+            pool.reserve_index(bytes, &format!("the key constraints' index of table \"{}\"", self.name))?;
+            index.charged = Some((Arc::clone(pool), bytes));
+        }
         *slot = Some(index);
         Ok(())
     }
@@ -540,6 +561,7 @@ impl Table {
             deleted_rows: 0,
             truncated: false,
             private_keys: None,
+            new_key_bytes: 0,
         })
     }
 
@@ -560,6 +582,7 @@ impl Table {
             key_indexes: self.published(&data, &self.key_indexes),
             data: RwLock::new(data),
             writer: Mutex::new(None),
+            memory: self.memory.clone(),
             scan_position: ScanPosition::default(),
             deferred: None,
             scan_only: self.scan_only,
@@ -593,6 +616,7 @@ impl Table {
             table.indexes = self.indexes.clone();
             table.key_indexes = self.key_indexes.clone();
         }
+        table.memory = self.memory.clone();
         table
     }
 
@@ -704,6 +728,8 @@ pub struct TableAppender<'a> {
     truncated: bool,
     /// A transaction's private writer: the transaction's changes of the keys so far.
     private_keys: Option<PrivateKeys>,
+    /// What the keys in `new_keys` will take in the table's key sets.
+    new_key_bytes: usize,
 }
 
 /// A transaction's changes of one table's keys, per key constraint (see
@@ -894,7 +920,11 @@ impl<'a> TableAppender<'a> {
                             && self.guard.as_ref().and_then(|g| g.as_ref()).is_some_and(|index| index.keys[n].contains(&key))
                     }
                 };
-                if existing || !self.new_keys[n].insert(key.clone()) {
+                let added = !existing && self.new_keys[n].insert(key.clone());
+                if added {
+                    self.new_key_bytes += key_set_bytes(&key);
+                }
+                if !added {
                     let names: Vec<&str> = key_columns.iter().map(|&c| self.table.schema.fields[c].name.as_str()).collect();
                     let values: Vec<String> = columns.iter().map(|c| c.get_scalar(row).to_string()).collect();
                     let constraint =
@@ -917,6 +947,11 @@ impl<'a> TableAppender<'a> {
                     )));
                 }
             }
+        }
+        // The keys the statement adds join the table's key sets when it commits: they
+        // must fit.
+        if let Some(pool) = self.table.memory() {
+            pool.check_headroom(self.new_key_bytes, &format!("the keys of the rows added to table \"{}\"", self.table.name))?;
         }
         Ok(())
     }
@@ -1150,15 +1185,22 @@ impl PreparedAppend<'_> {
         if self.changed {
             *self.table.data.write().unwrap_or_else(|e| e.into_inner()) = self.data;
             if let Some(index) = guard.as_mut() {
+                let mut added = 0usize;
+                let mut freed = 0usize;
                 for ((keys, new), removed) in index.keys.iter_mut().zip(&mut self.new_keys).zip(&self.removed_keys) {
                     if self.truncated {
+                        freed += keys.iter().map(|key| key_set_bytes(key)).sum::<usize>();
                         keys.clear();
                     }
                     for key in removed {
-                        keys.remove(key);
+                        if keys.remove(key) {
+                            freed += key_set_bytes(key);
+                        }
                     }
+                    added += new.iter().map(|key| key_set_bytes(key)).sum::<usize>();
                     keys.extend(new.drain());
                 }
+                index.recharge(added, freed);
             }
         }
         self.appended_rows

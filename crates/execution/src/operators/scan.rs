@@ -451,7 +451,8 @@ impl TableScan {
             if key.len() < index.definition.columns.len() {
                 continue;
             }
-            let rows = index.candidate_rows(data, &key)?;
+            // (An index that would not fit the memory budget is not used.)
+            let Some(rows) = index.candidate_rows(data, &key, self.table.memory())? else { continue };
             if best.as_ref().is_none_or(|(_, fewest)| rows.len() < fewest.len()) {
                 best = Some((index.definition.name.clone(), rows));
             }
