@@ -215,21 +215,7 @@ impl Connection {
             self.rebuild(&table, |connection, draft| alter.operations.iter().try_for_each(|operation| connection.apply(draft, operation)))?;
             return Ok(QueryResult::statement(None));
         }
-        let implicit = !self.in_transaction();
-        if implicit {
-            self.begin_transaction()?;
-        }
-        let result = self.alter_referenced_table(&table, alter);
-        if implicit {
-            match result {
-                Ok(()) => self.commit_transaction()?,
-                Err(error) => {
-                    self.transaction = None;
-                    return Err(error);
-                }
-            }
-        }
-        result?;
+        self.atomically(|connection| connection.alter_referenced_table(&table, alter))?;
         Ok(QueryResult::statement(None))
     }
 

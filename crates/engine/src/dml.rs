@@ -109,25 +109,11 @@ impl Connection {
         if !has_actions {
             return run(self);
         }
-        let implicit = !self.in_transaction();
-        if implicit {
-            self.begin_transaction()?;
-        }
-        let result = run(self).and_then(|result| self.run_referential_actions().map(|()| result));
-        self.referential_actions.clear();
-        if !implicit {
-            return result;
-        }
-        match result {
-            Ok(result) => {
-                self.commit_transaction()?;
-                Ok(result)
-            }
-            Err(error) => {
-                self.transaction = None;
-                Err(error)
-            }
-        }
+        self.atomically(|connection| {
+            let result = run(connection).and_then(|result| connection.run_referential_actions().map(|()| result));
+            connection.referential_actions.clear();
+            result
+        })
     }
 
     /// `INSERT INTO t [AS a] [(columns)] source [ON CONFLICT ...] [RETURNING ...]`.
@@ -993,28 +979,19 @@ impl Connection {
                 ));
             }
         }
-        // Several tables are emptied together or not at all: in a transaction of their own
-        // when no block is open.
-        let implicit = tables.len() > 1 && !self.in_transaction();
-        if implicit {
-            self.begin_transaction()?;
+        let empty = |connection: &mut Self| {
+            tables.iter().try_for_each(|table| {
+                let mut writer = connection.table_writer(table)?;
+                writer.truncate()?;
+                let prepared = writer.prepare()?;
+                connection.finish_write(table, prepared).map(|_| ())
+            })
+        };
+        // Several tables are emptied together or not at all.
+        match tables.len() {
+            0 | 1 => empty(self)?,
+            _ => self.atomically(empty)?,
         }
-        let emptied = tables.iter().try_for_each(|table| {
-            let mut writer = self.table_writer(table)?;
-            writer.truncate()?;
-            let prepared = writer.prepare()?;
-            self.finish_write(table, prepared).map(|_| ())
-        });
-        if implicit {
-            match emptied {
-                Ok(()) => self.commit_transaction()?,
-                Err(error) => {
-                    self.transaction = None;
-                    return Err(error);
-                }
-            }
-        }
-        emptied?;
         Ok(QueryResult::statement(None))
     }
 

@@ -229,14 +229,24 @@ impl Connection {
         }
     }
 
-    /// Opens a transaction block (as BEGIN does).
-    pub(crate) fn begin_transaction(&mut self) -> Result<()> {
-        self.begin(&[]).map(|_| ())
-    }
-
-    /// Commits the open transaction block (as COMMIT does).
-    pub(crate) fn commit_transaction(&mut self) -> Result<()> {
-        self.commit().map(|_| ())
+    /// Runs `f` as one transaction: inside the open block, or else in a block of its own
+    /// that commits when `f` succeeds and rolls back when it fails (a statement changing
+    /// several tables: all of them or none).
+    pub(crate) fn atomically<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.in_transaction() {
+            return f(self);
+        }
+        self.begin(&[])?;
+        match f(self) {
+            Ok(value) => {
+                self.commit()?;
+                Ok(value)
+            }
+            Err(error) => {
+                self.transaction = None;
+                Err(error)
+            }
+        }
     }
 
     fn begin(&mut self, modes: &[ast::TransactionMode]) -> Result<QueryResult> {
