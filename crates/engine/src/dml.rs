@@ -851,14 +851,7 @@ impl Connection {
         let mut seen = HashSet::new();
         for chunk in chunks {
             let chunk = chunk.compact();
-            let mut keep = Vec::new();
-            for row in 0..chunk.physical_len() {
-                let id = row_id_at(&chunk.columns[0], row)?;
-                if seen.insert(id) {
-                    row_ids.push(id);
-                    keep.push(row as u32);
-                }
-            }
+            let keep = first_matches(&chunk, &mut seen, &mut row_ids)?;
             if with_sources.is_some() {
                 returned_parts.push(chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect::<Vec<_>>());
             }
@@ -904,14 +897,7 @@ impl Connection {
         let mut returned_parts = Vec::new();
         for chunk in chunks {
             let chunk = chunk.compact();
-            let mut keep = Vec::with_capacity(chunk.physical_len());
-            for row in 0..chunk.physical_len() {
-                let id = row_id_at(&chunk.columns[0], row)?;
-                if seen.insert(id) {
-                    row_ids.push(id);
-                    keep.push(row as u32);
-                }
-            }
+            let keep = first_matches(&chunk, &mut seen, &mut row_ids)?;
             let len = keep.len();
             let returned_columns = 1..1 + returned_width;
             returned_parts.push(chunk.columns[returned_columns].iter().map(|c| c.gather(&keep)).collect::<Vec<_>>());
@@ -1282,6 +1268,21 @@ fn row_id_at(column: &Vector, row: usize) -> Result<i64> {
         VectorData::I64(ids) if column.is_valid(row) => Ok(ids[row]),
         _ => Err(internal_err!("a DELETE or UPDATE query produced no row id")),
     }
+}
+
+/// The rows of `chunk` (a DELETE's or UPDATE's query result, row ids first) whose target
+/// row id is new to `seen`: a target row that several rows of the other FROM items match
+/// is changed once, with the first. Their ids are appended to `row_ids`.
+pub(crate) fn first_matches(chunk: &DataChunk, seen: &mut HashSet<i64>, row_ids: &mut Vec<i64>) -> Result<Vec<u32>> {
+    let mut keep = Vec::with_capacity(chunk.physical_len());
+    for row in 0..chunk.physical_len() {
+        let id = row_id_at(&chunk.columns[0], row)?;
+        if seen.insert(id) {
+            row_ids.push(id);
+            keep.push(row as u32);
+        }
+    }
+    Ok(keep)
 }
 
 /// The integer at `row` of a column (a MERGE's clause number).

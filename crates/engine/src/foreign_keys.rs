@@ -496,16 +496,7 @@ impl Connection {
         let mut new_rows = Vec::new();
         for chunk in chunks {
             let chunk = chunk.compact();
-            let mut keep = Vec::with_capacity(chunk.physical_len());
-            for row in 0..chunk.physical_len() {
-                let ScalarValue::Int64(id) = chunk.columns[0].get_scalar(row) else {
-                    return Err(apiary_common::internal_err!("a FOREIGN KEY action's query produced no row id"));
-                };
-                if seen.insert(id) {
-                    row_ids.push(id);
-                    keep.push(row as u32);
-                }
-            }
+            let keep = crate::dml::first_matches(&chunk, &mut seen, &mut row_ids)?;
             if !deletes {
                 let columns: Vec<Vector> = chunk.columns[1..].iter().map(|c| c.gather(&keep)).collect();
                 new_rows.push(crate::connection::conform_chunk(&child, DataChunk::new(columns, keep.len()))?);
