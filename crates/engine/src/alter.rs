@@ -726,24 +726,17 @@ impl Connection {
         // Keys: a UNIQUE index over rows that repeat a key cannot be made.
         for (key_columns, _) in table.key_constraints() {
             let mut seen = std::collections::HashSet::new();
-            let mut key = Vec::new();
-            for block in &data.blocks {
-                let vectors = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<Vec<_>>>()?;
-                let columns: Vec<&Vector> = vectors.iter().collect();
-                for row in 0..block.row_count {
-                    if columns.iter().any(|c| c.is_null(row)) {
-                        continue;
-                    }
-                    apiary_storage::unique::encode_key(&columns, row, &mut key);
-                    if !seen.insert(key.clone()) {
-                        let names: Vec<&str> = key_columns.iter().map(|&c| table.schema.fields[c].name.as_str()).collect();
-                        return Err(ApiaryError::UniqueViolation(format!(
-                            "could not create unique index on table \"{}\": key ({}) is duplicated",
-                            table.name,
-                            names.join(", ")
-                        )));
-                    }
-                }
+            let repeated = data.visit_keys(key_columns, |key| match seen.insert(key.to_vec()) {
+                true => std::ops::ControlFlow::Continue(()),
+                false => std::ops::ControlFlow::Break(()),
+            })?;
+            if repeated.is_break() {
+                let names: Vec<&str> = key_columns.iter().map(|&c| table.schema.fields[c].name.as_str()).collect();
+                return Err(ApiaryError::UniqueViolation(format!(
+                    "could not create unique index on table \"{}\": key ({}) is duplicated",
+                    table.name,
+                    names.join(", ")
+                )));
             }
         }
         for block in &data.blocks {

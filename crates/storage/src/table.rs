@@ -1,6 +1,7 @@
 //! Tables: a schema and an atomically replaced snapshot of immutable blocks.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
@@ -40,6 +41,27 @@ pub fn split_row_id(id: i64) -> (usize, usize) {
 }
 
 impl TableData {
+    /// Calls `visit` with the key in `key_columns` (encoded as [`encode_key`] does) of
+    /// each live row whose key has no NULL, in row order, until it breaks; returns whether
+    /// it did.
+    pub fn visit_keys(&self, key_columns: &[usize], mut visit: impl FnMut(&[u8]) -> ControlFlow<()>) -> Result<ControlFlow<()>> {
+        let mut key = Vec::new();
+        for block in &self.blocks {
+            let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
+            let columns: Vec<&Vector> = vectors.iter().collect();
+            for row in 0..block.row_count {
+                if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
+                    continue;
+                }
+                encode_key(&columns, row, &mut key);
+                if visit(&key).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
     /// Rows not deleted.
     pub fn row_count(&self) -> usize {
         self.stats.row_count - self.deleted_rows()
@@ -488,20 +510,13 @@ impl Table {
             return Ok(());
         }
         let mut index = UniqueIndex::default();
-        let mut key = Vec::new();
         for (key_columns, _) in &constraints {
             let mut keys = HashSet::new();
-            for block in &data.blocks {
-                let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
-                let columns: Vec<&Vector> = vectors.iter().collect();
-                for row in 0..block.row_count {
-                    if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
-                        continue;
-                    }
-                    encode_key(&columns, row, &mut key);
-                    keys.insert(key.clone());
-                }
-            }
+            // (The visit never breaks.)
+            let _ = data.visit_keys(key_columns, |key| {
+                keys.insert(key.to_vec());
+                ControlFlow::Continue(())
+            })?;
             index.keys.push(keys);
         }
         if let Some(pool) = self.memory() {
@@ -959,21 +974,9 @@ impl<'a> TableAppender<'a> {
     /// Whether a live row of the base holds `key` (encoded) in `key_columns`: a full
     /// scan, for the error path of [`TableAppender::check_keys`] only.
     fn base_holds(&self, key_columns: &[usize], key: &[u8]) -> Result<bool> {
-        let mut encoded = Vec::new();
-        for block in &self.base.blocks {
-            let vectors: Vec<Vector> = key_columns.iter().map(|&c| block.column(c).vector()).collect::<Result<_>>()?;
-            let columns: Vec<&Vector> = vectors.iter().collect();
-            for row in 0..block.row_count {
-                if block.is_deleted(row) || columns.iter().any(|c| c.is_null(row)) {
-                    continue;
-                }
-                encode_key(&columns, row, &mut encoded);
-                if encoded == key {
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
+        let found =
+            self.base.visit_keys(key_columns, |held| if held == key { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })?;
+        Ok(found.is_break())
     }
 
     /// Appends whole columns (all rows).
