@@ -198,17 +198,6 @@ impl ReferentialAction {
             _ => return None,
         })
     }
-
-    /// The SQL spelling (`information_schema.referential_constraints`).
-    pub fn sql(self) -> &'static str {
-        match self {
-            ReferentialAction::NoAction => "NO ACTION",
-            ReferentialAction::Restrict => "RESTRICT",
-            ReferentialAction::Cascade => "CASCADE",
-            ReferentialAction::SetNull => "SET NULL",
-            ReferentialAction::SetDefault => "SET DEFAULT",
-        }
-    }
 }
 
 /// The rows of a table that are read when a query scans it, and only the columns the scan
