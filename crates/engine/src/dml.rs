@@ -840,7 +840,7 @@ impl Connection {
         let writer = self.table_writer(&target.table)?;
         let mut query = delete_query(&target, delete)?;
         // RETURNING over USING items: computed by the query, beside the row ids.
-        let with_sources = returning_with_sources(&target, &ast::Statement::Delete(delete.clone()))?;
+        let with_sources = delete_returning_with_sources(&target, delete)?;
         if let (Some(items), ast::SetExpr::Select(select)) = (&with_sources, query.body.as_mut()) {
             select.projection.extend(items.iter().cloned());
         }
@@ -881,7 +881,7 @@ impl Connection {
         // RETURNING over FROM items: computed by the query, after the row id (where the
         // binder does not convert them to the target's column types, as it does the
         // new values after them).
-        let with_sources = returning_with_sources(&target, &ast::Statement::Update(update.clone()))?;
+        let with_sources = update_returning_with_sources(&target, update)?;
         if let (Some(items), ast::SetExpr::Select(select)) = (&with_sources, query.body.as_mut()) {
             select.projection.splice(1..1, items.iter().cloned());
         }
@@ -1160,22 +1160,40 @@ fn returning_query(target: &Target, items: &[ast::SelectItem]) -> Result<ast::Qu
 /// UPDATE's target columns are their new values: each reference to one in the items
 /// becomes the expression it is set to, converted to the column's type.
 fn returning_with_sources(target: &Target, statement: &ast::Statement) -> Result<Option<Vec<ast::SelectItem>>> {
-    let (others, items, assignments) = match statement {
-        ast::Statement::Delete(delete) => match (&delete.using, &delete.returning) {
-            (Some(using), Some(items)) if !using.is_empty() => (using, items, None),
-            _ => return Ok(None),
-        },
-        ast::Statement::Update(update) => match (&update.from, &update.returning) {
-            (Some(ast::UpdateTableFromKind::AfterSet(from) | ast::UpdateTableFromKind::BeforeSet(from)), Some(items))
-                if !from.is_empty() =>
-            {
-                (from, items, Some(&update.assignments))
-            }
-            _ => return Ok(None),
-        },
-        _ => return Ok(None),
-    };
-    let Some(assignments) = assignments else { return Ok(Some(items.clone())) };
+    match statement {
+        ast::Statement::Delete(delete) => delete_returning_with_sources(target, delete),
+        ast::Statement::Update(update) => update_returning_with_sources(target, update),
+        _ => Ok(None),
+    }
+}
+
+/// [`returning_with_sources`] of a DELETE.
+fn delete_returning_with_sources(target: &Target, delete: &ast::Delete) -> Result<Option<Vec<ast::SelectItem>>> {
+    match (&delete.using, &delete.returning) {
+        (Some(using), Some(items)) if !using.is_empty() => returning_over_sources(target, using, items, None),
+        _ => Ok(None),
+    }
+}
+
+/// [`returning_with_sources`] of an UPDATE.
+fn update_returning_with_sources(target: &Target, update: &ast::Update) -> Result<Option<Vec<ast::SelectItem>>> {
+    match (&update.from, &update.returning) {
+        (Some(ast::UpdateTableFromKind::AfterSet(from) | ast::UpdateTableFromKind::BeforeSet(from)), Some(items)) if !from.is_empty() => {
+            returning_over_sources(target, from, items, Some(&update.assignments))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The RETURNING `items` of a statement whose other FROM items are `others`, with an
+/// UPDATE's `assignments` (see [`returning_with_sources`]).
+fn returning_over_sources(
+    target: &Target,
+    others: &[ast::TableWithJoins],
+    items: &[ast::SelectItem],
+    assignments: Option<&[ast::Assignment]>,
+) -> Result<Option<Vec<ast::SelectItem>>> {
+    let Some(assignments) = assignments else { return Ok(Some(items.to_vec())) };
     let fields = &target.table.schema.fields;
     let values = new_values(target, assignments)?
         .into_iter()
