@@ -582,6 +582,14 @@ fn with_masks(
             // The scan keeps the rows some member wants (and gathers them into full
             // vectors); the projection computes the masks again, for those rows only.
             let mut kept: Vec<Expr> = filters[0].iter().zip(&common).filter(|(_, &c)| c).map(|(f, _)| f.clone()).collect();
+            // Bounds every member puts on a column hold for the rows some member wants: the
+            // scan tests their hull first (on packed codes and zone maps), and the masks
+            // only for the rows inside it.
+            let own_conjuncts: Vec<Vec<Expr>> = filters
+                .iter()
+                .map(|f| f.iter().zip(&common).filter(|(_, &c)| !c).flat_map(|(f, _)| f.clone().split_conjunction()).collect())
+                .collect();
+            kept.extend(hull_of_bounds(&own_conjuncts));
             kept.push(Expr::compare(BinaryOp::NotEq, query_mask.clone(), Expr::literal(ScalarValue::Int64(0))));
             let mask = ids.column("query_mask", DataType::BigInt, false);
             (project_with(LogicalPlan::Scan(Scan { filters: kept, ..scan.clone() }), (query_mask, mask.clone())), Some(mask))
@@ -628,6 +636,89 @@ fn with_masks(
         }
         _ => return Err(internal_err!("a shared aggregation over {}", plan.display_indent().lines().next().unwrap_or_default())),
     })
+}
+
+/// A bound `column <op> constant` puts on its column: the side, the constant (a literal
+/// expression) and whether the bound is inclusive.
+struct Bound {
+    column: ColumnRef,
+    lower: bool,
+    value: Expr,
+    inclusive: bool,
+}
+
+/// The bounds of a conjunct `column <op> literal` (either way round; `=` bounds both
+/// sides).
+fn bounds_of(conjunct: &Expr) -> Vec<Bound> {
+    let Expr::Binary { op, left, right, .. } = conjunct else { return Vec::new() };
+    let (column, literal, op) = match (&**left, &**right) {
+        (Expr::Column(c), l @ Expr::Literal(v, _)) if !v.is_null() => (c, l, *op),
+        (l @ Expr::Literal(v, _), Expr::Column(c)) if !v.is_null() => (c, l, op.flipped()),
+        _ => return Vec::new(),
+    };
+    let bound = |lower, inclusive| Bound { column: column.clone(), lower, value: literal.clone(), inclusive };
+    match op {
+        BinaryOp::Gt => vec![bound(true, false)],
+        BinaryOp::GtEq => vec![bound(true, true)],
+        BinaryOp::Lt => vec![bound(false, false)],
+        BinaryOp::LtEq => vec![bound(false, true)],
+        BinaryOp::Eq => vec![bound(true, true), bound(false, true)],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether bound `a` keeps fewer values than `b` on their (common) side.
+fn tighter(a: &Bound, b: &Bound) -> bool {
+    let (Expr::Literal(x, _), Expr::Literal(y, _)) = (&a.value, &b.value) else { return false };
+    match x.total_cmp(y) {
+        std::cmp::Ordering::Equal => !a.inclusive && b.inclusive,
+        std::cmp::Ordering::Greater => a.lower,
+        std::cmp::Ordering::Less => !a.lower,
+    }
+}
+
+/// For each column and side that every member bounds, the loosest of the members'
+/// (tightest) bounds, as a conjunct: a row that passes some member's conjuncts passes
+/// it. `members[i]` are member `i`'s conjuncts.
+fn hull_of_bounds(members: &[Vec<Expr>]) -> Vec<Expr> {
+    // Each member's tightest bound per (column, side).
+    let tightest: Vec<Vec<Bound>> = members
+        .iter()
+        .map(|conjuncts| {
+            let mut kept: Vec<Bound> = Vec::new();
+            for bound in conjuncts.iter().flat_map(bounds_of) {
+                match kept.iter_mut().find(|k| k.column.id == bound.column.id && k.lower == bound.lower) {
+                    Some(k) if tighter(&bound, k) => *k = bound,
+                    Some(_) => {}
+                    None => kept.push(bound),
+                }
+            }
+            kept
+        })
+        .collect();
+    let Some((first, others)) = tightest.split_first() else { return Vec::new() };
+    let mut hull = Vec::new();
+    for bound in first {
+        let mut loosest = bound;
+        let mut everyone = true;
+        for other in others {
+            match other.iter().find(|o| o.column.id == bound.column.id && o.lower == bound.lower) {
+                Some(o) if tighter(loosest, o) => loosest = o,
+                Some(_) => {}
+                None => everyone = false,
+            }
+        }
+        if everyone {
+            let op = match (loosest.lower, loosest.inclusive) {
+                (true, true) => BinaryOp::GtEq,
+                (true, false) => BinaryOp::Gt,
+                (false, true) => BinaryOp::LtEq,
+                (false, false) => BinaryOp::Lt,
+            };
+            hull.push(Expr::compare(op, loosest.column.expr(), loosest.value.clone()));
+        }
+    }
+    hull
 }
 
 /// The aggregates each member merges into its own: `avg` as a sum and a count, the others
@@ -769,4 +860,40 @@ fn replace_core(plan: &LogicalPlan, core: &LogicalPlan, replacement: LogicalPlan
         LogicalPlan::Filter { predicate, input } => LogicalPlan::Filter { predicate: predicate.clone(), input: rebuilt(input)? },
         _ => return Err(internal_err!("the shared aggregation is not where it was found")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(name: &str, id: u32) -> ColumnRef {
+        ColumnRef { id: ColumnId(id), name: name.into(), data_type: DataType::Integer, nullable: true }
+    }
+
+    fn compare(op: BinaryOp, column: &ColumnRef, value: i32) -> Expr {
+        Expr::compare(op, column.expr(), Expr::Literal(ScalarValue::Int32(value), DataType::Integer))
+    }
+
+    #[test]
+    fn the_hull_takes_each_side_every_member_bounds_at_its_loosest() {
+        let (x, y) = (column("x", 1), column("y", 2));
+        use BinaryOp::*;
+        let members = vec![
+            vec![compare(GtEq, &x, 10), compare(Lt, &x, 20), compare(Eq, &y, 5), compare(GtEq, &x, 5)],
+            // The constant on the left: 30 <= x.
+            vec![Expr::compare(LtEq, Expr::Literal(ScalarValue::Int32(30), DataType::Integer), x.expr()), compare(LtEq, &x, 40)],
+            vec![compare(Gt, &x, 10), compare(Lt, &x, 50), compare(Gt, &y, 1)],
+        ];
+        let hull: Vec<String> = hull_of_bounds(&members).iter().map(ToString::to_string).collect();
+        // x >= 10 (10 inclusive is looser than 10 exclusive), x < 50; y has no upper bound
+        // in the last member and no lower bound in the second.
+        assert_eq!(hull, [compare(GtEq, &x, 10).to_string(), compare(Lt, &x, 50).to_string()]);
+        // A member without a bound on a side leaves that side open.
+        let open = vec![vec![compare(GtEq, &x, 10)], vec![compare(Lt, &x, 3)]];
+        assert!(hull_of_bounds(&open).is_empty());
+        // Equalities bound both sides.
+        let points = vec![vec![compare(Eq, &x, 7)], vec![compare(Eq, &x, 3)]];
+        let hull: Vec<String> = hull_of_bounds(&points).iter().map(ToString::to_string).collect();
+        assert_eq!(hull, [compare(GtEq, &x, 3).to_string(), compare(LtEq, &x, 7).to_string()]);
+    }
 }

@@ -277,6 +277,12 @@ fn grouping_by_dictionary_codes_equals_grouping_by_values() {
         "SELECT c, c2, c3, count(*), sum(v) FROM {t} GROUP BY c, c2, c3 ORDER BY c, c2, c3",
         "SELECT DISTINCT a, b FROM {t} ORDER BY a, b",
         "SELECT b, i % 4 AS m, count(*) FROM {t} GROUP BY b, m ORDER BY b, m",
+        // Integer keys of 0..=255 beside dictionary codes serve as their own codes (15
+        // groups: the few-groups sums); past 255 or below 0 a chunk takes the general path.
+        "SELECT b, i % 5 AS m, count(*), sum(x), avg(v), sum(v) FROM {t} GROUP BY b, m ORDER BY b, m",
+        "SELECT a, CASE WHEN i < 6000 THEN i % 7 ELSE i % 300 END AS m, count(*), sum(v) FROM {t} GROUP BY a, m ORDER BY a, m",
+        "SELECT b, i % 7 - 3 AS m, count(*), sum(x) FROM {t} GROUP BY b, m ORDER BY b, m",
+        "SELECT b, CAST(i % 3 AS SMALLINT) AS m, a, count(*) FROM {t} GROUP BY b, m, a ORDER BY b, m, a",
         "SELECT count(*), sum(s) FROM (SELECT a, sum(v) AS s FROM {t} GROUP BY a HAVING count(*) > 990) q",
     ];
     for configuration in
@@ -301,6 +307,10 @@ fn grouping_by_dictionary_codes_equals_grouping_by_values() {
     assert!(plan.contains("12000 of 12000 input rows grouped by dictionary codes"), "{plan}");
     let plan = analyze(&mut conn, "SELECT c, w, count(*) FROM gpacked GROUP BY c, w");
     assert!(plan.contains("6000 of 12000 input rows grouped by dictionary codes"), "{plan}");
+    let plan = analyze(&mut conn, "SELECT b, i % 5 AS m, count(*) FROM gpacked GROUP BY b, m");
+    assert!(plan.contains("12000 of 12000 input rows grouped by dictionary codes"), "{plan}");
+    let plan = analyze(&mut conn, "SELECT b, i % 7 - 3 AS m, count(*) FROM gpacked GROUP BY b, m");
+    assert!(!plan.contains("grouped by dictionary codes"), "{plan}");
     let plan = analyze(&mut conn, "SELECT a, b, count(*) FROM gplain GROUP BY a, b");
     assert!(!plan.contains("grouped by dictionary codes"), "{plan}");
     // A single integer key of a small range groups by its values; one of a wide range

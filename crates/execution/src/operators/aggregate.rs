@@ -533,8 +533,11 @@ const CODE_MAP_LIMIT: usize = 4096;
 /// worker's map to groups, which replaces packing, hashing and probing. The map holds
 /// for the current dictionaries and starts over when a chunk comes from others (the
 /// next block); each combination seen goes through the group table once per
-/// dictionary. `false`, with nothing changed, when some key has no codes or the
-/// combinations are too many.
+/// dictionary. Beside such keys, an integer key without NULLs whose values are all in
+/// `0..=255` serves as its own codes (the query mask of up to eight queries sharing an
+/// aggregation, `shared_operators.rs`, keyed by TPC-H Q1's two flags and the mask).
+/// `false`, with nothing changed, when some key has no codes or the combinations are too
+/// many.
 fn group_by_codes(
     agg: &HashAggregate,
     keys: &[Vector],
@@ -546,28 +549,80 @@ fn group_by_codes(
     if keys.is_empty() {
         return Ok(false);
     }
-    let mut codes = Vec::with_capacity(keys.len());
-    let mut combinations = 1usize;
+    // Per key: its codes (owned for an integer key), the number of codes, and which
+    // dictionary maps them to values.
+    let mut owned: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+    let mut dictionaries = Vec::with_capacity(keys.len());
+    let mut sizes = Vec::with_capacity(keys.len());
     for key in keys {
         // (A NULL's view is some value's: its code would group it with that value.)
-        let (VectorData::Str(strings), None) = (&key.data, &key.validity) else { return Ok(false) };
-        let Some(key_codes) = &strings.codes else { return Ok(false) };
-        combinations = combinations.saturating_mul(key_codes.size());
-        codes.push(key_codes);
+        if key.validity.is_some() {
+            return Ok(false);
+        }
+        match &key.data {
+            VectorData::Str(strings) => {
+                let Some(key_codes) = &strings.codes else { return Ok(false) };
+                owned.push(None);
+                dictionaries.push(key_codes.dictionary);
+                sizes.push(key_codes.size());
+            }
+            _ => {
+                let Some(bytes) = small_integer_codes(&key.data, rows) else { return Ok(false) };
+                owned.push(Some(bytes));
+                dictionaries.push(VALUES_AS_CODES);
+                sizes.push(256);
+            }
+        }
     }
+    if dictionaries.iter().all(|&d| d == VALUES_AS_CODES) {
+        // Integer keys alone group by value (`group_by_value`) or by packed keys.
+        return Ok(false);
+    }
+    let combinations = sizes.iter().fold(1usize, |n, &size| n.saturating_mul(size));
     if combinations > CODE_MAP_LIMIT {
         return Ok(false);
     }
-    if state.code_dictionaries.len() != codes.len() || state.code_dictionaries.iter().zip(&codes).any(|(&id, c)| id != c.dictionary) {
-        state.code_dictionaries = codes.iter().map(|c| c.dictionary).collect();
+    if state.code_dictionaries != dictionaries {
+        state.code_dictionaries = dictionaries;
         state.code_groups.clear();
         state.code_groups.resize(combinations, 0);
     }
-    let columns: Vec<(&[u8], u32)> = codes.iter().map(|c| (c.codes.as_slice(), c.size() as u32)).collect();
+    let columns: Vec<(&[u8], u32)> = keys
+        .iter()
+        .zip(&owned)
+        .zip(&sizes)
+        .map(|((key, bytes), &size)| {
+            let codes = match (bytes, &key.data) {
+                (Some(bytes), _) => bytes.as_slice(),
+                (None, VectorData::Str(strings)) => strings.codes.as_ref().map_or(&[][..], |c| c.codes.as_slice()),
+                (None, _) => &[],
+            };
+            (codes, size as u32)
+        })
+        .collect();
     let Some(slots) = code_slots(&columns, rows) else { return Ok(false) };
     groups_by_slot(agg, &mut state.tables, keys, packed_columns, rows, &slots, &mut state.code_groups, &mut state.groups, ctx);
     agg.global(ctx)?.rows_on_codes.fetch_add(rows.len() as u64, Ordering::Relaxed);
     Ok(true)
+}
+
+/// The dictionary id of an integer key whose values are its codes (real dictionaries
+/// count up from 1).
+const VALUES_AS_CODES: u64 = u64::MAX;
+
+/// An integer vector's values as codes when every value at `rows` is in `0..=255` (the
+/// other positions are truncated: they are never read).
+fn small_integer_codes(data: &VectorData, rows: &[u32]) -> Option<Vec<u8>> {
+    fn codes<T: Copy + Into<i64>>(values: &[T], rows: &[u32]) -> Option<Vec<u8>> {
+        let small = rows.iter().all(|&row| values.get(row as usize).is_some_and(|&v| (0..=255).contains(&v.into())));
+        small.then(|| values.iter().map(|&v| v.into() as u8).collect())
+    }
+    match data {
+        VectorData::I16(values) => codes(values, rows),
+        VectorData::I32(values) => codes(values, rows),
+        VectorData::I64(values) => codes(values, rows),
+        _ => None,
+    }
 }
 
 /// Per row of `rows`, its combination of the keys' dictionary codes, `(c0 * size1 + c1) *

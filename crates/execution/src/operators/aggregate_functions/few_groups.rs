@@ -12,7 +12,7 @@
 //! the caller adds each block sum to its group with the usual checked add.
 
 /// Groups up to which [`block_sums`] applies (one masked pass per group).
-pub const MAX_GROUPS: usize = 8;
+pub const MAX_GROUPS: usize = 16;
 
 /// The group of a row that is not to be added (a dense group array's unselected rows).
 pub const SKIP: u32 = u32::MAX;
@@ -173,7 +173,15 @@ fn masked_sums<const COUNT: bool>(values: &[i64], groups: &[u32], group_count: u
         5 => masked_sums_of::<5, COUNT>(values, groups),
         6 => masked_sums_of::<6, COUNT>(values, groups),
         7 => masked_sums_of::<7, COUNT>(values, groups),
-        _ => masked_sums_of::<8, COUNT>(values, groups),
+        8 => masked_sums_of::<8, COUNT>(values, groups),
+        9 => masked_sums_of::<9, COUNT>(values, groups),
+        10 => masked_sums_of::<10, COUNT>(values, groups),
+        11 => masked_sums_of::<11, COUNT>(values, groups),
+        12 => masked_sums_of::<12, COUNT>(values, groups),
+        13 => masked_sums_of::<13, COUNT>(values, groups),
+        14 => masked_sums_of::<14, COUNT>(values, groups),
+        15 => masked_sums_of::<15, COUNT>(values, groups),
+        _ => masked_sums_of::<16, COUNT>(values, groups),
     }
 }
 
