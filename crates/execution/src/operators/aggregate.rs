@@ -549,37 +549,27 @@ fn group_by_codes(
     if keys.is_empty() {
         return Ok(false);
     }
-    // Per key: its codes (owned for an integer key), the number of codes, and which
-    // dictionary maps them to values.
-    let mut owned: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+    // Per key: which dictionary maps its codes to values, and how many codes it has.
     let mut dictionaries = Vec::with_capacity(keys.len());
-    let mut sizes = Vec::with_capacity(keys.len());
+    let mut combinations = 1usize;
     for key in keys {
         // (A NULL's view is some value's: its code would group it with that value.)
         if key.validity.is_some() {
             return Ok(false);
         }
-        match &key.data {
-            VectorData::Str(strings) => {
-                let Some(key_codes) = &strings.codes else { return Ok(false) };
-                owned.push(None);
-                dictionaries.push(key_codes.dictionary);
-                sizes.push(key_codes.size());
-            }
-            _ => {
-                let Some(bytes) = small_integer_codes(&key.data, rows) else { return Ok(false) };
-                owned.push(Some(bytes));
-                dictionaries.push(VALUES_AS_CODES);
-                sizes.push(256);
-            }
-        }
+        let (dictionary, size) = match &key.data {
+            VectorData::Str(strings) => match &strings.codes {
+                Some(key_codes) => (key_codes.dictionary, key_codes.size()),
+                None => return Ok(false),
+            },
+            data if small_integers(data, rows) => (VALUES_AS_CODES, 256),
+            _ => return Ok(false),
+        };
+        dictionaries.push(dictionary);
+        combinations = combinations.saturating_mul(size);
     }
-    if dictionaries.iter().all(|&d| d == VALUES_AS_CODES) {
-        // Integer keys alone group by value (`group_by_value`) or by packed keys.
-        return Ok(false);
-    }
-    let combinations = sizes.iter().fold(1usize, |n, &size| n.saturating_mul(size));
-    if combinations > CODE_MAP_LIMIT {
+    // Integer keys alone group by value (`group_by_value`) or by packed keys.
+    if dictionaries.iter().all(|&d| d == VALUES_AS_CODES) || combinations > CODE_MAP_LIMIT {
         return Ok(false);
     }
     if state.code_dictionaries != dictionaries {
@@ -587,17 +577,15 @@ fn group_by_codes(
         state.code_groups.clear();
         state.code_groups.resize(combinations, 0);
     }
+    // The integer keys' codes, owned.
+    let integer_codes: Vec<Option<Vec<u8>>> =
+        keys.iter().map(|key| (!matches!(key.data, VectorData::Str(_))).then(|| integer_codes(&key.data))).collect();
     let columns: Vec<(&[u8], u32)> = keys
         .iter()
-        .zip(&owned)
-        .zip(&sizes)
-        .map(|((key, bytes), &size)| {
-            let codes = match (bytes, &key.data) {
-                (Some(bytes), _) => bytes.as_slice(),
-                (None, VectorData::Str(strings)) => strings.codes.as_ref().map_or(&[][..], |c| c.codes.as_slice()),
-                (None, _) => &[],
-            };
-            (codes, size as u32)
+        .zip(&integer_codes)
+        .map(|(key, owned)| match (&key.data, owned) {
+            (VectorData::Str(strings), _) => strings.codes.as_ref().map_or((&[][..], 0), |c| (c.codes.as_slice(), c.size() as u32)),
+            (_, owned) => (owned.as_deref().unwrap_or_default(), 256),
         })
         .collect();
     let Some(slots) = code_slots(&columns, rows) else { return Ok(false) };
@@ -610,18 +598,30 @@ fn group_by_codes(
 /// count up from 1).
 const VALUES_AS_CODES: u64 = u64::MAX;
 
-/// An integer vector's values as codes when every value at `rows` is in `0..=255` (the
-/// other positions are truncated: they are never read).
-fn small_integer_codes(data: &VectorData, rows: &[u32]) -> Option<Vec<u8>> {
-    fn codes<T: Copy + Into<i64>>(values: &[T], rows: &[u32]) -> Option<Vec<u8>> {
-        let small = rows.iter().all(|&row| values.get(row as usize).is_some_and(|&v| (0..=255).contains(&v.into())));
-        small.then(|| values.iter().map(|&v| v.into() as u8).collect())
+/// Whether `data` holds integers and every value at `rows` is in `0..=255`.
+fn small_integers(data: &VectorData, rows: &[u32]) -> bool {
+    fn small<T: Copy + Into<i64>>(values: &[T], rows: &[u32]) -> bool {
+        rows.iter().all(|&row| values.get(row as usize).is_some_and(|&v| (0..=255).contains(&v.into())))
     }
     match data {
-        VectorData::I16(values) => codes(values, rows),
-        VectorData::I32(values) => codes(values, rows),
-        VectorData::I64(values) => codes(values, rows),
-        _ => None,
+        VectorData::I16(values) => small(values, rows),
+        VectorData::I32(values) => small(values, rows),
+        VectorData::I64(values) => small(values, rows),
+        _ => false,
+    }
+}
+
+/// An integer vector's values as 1-byte codes, truncated (the rows [`small_integers`]
+/// checked are exact; the others are never read).
+fn integer_codes(data: &VectorData) -> Vec<u8> {
+    fn codes<T: Copy + Into<i64>>(values: &[T]) -> Vec<u8> {
+        values.iter().map(|&v| v.into() as u8).collect()
+    }
+    match data {
+        VectorData::I16(values) => codes(values),
+        VectorData::I32(values) => codes(values),
+        VectorData::I64(values) => codes(values),
+        _ => Vec::new(),
     }
 }
 
