@@ -577,12 +577,12 @@ fn with_masks(
             if common.iter().all(|&c| c) {
                 return Ok((LogicalPlan::Scan(Scan { filters: filters[0].to_vec(), ..scan.clone() }), None));
             }
-            let own = |filters: &[Expr]| {
-                Expr::conjunction(filters.iter().zip(&common).filter(|(_, &c)| !c).map(|(f, _)| f.clone())).unwrap_or(Expr::boolean(true))
-            };
+            // Each member's own conjuncts (those that differ between members).
+            let own: Vec<Vec<Expr>> =
+                filters.iter().map(|f| f.iter().zip(&common).filter(|(_, &c)| !c).map(|(f, _)| f.clone()).collect()).collect();
             let query_mask = Expr::Function {
                 func: ScalarFunction::QueryMask,
-                args: filters.iter().map(|f| own(f)).collect(),
+                args: own.iter().map(|conjuncts| Expr::conjunction(conjuncts.iter().cloned()).unwrap_or(Expr::boolean(true))).collect(),
                 data_type: DataType::BigInt,
             };
             // The scan keeps the rows some member wants (and gathers them into full
@@ -591,11 +591,7 @@ fn with_masks(
             // Bounds every member puts on a column hold for the rows some member wants: the
             // scan tests their hull first (on packed codes and zone maps), and the masks
             // only for the rows inside it.
-            let own_conjuncts: Vec<Vec<Expr>> = filters
-                .iter()
-                .map(|f| f.iter().zip(&common).filter(|(_, &c)| !c).flat_map(|(f, _)| f.clone().split_conjunction()).collect())
-                .collect();
-            kept.extend(hull_of_bounds(&own_conjuncts));
+            kept.extend(hull_of_bounds(&own));
             kept.push(Expr::compare(BinaryOp::NotEq, query_mask.clone(), Expr::literal(ScalarValue::Int64(0))));
             let mask = ids.column("query_mask", DataType::BigInt, false);
             (project_with(LogicalPlan::Scan(Scan { filters: kept, ..scan.clone() }), (query_mask, mask.clone())), Some(mask))
@@ -692,7 +688,7 @@ fn hull_of_bounds(members: &[Vec<Expr>]) -> Vec<Expr> {
         .iter()
         .map(|conjuncts| {
             let mut kept: Vec<Bound> = Vec::new();
-            for bound in conjuncts.iter().flat_map(bounds_of) {
+            for bound in conjuncts.iter().flat_map(|c| c.clone().split_conjunction()).flat_map(|c| bounds_of(&c)) {
                 match kept.iter_mut().find(|k| k.column.id == bound.column.id && k.lower == bound.lower) {
                     Some(k) if tighter(&bound, k) => *k = bound,
                     Some(_) => {}
