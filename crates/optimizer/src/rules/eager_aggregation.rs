@@ -365,6 +365,11 @@ impl CoreContext<'_> {
         for (conjunct, _) in &upper_conjuncts {
             needed.extend(conjunct.columns().intersection(&core_columns));
         }
+        // Without keys the pre-aggregation would be a global aggregate, which gives a row
+        // (of NULLs and zeros) over no input, and the join above would turn it into groups.
+        if needed.is_empty() {
+            return None;
+        }
         let plan = graph.core_of(core)?;
         let rows = estimate(&plan).rows;
         let mut combinations = 1.0f64;
